@@ -1,0 +1,5 @@
+import sys
+
+from gpuwatch.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The command line: composition root that wires sources, sampler and consumers together."""

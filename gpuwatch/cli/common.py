@@ -1,0 +1,62 @@
+"""Pieces shared by the subcommands: errors with exit codes and the sampling options every sampling
+command takes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpuwatch.model.recording import RecordingError
+from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_producer
+
+
+class CliError(Exception):
+    """A failure the user can fix: printed as one line, no traceback."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def interval_seconds(text: str) -> float:
+    value = positive_float(text)
+    if value < 0.05:
+        raise argparse.ArgumentTypeError(f"the shortest interval is 0.05 s, got {text}")
+    return value
+
+
+def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = 1.0) -> None:
+    g = parser.add_argument_group("what to sample")
+    g.add_argument("--interval", type=interval_seconds, default=interval, metavar="S",
+                   help=f"seconds between samples, 0.05 or more (default {interval:g})")
+    g.add_argument("--replay", type=Path, metavar="FILE",
+                   help="play a recording made by 'gpuwatch record' instead of sampling this machine")
+    g.add_argument("--speed", type=float, default=1.0, metavar="X",
+                   help="replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible")
+    g.add_argument("--loop", action="store_true", help="replay the recording over and over")
+    g.add_argument("--dcgm", metavar="URL", help="also scrape a dcgm-exporter /metrics endpoint")
+
+
+def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> SamplingOptions:
+    return SamplingOptions(replay=args.replay, speed=args.speed, loop=args.loop, interval=args.interval,
+                           dcgm_url=getattr(args, "dcgm", None), allow_bundled=allow_bundled)
+
+
+def open_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> Opened:
+    """Open the producer the arguments ask for, turning known failures into CliErrors (exit 2: no GPU)."""
+    try:
+        return open_producer(options_from_args(args, allow_bundled=allow_bundled))
+    except NoGpuError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    except RecordingError as exc:
+        raise CliError(str(exc), exit_code=2) from None

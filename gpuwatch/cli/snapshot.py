@@ -1,0 +1,49 @@
+"""``gpuwatch snapshot``: one sample, as a readable table or as JSON for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.cli.table import render_snapshot
+from gpuwatch.model.codec import dumps
+from gpuwatch.sampler.sampler import Sampler
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("snapshot", help="print one sample (table, or --json)",
+                       description="Take one sample of the GPUs, their processes and the host and print it. "
+                       "Rates (CPU %, IO, GPM activity) need two readings, so a live snapshot waits one "
+                       "--interval between them.")
+    p.add_argument("--json", action="store_true", help="print the Snapshot as JSON")
+    p.add_argument("--at", type=float, default=0.0, metavar="S",
+                   help="with --replay: the snapshot S seconds into the recording")
+    add_sampling_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    opened = open_from_args(args)
+    sampler = Sampler(opened.producer, interval=args.interval)
+    try:
+        snap = sampler.tick()
+        if opened.is_recording:
+            first = snap.time if snap is not None else 0.0
+            while snap is not None and snap.time - first < args.at:
+                snap = sampler.tick() or snap
+                if sampler.latest is not snap:
+                    break
+        else:
+            time.sleep(args.interval)  # second reading: CPU %, IO rates and GPM need a delta
+            snap = sampler.tick()
+    finally:
+        sampler.stop()
+    if snap is None:
+        raise CliError("the recording holds no snapshots", exit_code=2)
+    if args.json:
+        sys.stdout.write(dumps(snap, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_snapshot(snap, opened.description))
+    return 0

@@ -1,0 +1,57 @@
+"""Plain-text rendering of one Snapshot for ``gpuwatch snapshot`` (rich tables, no colour when piped)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuwatch.model.snapshot import Snapshot
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}%"
+
+
+def _gib(v: int | None) -> str:
+    return "-" if v is None else f"{v / 2**30:.1f}"
+
+
+def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=False, color_system=None)
+    import datetime as _dt
+
+    when = _dt.datetime.fromtimestamp(snap.time).strftime("%Y-%m-%d %H:%M:%S")
+    console.print(f"{snap.host.hostname}  {when}  {description}")
+    gt = Table(box=None, pad_edge=False)
+    for col in ("GPU", "name", "GPU-Util", "SM act", "SM occ", "tensor", "DRAM", "mem GiB", "temp",
+                "power W", "SM MHz", "clock events"):
+        gt.add_column(col, justify="left" if col in ("name", "clock events") else "right")
+    for g in snap.gpus:
+        mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
+        power = "-" if g.power_w is None else f"{g.power_w:.0f}/{g.power_limit_w or 0:.0f}"
+        clock = "-" if g.sm_clock_mhz is None else f"{g.sm_clock_mhz:.0f}/{g.sm_clock_max_mhz or 0:.0f}"
+        gt.add_row(str(g.index), g.name or "-", _pct(g.gpu_util), _pct(g.sm_active), _pct(g.sm_occupancy),
+                   _pct(g.tensor_active), _pct(g.dram_active), mem,
+                   "-" if g.temperature_c is None else f"{g.temperature_c:.0f}C", power, clock,
+                   ",".join(g.clock_events) or "none")
+    console.print(gt)
+    pt = Table(box=None, pad_edge=False)
+    for col in ("PID", "GPU", "user", "GPU MiB", "SM", "CPU", "top thr", "RSS MiB", "S", "command"):
+        pt.add_column(col, justify="left" if col in ("user", "command", "S") else "right")
+    for p in snap.processes:
+        pt.add_row(str(p.pid), str(p.gpu_index), p.user or "-",
+                   "-" if p.gpu_memory_bytes is None else f"{p.gpu_memory_bytes / 2**20:.0f}",
+                   _pct(p.sm_util), _pct(p.cpu_percent), _pct(p.top_thread_cpu_percent),
+                   "-" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.0f}", p.state or "-",
+                   (p.cmdline or p.name or "-")[:60])
+    if snap.processes:
+        console.print(pt)
+    else:
+        console.print("no processes on the GPUs")
+    bad = [s for s in snap.sources if s.state != "ok"]
+    for s in bad:
+        console.print(f"source {s.name}: {s.state} for {s.age_s:.0f} s: {s.message}")
+    return out.getvalue()

@@ -1,0 +1,175 @@
+"""The catalogue of named metrics: one place that says what ``gpu.sm_active`` is, in which unit, how to read
+it from a Snapshot, and what it is called on /metrics.
+
+Alert rules, the doctor, the exporter and the TUI all name metrics by these keys, so a rule's
+``metric: gpu.sm_occupancy`` and the exporter's ``gpuwatch_gpu_sm_occupancy_ratio`` cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
+
+Scope = Literal["gpu", "process", "host"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    key: str
+    scope: Scope
+    unit: str
+    help: str
+    read: Callable[..., float | None]
+    #: Prometheus metric name served by the exporter (base units), and the factor from ``unit`` to it.
+    prom_name: str | None = None
+    prom_scale: float = 1.0
+
+
+def _attr(name: str) -> Callable[[object], float | None]:
+    def read(obj: object) -> float | None:
+        value = getattr(obj, name)
+        return None if value is None else float(value)
+
+    read.__name__ = f"read_{name}"
+    return read
+
+
+def _prof(name: str) -> Callable[[GpuSample], float | None]:
+    def read(gpu: GpuSample) -> float | None:
+        return gpu.prof(name)
+
+    read.__name__ = f"read_prof_{name}"
+    return read
+
+
+def _ratio(num: str, den: str, scale: float = 100.0) -> Callable[[object], float | None]:
+    def read(obj: object) -> float | None:
+        a, b = getattr(obj, num), getattr(obj, den)
+        if a is None or not b:
+            return None
+        return scale * float(a) / float(b)
+
+    read.__name__ = f"read_{num}_over_{den}"
+    return read
+
+
+PCT = 0.01  # percent -> ratio for Prometheus
+
+_GPU: list[MetricSpec] = [
+    MetricSpec("gpu.util", "gpu", "percent", "GPU-Util: share of time any kernel ran (NVML)",
+               _attr("gpu_util"), "gpuwatch_gpu_utilization_ratio", PCT),
+    MetricSpec("gpu.mem_util", "gpu", "percent", "memory-controller busy time (NVML)",
+               _attr("mem_util"), "gpuwatch_gpu_memory_controller_utilization_ratio", PCT),
+    MetricSpec("gpu.mem_used_bytes", "gpu", "bytes", "device memory in use",
+               _attr("mem_used_bytes"), "gpuwatch_gpu_memory_used_bytes"),
+    MetricSpec("gpu.mem_total_bytes", "gpu", "bytes", "device memory size",
+               _attr("mem_total_bytes"), "gpuwatch_gpu_memory_total_bytes"),
+    MetricSpec("gpu.mem_used_percent", "gpu", "percent", "device memory occupied",
+               _ratio("mem_used_bytes", "mem_total_bytes"), "gpuwatch_gpu_memory_used_ratio", PCT),
+    MetricSpec("gpu.temperature_c", "gpu", "celsius", "GPU temperature",
+               _attr("temperature_c"), "gpuwatch_gpu_temperature_celsius"),
+    MetricSpec("gpu.power_w", "gpu", "watts", "power draw",
+               _attr("power_w"), "gpuwatch_gpu_power_watts"),
+    MetricSpec("gpu.power_limit_w", "gpu", "watts", "enforced power limit",
+               _attr("power_limit_w"), "gpuwatch_gpu_power_limit_watts"),
+    MetricSpec("gpu.power_percent", "gpu", "percent", "power draw against the enforced limit",
+               _ratio("power_w", "power_limit_w"), "gpuwatch_gpu_power_limit_usage_ratio", PCT),
+    MetricSpec("gpu.sm_clock_mhz", "gpu", "MHz", "SM clock",
+               _attr("sm_clock_mhz"), "gpuwatch_gpu_sm_clock_hertz", 1e6),
+    MetricSpec("gpu.sm_clock_max_mhz", "gpu", "MHz", "maximum SM clock",
+               _attr("sm_clock_max_mhz"), "gpuwatch_gpu_sm_clock_max_hertz", 1e6),
+    MetricSpec("gpu.sm_clock_percent", "gpu", "percent", "SM clock against its maximum",
+               _ratio("sm_clock_mhz", "sm_clock_max_mhz"), None),
+    MetricSpec("gpu.mem_clock_mhz", "gpu", "MHz", "memory clock",
+               _attr("mem_clock_mhz"), "gpuwatch_gpu_memory_clock_hertz", 1e6),
+    MetricSpec("gpu.pstate", "gpu", "", "performance state (0 = fastest)",
+               _attr("pstate"), "gpuwatch_gpu_performance_state"),
+    MetricSpec("gpu.energy_j", "gpu", "joules", "energy since the driver loaded",
+               _attr("energy_j"), "gpuwatch_gpu_energy_joules_total"),
+    MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML)",
+               lambda g: g.prof("pcie_tx_bytes_s") if g.prof("pcie_tx_bytes_s") is not None else
+               (None if g.pcie_tx_bytes_s is None else float(g.pcie_tx_bytes_s)),
+               "gpuwatch_gpu_pcie_transmit_bytes_per_second"),
+    MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies",
+               lambda g: g.prof("pcie_rx_bytes_s") if g.prof("pcie_rx_bytes_s") is not None else
+               (None if g.pcie_rx_bytes_s is None else float(g.pcie_rx_bytes_s)),
+               "gpuwatch_gpu_pcie_receive_bytes_per_second"),
+    MetricSpec("gpu.ecc_uncorrected", "gpu", "errors", "volatile uncorrected ECC errors",
+               _attr("ecc_uncorrected"), "gpuwatch_gpu_ecc_uncorrected_errors"),
+    MetricSpec("gpu.ecc_corrected", "gpu", "errors", "volatile corrected ECC errors",
+               _attr("ecc_corrected"), "gpuwatch_gpu_ecc_corrected_errors"),
+    MetricSpec("gpu.sm_active", "gpu", "percent", "share of SMs busy (GPM SM_UTIL or DCGM SM_ACTIVE)",
+               _prof("sm_active"), "gpuwatch_gpu_sm_active_ratio", PCT),
+    MetricSpec("gpu.sm_occupancy", "gpu", "percent", "resident warps against the maximum (occupancy)",
+               _prof("sm_occupancy"), "gpuwatch_gpu_sm_occupancy_ratio", PCT),
+    MetricSpec("gpu.tensor_active", "gpu", "percent", "tensor-core pipe activity",
+               _prof("tensor_active"), "gpuwatch_gpu_tensor_active_ratio", PCT),
+    MetricSpec("gpu.dram_active", "gpu", "percent", "DRAM bandwidth used against the theoretical peak",
+               _prof("dram_active"), "gpuwatch_gpu_dram_active_ratio", PCT),
+    MetricSpec("gpu.graphics_active", "gpu", "percent", "graphics/compute engine activity (GPM/DCGM)",
+               _prof("graphics_active"), "gpuwatch_gpu_graphics_active_ratio", PCT),
+    MetricSpec("gpu.fp32_active", "gpu", "percent", "FP32 pipe activity",
+               _prof("fp32_active"), "gpuwatch_gpu_fp32_active_ratio", PCT),
+    MetricSpec("gpu.fp16_active", "gpu", "percent", "FP16 pipe activity",
+               _prof("fp16_active"), "gpuwatch_gpu_fp16_active_ratio", PCT),
+    MetricSpec("gpu.fp64_active", "gpu", "percent", "FP64 pipe activity",
+               _prof("fp64_active"), "gpuwatch_gpu_fp64_active_ratio", PCT),
+]
+
+_PROCESS: list[MetricSpec] = [
+    MetricSpec("process.gpu_memory_bytes", "process", "bytes", "device memory held by the process",
+               _attr("gpu_memory_bytes"), "gpuwatch_process_gpu_memory_bytes"),
+    MetricSpec("process.sm_util", "process", "percent", "the process's share of SM time (NVML)",
+               _attr("sm_util"), "gpuwatch_process_sm_utilization_ratio", PCT),
+    MetricSpec("process.mem_util", "process", "percent", "the process's share of memory-controller time",
+               _attr("mem_util"), "gpuwatch_process_memory_controller_utilization_ratio", PCT),
+    MetricSpec("process.cpu_percent", "process", "percent", "CPU of the whole process (100 = one core)",
+               _attr("cpu_percent"), "gpuwatch_process_cpu_usage_ratio", PCT),
+    MetricSpec("process.top_thread_cpu_percent", "process", "percent",
+               "CPU of the busiest thread (100 = one core: a GIL-bound loop)",
+               _attr("top_thread_cpu_percent"), "gpuwatch_process_top_thread_cpu_usage_ratio", PCT),
+    MetricSpec("process.rss_bytes", "process", "bytes", "resident host memory",
+               _attr("rss_bytes"), "gpuwatch_process_resident_memory_bytes"),
+    MetricSpec("process.io_read_bytes_s", "process", "bytes/s", "storage read rate",
+               _attr("io_read_bytes_s"), "gpuwatch_process_io_read_bytes_per_second"),
+    MetricSpec("process.io_write_bytes_s", "process", "bytes/s", "storage write rate",
+               _attr("io_write_bytes_s"), "gpuwatch_process_io_write_bytes_per_second"),
+    MetricSpec("process.threads_in_io_wait", "process", "threads", "threads in uninterruptible sleep (D)",
+               _attr("threads_in_io_wait"), "gpuwatch_process_threads_io_wait"),
+]
+
+_HOST: list[MetricSpec] = [
+    MetricSpec("host.cpu_percent", "host", "percent", "CPU busy across all cores",
+               _attr("cpu_percent"), "gpuwatch_host_cpu_usage_ratio", PCT),
+    MetricSpec("host.iowait_percent", "host", "percent", "CPU time waiting on IO",
+               _attr("iowait_percent"), "gpuwatch_host_cpu_iowait_ratio", PCT),
+    MetricSpec("host.load1", "host", "", "1-minute load average", _attr("load1"), "gpuwatch_host_load1"),
+    MetricSpec("host.mem_used_percent", "host", "percent", "host memory in use",
+               _ratio("mem_used_bytes", "mem_total_bytes"), "gpuwatch_host_memory_used_ratio", PCT),
+    MetricSpec("host.mem_used_bytes", "host", "bytes", "host memory in use",
+               _attr("mem_used_bytes"), "gpuwatch_host_memory_used_bytes"),
+]
+
+METRICS: dict[str, MetricSpec] = {m.key: m for m in (*_GPU, *_PROCESS, *_HOST)}
+
+
+def metric(key: str) -> MetricSpec:
+    """The spec for ``key``; KeyError lists the nearest known keys."""
+    try:
+        return METRICS[key]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(key, METRICS, n=3)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise KeyError(f"unknown metric '{key}'{hint}") from None
+
+
+def read_metric(key: str, obj: GpuSample | ProcessSample | HostSample) -> float | None:
+    value = METRICS[key].read(obj)
+    if value is None or value != value:  # NaN counts as missing
+        return None
+    return float(value)

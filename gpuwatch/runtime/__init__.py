@@ -1,0 +1,1 @@
+"""Composition: which sources to open for a command, given its options and this machine."""

@@ -1,0 +1,76 @@
+"""Open the right producer for a command: a recording, live NVML (+DCGM) and host sources, DCGM alone,
+or, where the command allows it and there is no driver, the bundled H200 recording."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwatch.data import bundled_recording
+from gpuwatch.sampler.collector import LiveCollector
+from gpuwatch.sampler.sampler import Producer
+from gpuwatch.sources.base import Source, SourceUnavailable
+from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.replay import ReplayProducer
+
+log = logging.getLogger(__name__)
+
+
+class NoGpuError(RuntimeError):
+    """No NVIDIA driver here and nothing else to sample: the message says what to do."""
+
+
+@dataclass
+class SamplingOptions:
+    replay: Path | None = None
+    speed: float = 1.0
+    loop: bool = False
+    interval: float = 1.0
+    dcgm_url: str | None = None
+    #: Play the bundled H200 recording when there is no driver (the dashboard does; ``snapshot`` does not).
+    allow_bundled: bool = False
+    #: Slow NVML getters (PCIe throughput, energy, ECC) every this many seconds; 0 turns them off.
+    slow_interval: float = 10.0
+
+
+@dataclass
+class Opened:
+    producer: Producer
+    #: What is being shown, in words: "live: 1 GPU via NVML", "recording: h200-incident.ndjson.gz" ...
+    description: str
+    is_recording: bool
+
+
+def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:
+    sources: list[Source] = []
+    problems: list[str] = []
+    try:
+        from gpuwatch.sources.nvml import NvmlSource
+
+        sources.append(NvmlSource(slow_interval=opts.slow_interval))
+    except SourceUnavailable as exc:
+        problems.append(str(exc))
+    if opts.dcgm_url:
+        from gpuwatch.sources.dcgm import DcgmSource
+
+        sources.append(DcgmSource(opts.dcgm_url))
+    return sources, problems
+
+
+def open_producer(opts: SamplingOptions) -> Opened:
+    if opts.replay is not None:
+        rp = ReplayProducer(opts.replay, speed=opts.speed, loop=opts.loop)
+        return Opened(rp, f"recording: {Path(opts.replay).name}", True)
+    gpu_sources, problems = _gpu_sources(opts)
+    if gpu_sources:
+        names = "+".join(s.name.upper() for s in gpu_sources)
+        return Opened(LiveCollector([*gpu_sources, HostSource()]), f"live via {names}", False)
+    reason = problems[0] if problems else "no GPU source"
+    if opts.allow_bundled and bundled_recording().exists():
+        log.warning("%s; playing the bundled H200 recording", reason)
+        rp = ReplayProducer(bundled_recording(), speed=opts.speed, loop=True)
+        return Opened(rp, f"recording (no NVIDIA driver here): {bundled_recording().name}", True)
+    raise NoGpuError(f"{reason}. Run it on a machine with an NVIDIA driver, point it at a dcgm-exporter "
+                     f"with --dcgm URL, or play a recording with --replay FILE "
+                     f"(the bundled one: {bundled_recording()})")

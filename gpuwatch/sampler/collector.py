@@ -1,0 +1,157 @@
+"""Turns the sources' Readings into one Snapshot per tick, without letting any source stall the tick.
+
+Each source is polled on its own worker thread with a deadline. A poll that overruns (a hung NVML call,
+a slow DCGM endpoint) leaves that source ``stale``: its GPUs keep their identity but lose their values
+until it answers again, and the other sources go on. A poll that raises leaves it ``error``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.sources.base import Reading, Source
+
+_IDENTITY = ("index", "uuid", "name", "pci_bus_id", "driver_version", "mem_total_bytes", "sm_clock_max_mhz")
+
+
+class _Slot:
+    """One source, its worker thread, the poll in flight and its health."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gpuwatch-{source.name}")
+        self.pending: Future[Reading] | None = None
+        self.last_ok: float | None = None
+        self.last_reading: Reading | None = None
+        self.state = "ok"
+        self.message: str | None = None
+
+    def poll(self, now: float, pids: Sequence[int]) -> Reading | None:
+        if self.pending is not None:
+            if not self.pending.done():
+                # Still hung from an earlier tick: do not wait on it again, the tick must go on.
+                self.state = "stale"
+                return None
+            self.pending = None  # a late answer belongs to an old tick: drop it and ask afresh
+        self.pending = self.pool.submit(self.source.poll, now, tuple(pids))
+        try:
+            reading = self.pending.result(timeout=self.source.deadline_s)
+        except FutureTimeout:
+            self.state = "stale"
+            self.message = f"no answer within {self.source.deadline_s:g} s (call still running)"
+            return None
+        except Exception as exc:  # a backend failure must never stop sampling
+            self.pending = None
+            self.state = "error"
+            self.message = f"{type(exc).__name__}: {exc}"
+            return None
+        self.pending = None
+        self._ok(reading)
+        return reading
+
+    def _ok(self, reading: Reading) -> None:
+        self.state, self.message = "ok", None
+        self.last_ok = time.monotonic()
+        self.last_reading = reading
+
+    def status(self, started: float) -> SourceStatus:
+        now = time.monotonic()
+        age = 0.0 if self.state == "ok" else now - (self.last_ok if self.last_ok is not None else started)
+        return SourceStatus(name=self.source.name, state=self.state, message=self.message,  # type: ignore[arg-type]
+                            age_s=round(age, 3))
+
+    def close(self) -> None:
+        try:
+            self.source.close()
+        finally:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _blank(gpu: GpuSample) -> GpuSample:
+    """The GPU's identity without measurements: what a stale source can still truthfully say."""
+    return GpuSample(**{name: getattr(gpu, name) for name in _IDENTITY})
+
+
+def merge_gpu(base: GpuSample, other: GpuSample) -> GpuSample:
+    """``base`` with the fields it lacks taken from ``other``; profiling, extra and labels are united."""
+    updates: dict[str, object] = {}
+    for f in dataclasses.fields(GpuSample):
+        if f.name in ("profiling", "extra", "labels", "index"):
+            continue
+        if getattr(base, f.name) in (None, ()) and getattr(other, f.name) not in (None, ()):
+            updates[f.name] = getattr(other, f.name)
+    updates["profiling"] = {**other.profiling, **base.profiling}
+    updates["extra"] = {**other.extra, **base.extra}
+    updates["labels"] = {**other.labels, **base.labels}
+    return dataclasses.replace(base, **updates)  # type: ignore[arg-type]
+
+
+def merge_gpu_lists(base: tuple[GpuSample, ...], other: tuple[GpuSample, ...]) -> tuple[GpuSample, ...]:
+    by_uuid = {g.uuid: g for g in other}
+    by_index = {g.index: g for g in other}
+    out = []
+    for g in base:
+        match = by_uuid.get(g.uuid) or (by_index.get(g.index) if g.uuid not in by_uuid else None)
+        out.append(merge_gpu(g, match) if match is not None else g)
+    return tuple(out)
+
+
+class LiveCollector:
+    """Polls the sources in order (GPU sources, then host) and builds a Snapshot."""
+
+    def __init__(self, sources: Sequence[Source], hostname: str | None = None) -> None:
+        self.slots = [_Slot(s) for s in sources]
+        self.hostname = hostname or socket.gethostname()
+        self.seq = 0
+        self._started = time.monotonic()
+        self._last_gpus: dict[str, tuple[GpuSample, ...]] = {}
+        self._lock = threading.Lock()
+
+    def collect(self) -> Snapshot:
+        with self._lock:
+            return self._collect()
+
+    def _collect(self) -> Snapshot:
+        now = time.monotonic()
+        gpus: tuple[GpuSample, ...] | None = None
+        processes: list[ProcessSample] = []
+        host: HostSample | None = None
+        details: dict[int, dict[str, object]] = {}
+        for slot in (s for s in self.slots if s.source.role == "gpu"):
+            reading = slot.poll(now, ())
+            if reading is not None and reading.gpus is not None:
+                self._last_gpus[slot.source.name] = reading.gpus
+                found = reading.gpus
+            else:
+                found = tuple(_blank(g) for g in self._last_gpus.get(slot.source.name, ()))
+            gpus = found if gpus is None else merge_gpu_lists(gpus, found)
+            if reading is not None and reading.processes:
+                processes.extend(reading.processes)
+        pids = sorted({p.pid for p in processes})
+        for slot in (s for s in self.slots if s.source.role == "host"):
+            reading = slot.poll(now, pids)
+            if reading is not None:
+                host = reading.host or host
+                details.update(reading.process_details)
+        merged = tuple(dataclasses.replace(p, **details[p.pid]) if p.pid in details else p  # type: ignore[arg-type]
+                       for p in processes)
+        self.seq += 1
+        return Snapshot(
+            time=time.time(),
+            host=host or HostSample(hostname=self.hostname),
+            gpus=gpus or (),
+            processes=merged,
+            sources=tuple(slot.status(self._started) for slot in self.slots),
+            seq=self.seq,
+        )
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.close()

@@ -1,0 +1,144 @@
+"""The sampler owns time: one thread, monotonic deadlines, one Snapshot per tick to every subscriber.
+
+Subscribers are called on the sampler thread and must return quickly (post a message, put on a queue).
+A subscriber that raises is logged and kept; nothing a consumer does can stop sampling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.history import History
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL_S = 0.05
+
+Subscriber = Callable[[Snapshot], None]
+
+
+class Producer(Protocol):
+    """Makes the next Snapshot: live sources (``LiveCollector``) or a recording (``ReplayProducer``)."""
+
+    def collect(self) -> Snapshot | None: ...
+
+    def close(self) -> None: ...
+
+
+class Paced(Protocol):
+    def delay_after(self, snap: Snapshot) -> float | None: ...
+
+
+class Sampler:
+    """Runs a Producer every ``interval`` seconds on its own thread."""
+
+    def __init__(self, producer: Producer, interval: float = 1.0, history: History | None = None) -> None:
+        if interval < MIN_INTERVAL_S:
+            raise ValueError(f"interval must be at least {MIN_INTERVAL_S} s, got {interval}")
+        self.producer = producer
+        self.interval = interval
+        self.history = history or History(capacity=max(60, int(600 / interval)))
+        self.latest: Snapshot | None = None
+        self.last_tick_s: float = 0.0
+        self.ticks = 0
+        self.finished = threading.Event()
+        self._subscribers: list[Subscriber] = []
+        self._tick_observers: list[Callable[[float], None]] = []
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        with self._lock:
+            self._subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if fn in self._subscribers:
+                    self._subscribers.remove(fn)
+
+        return unsubscribe
+
+    def observe_tick_duration(self, fn: Callable[[float], None]) -> None:
+        """``fn(seconds)`` after every tick: for the exporter's own tick-duration histogram."""
+        self._tick_observers.append(fn)
+
+    def tick(self) -> Snapshot | None:
+        """Take one sample now, on the caller's thread, and hand it to the subscribers."""
+        t0 = time.perf_counter()
+        snap = self.producer.collect()
+        self.last_tick_s = time.perf_counter() - t0
+        for obs in self._tick_observers:
+            obs(self.last_tick_s)
+        if snap is None:
+            return None
+        self.ticks += 1
+        self.latest = snap
+        self.history.append(snap)
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for fn in subscribers:
+            try:
+                fn(snap)
+            except Exception:
+                log.exception("snapshot subscriber %r failed; it stays subscribed", fn)
+        return snap
+
+    def _delay(self, snap: Snapshot) -> float:
+        pace = getattr(self.producer, "delay_after", None)
+        if pace is not None:
+            d = pace(snap)
+            if d is not None:
+                return float(d)
+        return self.interval
+
+    def _run(self) -> None:
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            if self._paused.is_set():
+                self._stop.wait(0.1)
+                deadline = time.monotonic()
+                continue
+            snap = self.tick()
+            if snap is None:
+                break
+            deadline += self._delay(snap)
+            now = time.monotonic()
+            if deadline < now:  # overran (slow source, suspended laptop): skip, don't burst to catch up
+                deadline = now
+            self._stop.wait(deadline - now)
+        self.finished.set()
+
+    def start(self) -> Sampler:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gpuwatch-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def pause(self, paused: bool = True) -> None:
+        if paused:
+            self._paused.set()
+        else:
+            self._paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.producer.close()
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

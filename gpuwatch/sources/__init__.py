@@ -1,0 +1,1 @@
+"""Sources: each knows one backend (NVML+GPM, DCGM, psutil, a recording) and nothing else."""
