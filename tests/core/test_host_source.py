@@ -1,0 +1,75 @@
+"""The host source, for real: psutil and /proc on this machine, against processes the test starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gpuwatch.sources.host import HostSource, container_id_from_cgroup
+
+BUSY_THREAD = """
+import threading, time
+def spin():
+    while True: pass
+threading.Thread(target=spin, daemon=True).start()
+for _ in range(4): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def busy_child() -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen([sys.executable, "-c", BUSY_THREAD], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_the_busiest_thread_of_a_gpu_process_shows_one_full_core(busy_child: subprocess.Popen[str]) -> None:
+    source = HostSource()
+    source.poll(0.0, [busy_child.pid])
+    time.sleep(0.6)
+    details = source.poll(0.0, [busy_child.pid]).process_details[busy_child.pid]
+    assert details["top_thread_cpu_percent"] > 60, details  # one spinning thread: near 100 % of a core
+    assert details["num_threads"] >= 6
+    assert details["rss_bytes"] > 1_000_000 and details["state"] in {"R", "S"}
+    assert details["cmdline"].startswith(sys.executable) and details["user"]
+    assert details["threads_in_io_wait"] == 0
+
+
+def test_the_machine_is_described_from_the_second_poll_on() -> None:
+    source = HostSource()
+    first = source.poll(0.0, []).host
+    assert first is not None and first.cpu_percent is None  # a rate needs two readings
+    time.sleep(0.2)
+    host = source.poll(0.0, []).host
+    assert host is not None and host.cpu_percent is not None and 0 <= host.cpu_percent <= 100
+    assert host.mem_total_bytes and host.mem_used_bytes and len(host.per_cpu_percent) == host.cpu_count
+
+
+def test_a_process_that_exits_disappears_without_an_error(busy_child: subprocess.Popen[str]) -> None:
+    source = HostSource()
+    source.poll(0.0, [busy_child.pid])
+    busy_child.kill()
+    busy_child.wait()
+    assert source.poll(0.0, [busy_child.pid]).process_details == {}
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "expected"),
+    [
+        ("0::/system.slice/docker-" + "a" * 64 + ".scope", "a" * 64),
+        ("0::/kubepods/besteffort/pod1234/cri-containerd-" + "b" * 64 + ".scope", "b" * 64),
+        ("12:pids:/docker/" + "c" * 64, "c" * 64),
+        ("0::/user.slice/user-1000.slice/session-2.scope", None),
+        ("", None),
+    ],
+)
+def test_container_ids_are_read_from_the_cgroup_path(cgroup: str, expected: str | None) -> None:
+    assert container_id_from_cgroup(cgroup) == expected
