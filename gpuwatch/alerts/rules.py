@@ -1,0 +1,186 @@
+"""The rule model: groups of rules, each a structured condition plus Prometheus-style ``for``,
+``keep_firing_for``, labels and annotations. Loading and validation live in :mod:`gpuwatch.alerts.loader`.
+
+Condition kinds (each names what it measures, so a rule reads like the sentence an SRE would say):
+  * ``threshold``: a metric against a value, per GPU, process or host; ``clear`` adds hysteresis;
+  * ``all`` / ``any``: compound conditions (a process-level child joins its GPU-level siblings by GPU);
+  * ``jitter``: rose by at least ``rise`` over ``window`` and has fallen back by ``fall`` (a spike);
+  * ``volatility``: standard deviation over ``window`` at least ``stddev``;
+  * ``flapping``: Nagios-style percent of state changes of ``metric op value`` over ``window``,
+    starting at ``high`` and stopping below ``low``;
+  * ``throttle``: any of ``reasons`` (clock-event reasons) active for at least ``percent`` of ``window``;
+  * ``stale``: a source (or any source) not ``ok``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+Scope = Literal["host", "gpu", "process", "source"]
+#: Coarse to fine: a compound's scope is its finest child's; coarser children are joined to it.
+SCOPE_ORDER: dict[str, int] = {"host": 0, "source": 0, "gpu": 1, "process": 2}
+OPS = (">", ">=", "<", "<=", "==", "!=")
+
+
+class RuleError(ValueError):
+    """Rule files that cannot be used. ``errors`` holds one ``file:line: rule 'X': what is wrong`` each."""
+
+    def __init__(self, errors: list[str] | str) -> None:
+        self.errors = [errors] if isinstance(errors, str) else list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    metric: str
+    op: str
+    value: float
+    #: Hysteresis: once true, stays true until the metric crosses back over ``clear``.
+    clear: float | None = None
+    kind: str = field(default="threshold", init=False)
+
+
+@dataclass(frozen=True)
+class AllOf:
+    conditions: tuple[Condition, ...]
+    kind: str = field(default="all", init=False)
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    conditions: tuple[Condition, ...]
+    kind: str = field(default="any", init=False)
+
+
+@dataclass(frozen=True)
+class Jitter:
+    metric: str
+    rise: float
+    window_s: float
+    fall: float
+    kind: str = field(default="jitter", init=False)
+
+
+@dataclass(frozen=True)
+class Volatility:
+    metric: str
+    stddev: float
+    window_s: float
+    kind: str = field(default="volatility", init=False)
+
+
+@dataclass(frozen=True)
+class Flapping:
+    metric: str
+    op: str
+    value: float
+    window_s: float
+    high: float
+    low: float
+    kind: str = field(default="flapping", init=False)
+
+
+@dataclass(frozen=True)
+class Throttle:
+    reasons: tuple[str, ...]
+    percent: float
+    window_s: float
+    kind: str = field(default="throttle", init=False)
+
+
+@dataclass(frozen=True)
+class Stale:
+    #: Source names; empty means any source.
+    sources: tuple[str, ...] = ()
+    kind: str = field(default="stale", init=False)
+
+
+Condition = Union[Threshold, AllOf, AnyOf, Jitter, Volatility, Flapping, Throttle, Stale]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    condition: Condition
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    group: str = ""
+    #: ``file:line`` where the rule starts, for messages.
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    rules: tuple[Rule, ...]
+    interval_s: float | None = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    groups: tuple[Group, ...] = ()
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return tuple(r for g in self.groups for r in g.rules)
+
+    def rule(self, name: str) -> Rule | None:
+        return next((r for r in self.rules if r.name == name), None)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+
+def scope_of(cond: Condition) -> Scope:
+    """Which entity a condition speaks about: the finest scope among its parts."""
+    from gpuwatch.model.metrics import METRICS
+
+    if isinstance(cond, (AllOf, AnyOf)):
+        return max((scope_of(c) for c in cond.conditions), key=lambda s: SCOPE_ORDER[s])
+    if isinstance(cond, Throttle):
+        return "gpu"
+    if isinstance(cond, Stale):
+        return "source"
+    return METRICS[cond.metric].scope
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds in a Prometheus duration (``90s``, ``5m``, ``1h30m``) or a plain number of seconds."""
+    if isinstance(text, bool):
+        raise ValueError(f"'{text}' is not a duration")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError(f"'{text}' is negative")
+        return float(text)
+    s = str(text).strip()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"'{text}' is not a duration (write it like 30s, 5m, 1h30m)")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest Prometheus duration for ``seconds`` (``300`` -> ``5m``, ``90`` -> ``1m30s``)."""
+    ms = round(seconds * 1000)
+    if ms == 0:
+        return "0s"
+    out = ""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        if ms >= size:
+            out += f"{ms // size}{unit}"
+            ms %= size
+    return out
