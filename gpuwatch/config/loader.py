@@ -1,0 +1,208 @@
+"""Read, override and validate the TOML config.
+
+Order of precedence: built-in defaults < the file < ``GPUWATCH_<SECTION>_<KEY>`` environment variables
+(e.g. ``GPUWATCH_DAEMON_LISTEN``) < command-line flags (applied by the CLI with :func:`override`).
+Every error names the file, the line and the key, and says what a good value looks like.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuwatch.config import fields as f
+from gpuwatch.config.model import SECTIONS, Config, ReceiverConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ENV_PREFIX = "GPUWATCH_"
+
+
+class ConfigError(ValueError):
+    """A config the daemon cannot start with; the message is one line a user can act on."""
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$GPUWATCH_CONFIG``, else ``$XDG_CONFIG_HOME/gpuwatch/config.toml`` (``~/.config`` by default)."""
+    env = os.environ if env is None else env
+    if env.get("GPUWATCH_CONFIG"):
+        return Path(env["GPUWATCH_CONFIG"]).expanduser()
+    base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "gpuwatch" / "config.toml"
+
+
+class _Where:
+    """Finds the line of a key in the TOML text so errors can say ``file:line``."""
+
+    def __init__(self, path: Path | None, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def _header_line(self, header: str, nth: int = 0) -> int | None:
+        pattern = re.compile(r"^\s*" + re.escape(header) + r"\s*(#.*)?$")
+        seen = 0
+        for i, line in enumerate(self.lines):
+            if pattern.match(line):
+                if seen == nth:
+                    return i
+                seen += 1
+        return None
+
+    def line(self, section: str | None, key: str | None, nth: int = 0) -> int | None:
+        start = 0
+        if section is not None:
+            header = f"[[{section}]]" if section == "receivers" else f"[{section}]"
+            found = self._header_line(header, nth)
+            if found is None:
+                return None
+            start = found
+            if key is None:
+                return start + 1
+        key_re = re.compile(r"^\s*" + re.escape(key or "") + r"\s*=")
+        for i in range(start + (1 if section else 0), len(self.lines)):
+            if section is not None and re.match(r"^\s*\[", self.lines[i]):
+                break
+            if key_re.match(self.lines[i]):
+                return i + 1
+        return start + 1 if section else None
+
+    def error(self, section: str | None, key: str | None, message: str, nth: int = 0) -> ConfigError:
+        line = self.line(section, key, nth) if self.path else None
+        where = f"{self.path}:{line}" if line else str(self.path or "config")
+        name = ".".join(p for p in (f"{section}[{nth}]" if section == "receivers" else section, key) if p)
+        return ConfigError(f"{where}: {name}: {message}")
+
+
+def _parse_table(cls: type, table: Mapping[str, Any], where: _Where, section: str, nth: int = 0,
+                 base_dir: Path | None = None) -> Any:
+    known = {fl.name: fl for fl in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(known)}"
+            raise where.error(section, key, f"unknown key; {hint}", nth)
+        try:
+            value = known[key].metadata["parse"](raw)
+        except f.FieldError as exc:
+            raise where.error(section, key, str(exc), nth) from None
+        if isinstance(value, list):
+            value = tuple(value)
+        if base_dir is not None and key in ("token_file", "secret_file", "state_dir"):
+            value = str(base_dir / Path(value).expanduser())
+        if base_dir is not None and key == "rule_paths":
+            value = tuple(str(base_dir / Path(p).expanduser()) for p in value)
+        values[key] = value
+    missing = [fl.name for fl in known.values()
+               if fl.name not in values and fl.default is dataclasses.MISSING
+               and fl.default_factory is dataclasses.MISSING]
+    if missing:
+        raise where.error(section, None, f"missing {', '.join(missing)} (every receiver needs name, kind, url)",
+                          nth)
+    return cls(**values)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for section, cls in SECTIONS.items():
+        for fl in dataclasses.fields(cls):
+            name = f"{ENV_PREFIX}{section.upper()}_{fl.name.upper()}"
+            if name in env:
+                out.setdefault(section, {})[fl.name] = env[name]
+    return out
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """The config from ``path`` (or the default path, where a missing file means defaults) plus env."""
+    env = os.environ if env is None else env
+    explicit = path is not None
+    path = Path(path) if path is not None else default_config_path(env)
+    text = ""
+    if path.exists() or explicit:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file (write one, or leave out --config)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+    where = _Where(path if text else None, text)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"{path}:{m.group(1) if m else '?'}: not valid TOML: {exc}") from None
+    base_dir = path.parent if text else None
+    sections: dict[str, Any] = {}
+    for name, table in doc.items():
+        if name == "receivers":
+            continue
+        if name not in SECTIONS:
+            near = difflib.get_close_matches(name, [*SECTIONS, "receivers"], n=1)
+            hint = f"did you mean [{near[0]}]?" if near else f"known sections: {', '.join(SECTIONS)}, [[receivers]]"
+            raise where.error(name, None, f"unknown section; {hint}")
+        if not isinstance(table, dict):
+            raise where.error(None, name, f"expected a [{name}] table")
+        sections[name] = _parse_table(SECTIONS[name], table, where, name, base_dir=base_dir)
+    env_where = _Where(None, "")
+    for name, table in _env_overrides(env).items():
+        current = sections.get(name) or SECTIONS[name]()
+        try:
+            parsed = _parse_table(SECTIONS[name], table, env_where, name)
+        except ConfigError as exc:
+            raise ConfigError(f"environment {ENV_PREFIX}{name.upper()}_...: {exc}") from None
+        sections[name] = dataclasses.replace(current, **{k: getattr(parsed, k) for k in table})
+    raw_receivers = doc.get("receivers", [])
+    if not isinstance(raw_receivers, list):
+        raise where.error(None, "receivers", "write receivers as [[receivers]] tables")
+    receivers = tuple(_parse_table(ReceiverConfig, r, where, "receivers", i, base_dir=base_dir)
+                      for i, r in enumerate(raw_receivers))
+    config = Config(**sections, receivers=receivers, path=path if text else None)
+    _check_receivers(config, where)
+    return config
+
+
+def _check_receivers(config: Config, where: _Where) -> None:
+    seen: set[str] = set()
+    for i, r in enumerate(config.receivers):
+        if r.name in seen:
+            raise where.error("receivers", "name", f"'{r.name}' is used twice; give each receiver its own name", i)
+        seen.add(r.name)
+        if not r.secret_file and not r.secret_env:
+            raise where.error("receivers", None, "every request is signed: set secret_file = \"PATH\" or "
+                              "secret_env = \"VAR\" (a secret like whsec_<base64 of 32 random bytes>)", i)
+
+
+def override(config: Config, section: str, **values: Any) -> Config:
+    """``config`` with some keys of one section replaced (command-line flags), re-validated."""
+    current = getattr(config, section)
+    table = {k: v for k, v in values.items() if v is not None}
+    if not table:
+        return config
+    parsed = _parse_table(type(current), table, _Where(None, ""), section)
+    return dataclasses.replace(config, **{section: dataclasses.replace(
+        current, **{k: getattr(parsed, k) for k in table})})
+
+
+def check_listen(config: Config, token: str | None) -> tuple[str, int]:
+    """The listen address, refusing a remote one without ``allow_remote`` and a token."""
+    try:
+        host, port = config.listen_address()
+    except f.FieldError as exc:
+        raise ConfigError(f"daemon.listen: {exc}") from None
+    if not f.is_loopback(host):
+        if not config.daemon.allow_remote:
+            raise ConfigError(f"daemon.listen: {host} is reachable from other machines; pass --allow-remote "
+                              f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
+        if not token:
+            raise ConfigError(f"daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
+                              f"in [daemon] or pass --token-file FILE")
+    return host, port

@@ -1,0 +1,100 @@
+"""The typed configuration: one dataclass per TOML section, each field documented and parsed by
+``metadata["parse"]``. ``gpuwatch daemon --print-config`` and the loader both walk these definitions,
+so the file format, its validation and its documentation cannot drift apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuwatch.config import fields as f
+
+DEFAULT_PORT = 9464
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def _opt(parse: Any, help: str, **kw: Any) -> Any:
+    return field(metadata={"parse": parse, "help": help}, **kw)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    interval: float = _opt(f.positive_float, "seconds between samples", default=1.0)
+    slow_interval: float = _opt(f.duration, "seconds between slow NVML reads (PCIe, energy, ECC); 0 = off",
+                                default=10.0)
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    dcgm_url: str | None = _opt(f.url, "also scrape this dcgm-exporter /metrics URL", default=None)
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    rule_paths: tuple[str, ...] = _opt(f.text_list, "alert rule files (YAML); empty = the shipped rules",
+                                       default=())
+    #: After a restart, an alert stored as firing that the engine has not re-raised within this time is
+    #: notified as resolved (rules with long windows need their history back before they can re-fire).
+    resolve_grace: float = _opt(f.duration, "time after a restart before stored firing alerts may resolve",
+                                default=300.0)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen: str = _opt(f.text, "HOST:PORT to serve on", default=DEFAULT_LISTEN)
+    allow_remote: bool = _opt(f.boolean, "allow a non-loopback listen address (needs token_file)",
+                              default=False)
+    token_file: str | None = _opt(f.text, "file holding the bearer token for state-changing requests",
+                                  default=None)
+    state_dir: str | None = _opt(f.text, "where the outbox database lives (default: $STATE_DIRECTORY or "
+                                 "~/.local/state/gpuwatch)", default=None)
+    max_process_series: int = _opt(f.positive_int, "most processes exported on /metrics per scrape",
+                                   default=256)
+    stream_queue: int = _opt(f.positive_int, "snapshots buffered per /api/v1/stream client before the "
+                             "oldest is dropped", default=16)
+    external_url: str | None = _opt(f.url, "URL receivers should link back to", default=None)
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    max_age: float = _opt(f.duration, "dead-letter a notification not delivered within this time",
+                          default=86400.0)
+    initial_backoff: float = _opt(f.duration, "first retry delay", default=1.0)
+    max_backoff: float = _opt(f.duration, "longest retry delay (also caps Retry-After)", default=300.0)
+    timeout: float = _opt(f.duration, "HTTP timeout per delivery attempt", default=10.0)
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    name: str = _opt(f.text, "unique receiver name")
+    kind: str = _opt(f.one_of("generic", "alertmanager", "slack"), "body format: generic, alertmanager, slack")
+    url: str = _opt(f.url, "where to POST")
+    secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw)",
+                                   default=None)
+    secret_env: str | None = _opt(f.text, "environment variable holding the signing secret", default=None)
+    repeat_interval: float = _opt(f.duration, "re-send a still-firing group after this long", default=14400.0)
+    group_by: tuple[str, ...] = _opt(f.text_list, "labels that split alerts into notifications",
+                                     default=("alertname",))
+    send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve", default=True)
+    match: dict[str, str] = field(default_factory=dict, metadata={
+        "parse": f.string_map, "help": "only alerts whose labels equal these"})
+
+
+@dataclass(frozen=True)
+class Config:
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    receivers: tuple[ReceiverConfig, ...] = ()
+    #: The file this came from (None: defaults only).
+    path: Path | None = None
+
+    def listen_address(self) -> tuple[str, int]:
+        return f.listen_address(self.daemon.listen)
+
+
+SECTIONS: dict[str, type] = {"sampler": SamplerConfig, "sources": SourcesConfig, "alerts": AlertsConfig,
+                             "daemon": DaemonConfig, "notify": NotifyConfig}
