@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, TypeAlias
+
+from gpuwatch.alerts.templates import ValueUnit
+from gpuwatch.model.metrics import METRICS
 
 Scope = Literal["host", "gpu", "process", "source"]
 #: Coarse to fine: a compound's scope is its finest child's; coarser children are joined to it.
@@ -97,7 +100,7 @@ class Stale:
     kind: str = field(default="stale", init=False)
 
 
-Condition = Union[Threshold, AllOf, AnyOf, Jitter, Volatility, Flapping, Throttle, Stale]
+Condition: TypeAlias = "Threshold | AllOf | AnyOf | Jitter | Volatility | Flapping | Throttle | Stale"
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,6 @@ class RuleSet:
 
 def scope_of(cond: Condition) -> Scope:
     """Which entity a condition speaks about: the finest scope among its parts."""
-    from gpuwatch.model.metrics import METRICS
-
     if isinstance(cond, (AllOf, AnyOf)):
         return max((scope_of(c) for c in cond.conditions), key=lambda s: SCOPE_ORDER[s])
     if isinstance(cond, Throttle):
@@ -184,3 +185,18 @@ def format_duration(seconds: float) -> str:
             out += f"{ms // size}{unit}"
             ms %= size
     return out
+
+
+def value_unit(cond: Condition) -> ValueUnit:
+    """The unit of the value a condition reports (what ``{{ $value }}`` prints)."""
+    if isinstance(cond, AllOf):
+        scope = scope_of(cond)
+        return value_unit(next(c for c in cond.conditions if scope_of(c) == scope))
+    if isinstance(cond, AnyOf):
+        return value_unit(cond.conditions[0])
+    if isinstance(cond, (Flapping, Throttle)):
+        return ValueUnit("percent", 0.01)
+    if isinstance(cond, Stale):
+        return ValueUnit("seconds", 1.0, exportable=False)
+    spec = METRICS[cond.metric]
+    return ValueUnit(spec.unit, spec.prom_scale)

@@ -1,0 +1,255 @@
+"""Evaluators: one per condition of a rule, each keeping its own per-entity state (hysteresis latches,
+sliding windows), fed one :class:`Frame` per Snapshot and answering which entities the condition holds
+for right now, with the condition's value.
+
+Missing data (None, NaN, an entity absent from the snapshot) never makes a condition true: like an
+absent series in Prometheus, it simply has no result. Windows hold the samples in ``[now - window, now]``
+(the closed range of Prometheus 2.x) so the exported PromQL sees the same points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from collections.abc import Callable
+
+from gpuwatch.alerts.entities import Frame, Key
+from gpuwatch.alerts.rules import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Flapping,
+    Jitter,
+    Stale,
+    Threshold,
+    Throttle,
+    Volatility,
+    scope_of,
+)
+from gpuwatch.model.clock_events import decode
+from gpuwatch.model.metrics import read_metric
+from gpuwatch.model.snapshot import GpuSample
+
+#: How far back an instant lookup ("the value 5 minutes ago") may reach, as Prometheus' lookback delta.
+LOOKBACK_S = 300.0
+
+Results = dict[Key, float | None]
+
+COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+def _read(frame: Frame, key: Key, metric: str) -> float | None:
+    subject = frame.subject(key)
+    return read_metric(metric, subject)  # type: ignore[arg-type]
+
+
+class Evaluator:
+    """Base: ``evaluate(frame)`` -> {entity key: value} for the entities the condition holds for."""
+
+    def __init__(self, cond: Condition) -> None:
+        self.cond = cond
+        self.scope = scope_of(cond)
+
+    def evaluate(self, frame: Frame) -> Results:
+        raise NotImplementedError
+
+
+class ThresholdEval(Evaluator):
+    cond: Threshold
+
+    def __init__(self, cond: Threshold) -> None:
+        super().__init__(cond)
+        self._latched: set[Key] = set()
+
+    def evaluate(self, frame: Frame) -> Results:
+        c = self.cond
+        out: Results = {}
+        for key in frame.keys(self.scope):
+            v = _read(frame, key, c.metric)
+            if v is None:
+                continue
+            active = COMPARE[c.op](v, c.value)
+            if c.clear is not None:
+                if not active and key in self._latched:
+                    active = v > c.clear if c.op in (">", ">=") else v < c.clear
+                (self._latched.add if active else self._latched.discard)(key)
+            if active:
+                out[key] = v
+        self._latched.intersection_update(frame.keys(self.scope))
+        return out
+
+
+class WindowEval(Evaluator):
+    """Keeps ``(time, sample)`` per entity for ``window + keep`` seconds; subclasses reduce the window."""
+
+    keep_s = 0.0
+
+    def __init__(self, cond: Jitter | Volatility | Flapping | Throttle) -> None:
+        super().__init__(cond)
+        self.window_s = cond.window_s
+        self._series: dict[Key, deque[tuple[float, float]]] = {}
+        self._latched: set[Key] = set()
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        raise NotImplementedError
+
+    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+        raise NotImplementedError
+
+    def evaluate(self, frame: Frame) -> Results:
+        now = frame.now
+        out: Results = {}
+        horizon = now - self.window_s - self.keep_s
+        for key in frame.keys(self.scope):
+            series = self._series.setdefault(key, deque())
+            v = self.sample(frame, key)
+            if v is not None:
+                series.append((now, v))
+            while series and series[0][0] < horizon:
+                series.popleft()
+            if v is None:
+                continue  # no current value: no result, as an absent series
+            value = self.reduce(key, list(series), now)
+            if value is not None:
+                out[key] = value
+        for key in [k for k, s in self._series.items() if not s or s[-1][0] < horizon]:
+            del self._series[key]  # entities gone for longer than the window: forget them
+            self._latched.discard(key)
+        return out
+
+    def in_window(self, points: list[tuple[float, float]], now: float) -> list[float]:
+        start = now - self.window_s
+        return [v for t, v in points if t >= start]
+
+
+class JitterEval(WindowEval):
+    """Rose by ``rise`` since the window started and has fallen ``fall`` back from the window's peak:
+    ``max_over_time(m[w]) - m >= fall and max_over_time(m[w]) - m offset w >= rise``."""
+
+    cond: Jitter
+    keep_s = LOOKBACK_S
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return _read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+        start = now - self.window_s
+        base = next((v for t, v in reversed(points) if t <= start), None)
+        window = self.in_window(points, now)
+        if base is None or not window:
+            return None
+        peak, current = max(window), points[-1][1]
+        fall = peak - current
+        return fall if fall >= self.cond.fall and peak - base >= self.cond.rise else None
+
+
+class VolatilityEval(WindowEval):
+    """Population standard deviation over the window (Prometheus' ``stddev_over_time``)."""
+
+    cond: Volatility
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return _read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+        window = self.in_window(points, now)
+        mean = sum(window) / len(window)
+        sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in window) / len(window)))
+        return sd if sd >= self.cond.stddev else None
+
+
+class FlappingEval(WindowEval):
+    """Percent of state changes of ``metric op value`` between consecutive samples in the window; starts
+    at ``high`` and, once started, stops only below ``low`` (Nagios' flap detection, unweighted)."""
+
+    cond: Flapping
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        v = _read(frame, key, self.cond.metric)
+        return None if v is None else float(COMPARE[self.cond.op](v, self.cond.value))
+
+    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+        states = self.in_window(points, now)
+        if len(states) < 2:
+            return None
+        pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
+        limit = self.cond.low if key in self._latched else self.cond.high
+        active = pct >= limit
+        (self._latched.add if active else self._latched.discard)(key)
+        return pct if active else None
+
+
+class ThrottleEval(WindowEval):
+    """Percent of samples in the window where any of ``reasons`` held the clocks down."""
+
+    cond: Throttle
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        gpu = frame.subject(key)
+        assert isinstance(gpu, GpuSample)
+        if gpu.clock_event_mask is None and not gpu.clock_events:
+            return None
+        names = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
+        return 1.0 if names.intersection(self.cond.reasons) else 0.0
+
+    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+        window = self.in_window(points, now)
+        pct = 100.0 * sum(window) / len(window)
+        return pct if pct >= self.cond.percent else None
+
+
+class StaleEval(Evaluator):
+    """Sources whose state is not ``ok``; the value is how long they have had no fresh data."""
+
+    cond: Stale
+
+    def evaluate(self, frame: Frame) -> Results:
+        out: Results = {}
+        for key in frame.keys("source"):
+            src = frame.subject(key)
+            if self.cond.sources and key[1] not in self.cond.sources:
+                continue
+            if getattr(src, "state", "ok") != "ok":
+                out[key] = float(getattr(src, "age_s", 0.0))
+        return out
+
+
+class CompoundEval(Evaluator):
+    """``all``: every child holds for the entity (children of a coarser scope are looked up through
+    the entity's GPU or host); the value is the first finest-scope child's. ``any``: the union, the value
+    taken from the first child that holds."""
+
+    cond: AllOf | AnyOf
+
+    def __init__(self, cond: AllOf | AnyOf) -> None:
+        super().__init__(cond)
+        self.children = [build(c) for c in cond.conditions]
+
+    def evaluate(self, frame: Frame) -> Results:
+        results = [child.evaluate(frame) for child in self.children]  # every child, to feed its windows
+        out: Results = {}
+        if isinstance(self.cond, AnyOf):
+            for res in results:
+                for key, value in res.items():
+                    out.setdefault(key, value)
+            return out
+        lead = next(i for i, c in enumerate(self.children) if c.scope == self.scope)
+        for key in frame.keys(self.scope):
+            projected = [frame.project(key, child.scope) for child in self.children]
+            if all(p is not None and p in res for p, res in zip(projected, results, strict=True)):
+                out[key] = results[lead][key]
+        return out
+
+
+_EVALUATORS: dict[type, Callable[..., Evaluator]] = {
+    Threshold: ThresholdEval, AllOf: CompoundEval, AnyOf: CompoundEval, Jitter: JitterEval,
+    Volatility: VolatilityEval, Flapping: FlappingEval, Throttle: ThrottleEval, Stale: StaleEval,
+}
+
+
+def build(cond: Condition) -> Evaluator:
+    return _EVALUATORS[type(cond)](cond)

@@ -1,0 +1,76 @@
+"""What an alert can be about, found in one Snapshot: GPUs, processes, the host and sources, each with a
+key that stays the same from snapshot to snapshot and the labels the exporter puts on its series.
+
+Keys: a GPU by UUID (indexes can change on reboot, UUIDs cannot); a process by (pid, GPU index) because
+a process on two GPUs has one series per GPU; the host; a source by name. A compound rule joins a
+process to its GPU and anything to the host through :meth:`Frame.project`.
+"""
+
+from __future__ import annotations
+
+from gpuwatch.alerts.rules import Scope
+from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+
+Key = tuple[str, ...]
+HOST_KEY: Key = ("host",)
+Subject = GpuSample | ProcessSample | HostSample | SourceStatus
+
+
+def gpu_labels(gpu: GpuSample, hostname: str) -> dict[str, str]:
+    return {"gpu": str(gpu.index), "uuid": gpu.uuid, "name": gpu.name or "", "hostname": hostname}
+
+
+def process_labels(proc: ProcessSample) -> dict[str, str]:
+    return {"pid": str(proc.pid), "gpu": str(proc.gpu_index), "user": proc.user or "", "command": proc.name or ""}
+
+
+class Frame:
+    """One Snapshot seen as entities, at engine time ``now`` (which differs from ``snapshot.time`` only
+    after the clock jumped backwards)."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        hostname = snapshot.host.hostname
+        self._subjects: dict[Key, Subject] = {HOST_KEY: snapshot.host}
+        self._labels: dict[Key, dict[str, str]] = {HOST_KEY: {"hostname": hostname}}
+        self._by_scope: dict[str, list[Key]] = {"host": [HOST_KEY], "gpu": [], "process": [], "source": []}
+        self._gpu_of_index: dict[int, Key] = {}
+        for g in snapshot.gpus:
+            key = ("gpu", g.uuid)
+            self._add("gpu", key, g, gpu_labels(g, hostname))
+            self._gpu_of_index.setdefault(g.index, key)
+        for p in snapshot.processes:
+            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, process_labels(p))
+        for s in snapshot.sources:
+            self._add("source", ("source", s.name), s, {"source": s.name})
+
+    def _add(self, scope: str, key: Key, subject: Subject, labels: dict[str, str]) -> None:
+        if key in self._subjects:
+            return  # a duplicate entry in a malformed snapshot: the first one wins
+        self._subjects[key] = subject
+        self._labels[key] = labels
+        self._by_scope[scope].append(key)
+
+    def keys(self, scope: Scope) -> list[Key]:
+        return self._by_scope[scope]
+
+    def subject(self, key: Key) -> Subject:
+        return self._subjects[key]
+
+    def labels(self, key: Key) -> dict[str, str]:
+        return self._labels[key]
+
+    def has(self, key: Key) -> bool:
+        return key in self._subjects
+
+    def project(self, key: Key, scope: Scope) -> Key | None:
+        """The entity of ``scope`` that ``key`` belongs to: a process's GPU, anything's host."""
+        kind = key[0]
+        if kind == scope:
+            return key
+        if scope == "host":
+            return HOST_KEY
+        if scope == "gpu" and kind == "process":
+            return self._gpu_of_index.get(int(key[2]))
+        return None
