@@ -1,0 +1,124 @@
+"""One GPU as the NVML source sees it: its handle, its identity (read once), its getters, and what NVML
+said it will never answer (remembered per getter, so a tick does not ask again)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gpuwatch.model.snapshot import GpuSample, Profiling
+from gpuwatch.sources.nvml.errors import Action, ErrorPolicy, GpuLost
+from gpuwatch.sources.nvml.getters import Getter, Values, fast_getters, mig_getter, slow_getters
+
+log = logging.getLogger(__name__)
+
+#: Label set on a GPU that answered NVML_ERROR_GPU_IS_LOST: its identity stays, its measurements are None.
+LOST_LABELS = {"state": "lost"}
+
+
+def _keep(result: Any, values: Values) -> None:
+    """For getters whose result the caller uses directly."""
+
+
+def once(key: str, fn: Any, *args: Any) -> Getter:
+    """A getter called directly through :meth:`Device.call` (identity, processes, GPM)."""
+    return Getter(key, fn, args, _keep)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Device:
+    def __init__(self, nvml: Any, policy: ErrorPolicy, index: int, handle: Any, driver_version: str | None,
+                 *, pcie_throughput: bool = False) -> None:
+        self.nvml = nvml
+        self.policy = policy
+        self.catch = policy.catch
+        self.index = index
+        self.handle = handle
+        self.fast = fast_getters(nvml)
+        self.slow = slow_getters(nvml, pcie_throughput=pcie_throughput)
+        #: Slow-cadence values, carried from one slow read to the next.
+        self.slow_values: Values = {}
+        self.lost = False
+        self.identity: dict[str, Any] = {"index": index, "uuid": f"nvml-index-{index}",
+                                         "driver_version": driver_version}
+        try:
+            self._read_identity()
+        except GpuLost:
+            self.mark_lost()
+
+    def _read_identity(self) -> None:
+        nvml = self.nvml
+        uuid = self.call(once("uuid", nvml.nvmlDeviceGetUUID))
+        if uuid is not None:
+            self.identity["uuid"] = _text(uuid)
+        name = self.call(once("name", nvml.nvmlDeviceGetName))
+        pci = self.call(once("pci_info", nvml.nvmlDeviceGetPciInfo))
+        max_sm = self.call(once("sm_clock_max", nvml.nvmlDeviceGetMaxClockInfo, nvml.NVML_CLOCK_SM))
+        self.identity.update(name=None if name is None else _text(name),
+                             pci_bus_id=None if pci is None else _text(pci.busId),
+                             sm_clock_max_mhz=None if max_sm is None else float(max_sm))
+        self.read([mig_getter(nvml)], self.slow_values)  # MIG mode: read at start, then on the slow cadence
+
+    # -- calling NVML ------------------------------------------------------------------------------------
+    def call(self, g: Getter) -> Any:
+        """``g``'s raw result, or None when NVML has no answer (the error handled as :mod:`errors` says)."""
+        if g.off is not None:
+            return None
+        try:
+            return g.fn(self.handle, *g.args)
+        except self.catch as exc:
+            return self.failed(g, exc)
+
+    def failed(self, g: Getter, exc: BaseException) -> Any:
+        """React to ``g`` raising ``exc``: switch to the older API and retry it, stop asking, or raise
+        GpuLost / NeedsReinit / NvmlBackendError. Returns the older API's result, or None."""
+        action = self.policy.action(exc)
+        if action is Action.OLDER_API and g.fallback is not None:
+            g.fn, g.args, g.apply = g.fallback
+            g.fallback = None
+            return self.call(g)
+        if action in (Action.STOP_ASKING, Action.OLDER_API):
+            g.off = type(exc).__name__
+            log.debug("GPU %d: %s answered %s; not asking again", self.index, g.key, g.off)
+            return None
+        self.policy.raise_for_backend(exc)
+        return None  # anything else: missing this tick, asked again next tick
+
+    def read(self, getters: list[Getter], values: Values) -> None:
+        """Call each getter NVML still answers and convert its result into ``values``. The hot loop."""
+        handle = self.handle
+        for g in getters:
+            if g.off is not None:
+                continue
+            try:
+                result = g.fn(handle, *g.args)
+            except self.catch as exc:
+                result = self.failed(g, exc)
+                if result is None:
+                    continue
+            g.apply(result, values)
+
+    def read_slow(self) -> None:
+        values: Values = {}
+        self.read(self.slow, values)
+        self.slow_values = values
+
+    # -- building samples --------------------------------------------------------------------------------
+    def sample(self, values: Values, gpm: Profiling | None) -> GpuSample:
+        return GpuSample(**self.identity, **values, profiling={"gpm": gpm} if gpm is not None else {})
+
+    def mark_lost(self) -> None:
+        if not self.lost:
+            log.warning("GPU %d (%s) is lost (NVML_ERROR_GPU_IS_LOST): no longer polled until gpuwatch restarts",
+                        self.index, self.identity["uuid"])
+        self.lost = True
+
+    def lost_sample(self) -> GpuSample:
+        return GpuSample(**self.identity, labels=dict(LOST_LABELS))
+
+    def unsupported(self) -> dict[str, str]:
+        """getter key -> why NVML will not answer it (for diagnostics and tests)."""
+        return {g.key: g.off for g in (*self.fast, *self.slow) if g.off is not None}

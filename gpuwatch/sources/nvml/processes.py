@@ -1,0 +1,110 @@
+"""The processes on one GPU: compute and graphics contexts, their GPU memory, and their SM/memory utilisation.
+
+Per-process utilisation comes from ``nvmlDeviceGetProcessUtilization(handle, lastSeenTimeStamp)``, which
+returns one sample per process that had *non-zero* utilisation since ``lastSeenTimeStamp`` (µs) and
+raises NotFound when there is none. The newest timestamp is carried forward per GPU so each call returns
+only new samples (nvtop PR #91: otherwise the values lag, averaged over the driver's whole buffer).
+
+What a process without a new sample shows (the choice, and why): NVML leaves idle processes out, so a
+running process that has had no sample for ``UTIL_HOLD_S`` reads 0 (idle), as nvitop does. Within that
+window it keeps its last value, because at short intervals (0.05 s) the driver has often not produced
+a new sample yet, and flickering to 0 between two driver samples would be wrong. Where NVML cannot give
+per-process utilisation at all (MIG, no permission) it stays None: unknown, not idle.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.sources.nvml.device import Device, once
+
+#: Seconds a process keeps its last utilisation sample before it reads as idle.
+UTIL_HOLD_S = 1.0
+
+
+def _with_fallback(nvml: Any, key: str, name: str) -> Any:
+    g = once(key, getattr(nvml, name))
+    older = getattr(nvml, f"{name}_v2", None)  # the driver lacks _v3: pynvml raises NVMLLibraryMismatchError
+    if older is not None:
+        g.fallback = (older, (), g.apply)
+    return g
+
+
+class ProcessReader:
+    def __init__(self, nvml: Any, device: Device) -> None:
+        self.device = device
+        self.policy = device.policy
+        self._compute = _with_fallback(nvml, "compute_processes", "nvmlDeviceGetComputeRunningProcesses")
+        self._graphics = _with_fallback(nvml, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
+        self._util = once("process_utilization", nvml.nvmlDeviceGetProcessUtilization)
+        #: lastSeenTimeStamp for the next call; the first one asks for the last second only.
+        self.last_ts = int(time.time() * 1e6) - 1_000_000
+        #: pid -> (sm %, mem %, sample timestamp µs, tick time it was seen)
+        self.seen: dict[int, tuple[float, float, int, float]] = {}
+
+    def read(self, now: float) -> list[ProcessSample]:
+        memory: dict[int, int | None] = {}
+        kinds: dict[int, str] = {}
+        for p in self.device.call(self._compute) or ():
+            self._add(memory, kinds, p, "compute")
+        for p in self.device.call(self._graphics) or ():
+            self._add(memory, kinds, p, "graphics")
+        if not kinds:
+            self.seen.clear()
+            return []
+        util_known = self._update_util(now)
+        seen = self.seen
+        if len(seen) > len(kinds):
+            self.seen = seen = {pid: v for pid, v in seen.items() if pid in kinds}
+        index = self.device.index
+        rows = []
+        for pid, kind in kinds.items():
+            sm = mem = None
+            if util_known:
+                u = seen.get(pid)
+                if u is not None and now - u[3] <= UTIL_HOLD_S:
+                    sm, mem = u[0], u[1]
+                else:
+                    sm = mem = 0.0
+            rows.append(ProcessSample(pid=pid, gpu_index=index, gpu_memory_bytes=memory[pid], sm_util=sm,
+                                      mem_util=mem, kind=kind))
+        return rows
+
+    @staticmethod
+    def _add(memory: dict[int, int | None], kinds: dict[int, str], p: Any, kind: str) -> None:
+        pid, used = int(p.pid), p.usedGpuMemory  # None where NVML cannot tell (WDDM, some MIG setups)
+        if pid not in kinds:
+            kinds[pid], memory[pid] = kind, used
+            return
+        if kinds[pid] != kind:  # one context seen as compute and graphics: the same memory, listed twice
+            kinds[pid] = "compute+graphics"
+            if used is not None and (memory[pid] is None or used > (memory[pid] or 0)):
+                memory[pid] = used
+        elif used is not None:  # listed twice in one list (one row per MIG instance): distinct memory
+            memory[pid] = (memory[pid] or 0) + used
+
+    def _update_util(self, now: float) -> bool:
+        """Fold new utilisation samples into ``seen``; False where NVML cannot give them at all."""
+        g = self._util
+        if g.off is not None:
+            return False
+        try:
+            samples = g.fn(self.device.handle, self.last_ts)
+        except self.device.catch as exc:
+            if getattr(exc, "value", None) in self.policy.no_data_codes:
+                return True  # nobody used the GPU since last_ts
+            self.device.failed(g, exc)
+            return g.off is None
+        seen = self.seen
+        newest = self.last_ts
+        for s in samples:
+            ts = s.timeStamp
+            old = seen.get(s.pid)
+            if old is None or ts >= old[2]:
+                seen[s.pid] = (float(s.smUtil), float(s.memUtil), ts, now)
+            if ts > newest:
+                newest = ts
+        self.last_ts = newest
+        return True

@@ -1,0 +1,186 @@
+"""The NVML source: every GPU's cheap getters each tick, slow ones on a slower cadence, GPM and processes.
+
+Lost GPUs: a GPU that answers NVML_ERROR_GPU_IS_LOST keeps its identity (index, UUID, name, bus id) in
+every later reading, with all measurements None and ``labels == {"state": "lost"}``; it is not polled
+again (each call to a lost GPU can block, and NVML handles do not come back without a restart). The
+other GPUs go on. Only failures of the whole backend (NVML shut down and not coming back, a driver
+upgraded under the process) escape :meth:`NvmlSource.poll`, as :class:`NvmlBackendError`.
+
+Hung calls are the sampler's business: it polls each source on a worker thread with ``deadline_s`` and
+marks the source stale while a call hangs (``gpuwatch.sampler.collector``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpuwatch.model.snapshot import GpuSample, ProcessSample
+from gpuwatch.sources.base import Reading, Source, SourceUnavailable
+from gpuwatch.sources.nvml.device import Device
+from gpuwatch.sources.nvml.errors import ErrorPolicy, GpuLost, NeedsReinit, NvmlBackendError, unavailable_message
+from gpuwatch.sources.nvml.gpm import GpmReader
+from gpuwatch.sources.nvml.processes import ProcessReader
+
+log = logging.getLogger(__name__)
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        raise SourceUnavailable("the NVML binding is not installed (pip install nvidia-ml-py)") from None
+    return pynvml
+
+
+class _Gpu:
+    """A device with its GPM pair and process reader."""
+
+    def __init__(self, nvml: Any, device: Device, now: float) -> None:
+        self.device = device
+        self.gpm = GpmReader(nvml, device, now) if not device.lost else None
+        self.procs = ProcessReader(nvml, device)
+
+
+class NvmlSource(Source):
+    """GPUs and their processes through NVML (nvidia-ml-py), with GPM profiling where the GPU has it.
+
+    ``slow_interval``: seconds between reads of the slow getters (energy, ECC, MIG mode and, with
+    ``pcie_throughput``, NVML's 21 ms PCIe throughput); 0 turns them off. ``clock`` stamps the first GPM
+    sample and must be the clock ``poll``'s ``now`` comes from (monotonic, as the sampler uses).
+    """
+
+    name = "nvml"
+    role = "gpu"
+
+    def __init__(self, nvml: Any = None, slow_interval: float = 10.0, deadline_s: float = 2.0, *,
+                 pcie_throughput: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        self.nvml = nvml if nvml is not None else _import_pynvml()
+        self.slow_interval = slow_interval
+        self.deadline_s = deadline_s
+        self.pcie_throughput = pcie_throughput and slow_interval > 0
+        self.policy = ErrorPolicy(self.nvml)
+        self._next_slow = -math.inf
+        self._closed = False
+        self._init()
+        try:
+            self.gpus = self._open_gpus(clock())
+        except Exception:
+            self._shutdown()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def _init(self) -> None:
+        try:
+            self.nvml.nvmlInit()
+        except self.policy.catch as exc:
+            raise SourceUnavailable(unavailable_message(self.nvml, exc)) from None
+
+    def _open_gpus(self, now: float) -> list[_Gpu]:
+        nvml = self.nvml
+        try:
+            count = nvml.nvmlDeviceGetCount()
+            driver = nvml.nvmlSystemGetDriverVersion()
+        except self.policy.catch as exc:
+            raise SourceUnavailable(unavailable_message(nvml, exc)) from None
+        if count == 0:
+            raise SourceUnavailable("the NVIDIA driver is loaded but reports no GPUs (check nvidia-smi)")
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        gpus = []
+        for index in range(count):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            except self.policy.catch as exc:
+                if getattr(exc, "value", None) == nvml.NVML_ERROR_GPU_IS_LOST:
+                    handle = None  # listed as a lost GPU below
+                else:
+                    log.warning("GPU %d cannot be opened (%s); leaving it out", index, exc)
+                    continue
+            device = Device(nvml, self.policy, index, handle, driver, pcie_throughput=self.pcie_throughput)
+            if handle is None:
+                device.mark_lost()
+            gpus.append(_Gpu(nvml, device, now))
+        if not gpus:
+            raise SourceUnavailable(f"none of the {count} GPUs the NVIDIA driver reports can be opened")
+        return gpus
+
+    def _reinit(self, now: float) -> None:
+        """NVML was shut down under us (another library in this process): initialise it again, refresh the
+        handles and restart GPM, whose samples died with the old session."""
+        log.warning("NVML reported it was not initialised; initialising it again")
+        errors: tuple[type[BaseException], ...] = (*self.policy.catch, NeedsReinit, GpuLost)
+        try:
+            self.nvml.nvmlInit()
+            for gpu in self.gpus:
+                if gpu.device.lost:
+                    continue
+                gpu.device.handle = self.nvml.nvmlDeviceGetHandleByIndex(gpu.device.index)
+                if gpu.gpm is not None:
+                    gpu.gpm.close()
+                    gpu.gpm.start(now)
+        except errors as exc:
+            raise NvmlBackendError(f"NVML could not be initialised again ({exc}): restart gpuwatch") from None
+
+    def close(self) -> None:
+        """Free the GPM samples and shut NVML down (so the driver can unload or unbind the GPUs)."""
+        if self._closed:
+            return
+        self._closed = True
+        for gpu in self.gpus:
+            if gpu.gpm is not None:
+                gpu.gpm.close()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except self.policy.catch:
+            pass
+
+    # -- polling -----------------------------------------------------------------------------------------
+    def poll(self, now: float, pids: Sequence[int]) -> Reading:
+        try:
+            return self._poll(now)
+        except NeedsReinit:
+            self._reinit(now)
+        try:
+            return self._poll(now)
+        except NeedsReinit as exc:
+            raise NvmlBackendError(f"NVML keeps reporting it is not initialised ({exc}): restart gpuwatch") from None
+
+    def _poll(self, now: float) -> Reading:
+        slow = self.slow_interval > 0 and now >= self._next_slow
+        if slow:
+            self._next_slow = now + self.slow_interval
+        gpus: list[GpuSample] = []
+        processes: list[ProcessSample] = []
+        for gpu in self.gpus:
+            device = gpu.device
+            if device.lost:
+                gpus.append(device.lost_sample())
+                continue
+            try:
+                if slow:
+                    device.read_slow()
+                values = dict(device.slow_values)
+                device.read(device.fast, values)
+                profiling = gpu.gpm.read(now) if gpu.gpm is not None else None
+                rows = gpu.procs.read(now)
+            except GpuLost:
+                device.mark_lost()
+                if gpu.gpm is not None:
+                    gpu.gpm.close()
+                gpus.append(device.lost_sample())
+                continue
+            gpus.append(device.sample(values, profiling))
+            processes.extend(rows)
+        return Reading(gpus=tuple(gpus), processes=tuple(processes))
+
+    # -- introspection -----------------------------------------------------------------------------------
+    def unsupported(self) -> dict[int, dict[str, str]]:
+        """GPU index -> {getter: why NVML will not answer it}: what ``gpuwatch doctor`` may explain."""
+        return {g.device.index: g.device.unsupported() for g in self.gpus}
+
