@@ -13,21 +13,20 @@ call counts (``fake.calls``) and scale (``make_fake_nvml(gpus=8, processes_per_g
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import threading
 import time
 import types
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pynvml as _real
 
-from .fake_pynvml_gpu import FakeGpu, FakeProcess, default_gpm
+from .fake_pynvml_gpm import FakeGpmMixin
+from .fake_pynvml_gpu import FakeClock, FakeGpu, FakeHandle, FakeProcess, default_gpm, nvml_function
 
-__all__ = ["FakeGpu", "FakeNvml", "FakeProcess", "make_fake_nvml"]
+__all__ = ["FakeClock", "FakeGpu", "FakeNvml", "FakeProcess", "make_fake_nvml"]
 
 
 @dataclass
@@ -37,45 +36,7 @@ class _Injected:
     times: int | None
 
 
-@dataclass(frozen=True)
-class FakeHandle:
-    """Stands in for a ``c_nvmlDevice_t``: opaque to gpuwatch, the GPU index to the fake."""
-
-    index: int
-
-
-@dataclass
-class _GpmSampleState:
-    gpu: int | None = None
-    seq: int = 0
-    values: dict[int, float] = field(default_factory=dict)
-
-
-Method = Callable[..., Any]
-
-
-def _fake(symbol: str | None = None, versioned: str | None = None) -> Callable[[Method], Method]:
-    """Marks a method as the fake of a pynvml function: counts the call and applies the knobs first.
-
-    ``symbol`` is the C symbol the real wrapper resolves (FunctionNotFound when in ``missing``);
-    ``versioned`` makes it an unversioned wrapper that raises NVMLLibraryMismatchError instead.
-    """
-
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        name = fn.__name__
-
-        @functools.wraps(fn)
-        def method(self: FakeNvml, *args: Any, **kwargs: Any) -> Any:
-            self._enter(name, symbol or name, versioned, args[0] if args else None)
-            return fn(self, *args, **kwargs)
-
-        method.fake = True  # type: ignore[attr-defined]
-        return method
-
-    return wrap
-
-
-class FakeNvml:
+class FakeNvml(FakeGpmMixin):
     """The module-like object ``NvmlSource(nvml=...)`` takes; build it with :func:`make_fake_nvml`."""
 
     def __init__(self, gpus: list[FakeGpu], *, driver_version: str = "580.159.04",
@@ -85,14 +46,13 @@ class FakeNvml:
         self.missing = set(missing)
         self.init_error = init_error
         self.calls: Counter[str] = Counter()
+        #: name -> the arguments of its latest call (handle included)
+        self.last_args: dict[str, tuple[Any, ...]] = {}
         self.refcount = 0
         self.now_us: Callable[[], int] = lambda: int(time.time() * 1e6)
-        self.gpm_live: dict[int, _GpmSampleState] = {}
-        self._gpm_buffers: dict[int, ctypes.c_int] = {}
-        self._gpm_seq = 0
+        self._init_gpm()
         self._injected: dict[str, list[_Injected]] = {}
         self._hangs: dict[tuple[str, int | None], threading.Event] = {}
-        self._lock = threading.Lock()
 
     # -- knobs -------------------------------------------------------------------------------------------
     def inject(self, name: str, error: int | BaseException | type[BaseException], *, gpu: int | None = None,
@@ -164,25 +124,25 @@ class FakeNvml:
         return value
 
     # -- library and system ------------------------------------------------------------------------------
-    @_fake("nvmlInitWithFlags")
+    @nvml_function("nvmlInitWithFlags")
     def nvmlInit(self) -> None:
         if self.init_error is not None:
             raise _real.NVMLError(self.init_error)
         self.refcount += 1
 
-    @_fake()
+    @nvml_function()
     def nvmlShutdown(self) -> None:
         self.refcount = max(0, self.refcount - 1)
 
-    @_fake()
+    @nvml_function()
     def nvmlSystemGetDriverVersion(self) -> str:
         return self.driver_version
 
-    @_fake("nvmlDeviceGetCount_v2")
+    @nvml_function("nvmlDeviceGetCount_v2")
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)
 
-    @_fake("nvmlDeviceGetHandleByIndex_v2")
+    @nvml_function("nvmlDeviceGetHandleByIndex_v2")
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
         if not 0 <= index < len(self.gpus):
             raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
@@ -191,31 +151,31 @@ class FakeNvml:
         return FakeHandle(index)
 
     # -- identity ----------------------------------------------------------------------------------------
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
         return self._gpu(handle).name
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         return self._gpu(handle).uuid
 
-    @_fake("nvmlDeviceGetPciInfo_v3")
+    @nvml_function("nvmlDeviceGetPciInfo_v3")
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         info = _real.nvmlPciInfo_t()
         info.busId = self._gpu(handle).pci_bus_id
         return info
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetMaxClockInfo(self, handle: FakeHandle, type: int) -> int:
         g = self._gpu(handle)
         return g.sm_clock_max if type == _real.NVML_CLOCK_SM else g.mem_clock_max
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
         return [int(self._gpu(handle).mig_mode), int(self._gpu(handle).mig_mode)]
 
     # -- cheap getters -----------------------------------------------------------------------------------
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         u = _real.c_nvmlUtilization_t()
         u.gpu, u.memory = self._gpu(handle).util_gpu, self._gpu(handle).util_mem
@@ -237,54 +197,54 @@ class FakeNvml:
         m2.used, m2.free = used, g.mem_total - used - g.mem_reserved
         return m2
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         return self._gpu(handle).temperature
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         return self._gpu(handle).power_mw
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
         return self._gpu(handle).power_limit_mw
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetClockInfo(self, handle: FakeHandle, type: int) -> int:
         g = self._gpu(handle)
         return g.sm_clock if type == _real.NVML_CLOCK_SM else g.mem_clock
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:
         return self._gpu(handle).pstate
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         return self._gpu(handle).clock_reasons
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
         return self._gpu(handle).clock_reasons
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
         return self._gpu(handle).pcie_gen
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:
         return self._gpu(handle).pcie_width
 
     # -- slow getters ------------------------------------------------------------------------------------
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
         return self._gpu(handle).energy_mj
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, errorType: int, counterType: int) -> int:
         g = self._gpu(handle)
         return g.ecc_corrected if errorType == _real.NVML_MEMORY_ERROR_TYPE_CORRECTED else g.ecc_uncorrected
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetPcieThroughput(self, device: FakeHandle, counter: int) -> int:
         g = self._gpu(device)
         return g.pcie_tx_kbs if counter == _real.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kbs
@@ -295,23 +255,23 @@ class FakeNvml:
                                           "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF})
                 for p in self._gpu(handle).processes if kind in p.kind]
 
-    @_fake("nvmlDeviceGetComputeRunningProcesses_v3", versioned="nvmlDeviceGetComputeRunningProcesses_v3")
+    @nvml_function("nvmlDeviceGetComputeRunningProcesses_v3", versioned="nvmlDeviceGetComputeRunningProcesses_v3")
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._procs(handle, "compute")
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
         return self._procs(handle, "compute")
 
-    @_fake("nvmlDeviceGetGraphicsRunningProcesses_v3", versioned="nvmlDeviceGetGraphicsRunningProcesses_v3")
+    @nvml_function("nvmlDeviceGetGraphicsRunningProcesses_v3", versioned="nvmlDeviceGetGraphicsRunningProcesses_v3")
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._procs(handle, "graphics")
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
         return self._procs(handle, "graphics")
 
-    @_fake()
+    @nvml_function()
     def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, timeStamp: int) -> list[Any]:
         """One sample per process with non-zero utilisation, stamped now; like pynvml, "nothing newer than
         timeStamp" raises NVMLError_NotFound."""
@@ -325,73 +285,6 @@ class FakeNvml:
             s.pid, s.timeStamp, s.smUtil, s.memUtil = p.pid, now, p.sm_util, p.mem_util
             out.append(s)
         return out
-
-    # -- GPM ---------------------------------------------------------------------------------------------
-    @_fake()
-    def nvmlGpmQueryDeviceSupport(self, device: FakeHandle) -> Any:
-        support = _real.c_nvmlGpmSupport_t()
-        support.version = _real.NVML_GPM_SUPPORT_VERSION
-        support.isSupportedDevice = int(self._gpu(device).gpm_supported)
-        return support
-
-    @_fake()
-    def nvmlGpmSampleAlloc(self) -> Any:
-        """A real ``c_nvmlGpmSample_t`` pointer with a distinct address, so it fits the real structures."""
-        buf = ctypes.c_int(0)
-        ptr = ctypes.cast(ctypes.pointer(buf), _real.c_nvmlGpmSample_t)
-        address = _address(ptr)
-        assert address is not None
-        self._gpm_buffers[address] = buf
-        self.gpm_live[address] = _GpmSampleState()
-        return ptr
-
-    @_fake()
-    def nvmlGpmSampleFree(self, gpmSample: Any) -> None:
-        address = _address(gpmSample)
-        if address not in self.gpm_live:
-            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
-        del self.gpm_live[address]
-        del self._gpm_buffers[address]
-
-    @_fake()
-    def nvmlGpmSampleGet(self, device: FakeHandle, gpmSample: Any) -> Any:
-        state = self.gpm_live.get(_address(gpmSample) or 0)
-        if state is None:
-            raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
-        g = self._gpu(device)
-        if not g.gpm_supported:
-            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
-        with self._lock:
-            self._gpm_seq += 1
-            state.gpu, state.seq, state.values = device.index, self._gpm_seq, dict(g.gpm)
-        return gpmSample
-
-    @_fake()
-    def nvmlGpmMetricsGet(self, metricsGet: Any) -> Any:
-        """Metric = the GPU's value when the newer sample was taken; a pair out of order, from two GPUs or
-        with a sample never taken gives every metric NVML_ERROR_INVALID_ARGUMENT, as a misuse would."""
-        if metricsGet.version != _real.NVML_GPM_METRICS_GET_VERSION:
-            raise _real.NVMLError(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
-        s1 = self.gpm_live.get(_address(metricsGet.sample1) or 0)
-        s2 = self.gpm_live.get(_address(metricsGet.sample2) or 0)
-        valid = s1 is not None and s2 is not None and s1.gpu is not None and s1.gpu == s2.gpu and s1.seq < s2.seq
-        errors = self.gpus[s2.gpu].gpm_errors if valid and s2 is not None and s2.gpu is not None else {}
-        for i in range(metricsGet.numMetrics):
-            m = metricsGet.metrics[i]
-            value = s2.values.get(m.metricId) if valid and s2 is not None else None
-            if not valid:
-                m.nvmlReturn, m.value = _real.NVML_ERROR_INVALID_ARGUMENT, 0.0
-            elif m.metricId in errors:
-                m.nvmlReturn, m.value = errors[m.metricId], 0.0
-            elif value is None:
-                m.nvmlReturn, m.value = _real.NVML_ERROR_NOT_SUPPORTED, 0.0
-            else:
-                m.nvmlReturn, m.value = _real.NVML_SUCCESS, float(value)
-        return metricsGet
-
-
-def _address(ptr: Any) -> int | None:
-    return ctypes.cast(ptr, ctypes.c_void_p).value
 
 
 def make_fake_nvml(gpus: int = 1, processes_per_gpu: int = 4, gpm: bool = True, *,

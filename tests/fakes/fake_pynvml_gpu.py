@@ -6,9 +6,58 @@ a fake snapshot looks like a real one. Units are NVML's own (mW, mJ, KB/s, MiB/s
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pynvml as _real
+
+
+class FakeClock:
+    """A monotonic clock a test moves by hand: pass it as ``NvmlSource(clock=...)`` and poll at ``clock()``."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> float:
+        self.t += seconds
+        return self.t
+
+
+@dataclass(frozen=True)
+class FakeHandle:
+    """Stands in for a ``c_nvmlDevice_t``: opaque to gpuwatch, the GPU index to the fake."""
+
+    index: int
+
+
+Method = Callable[..., Any]
+
+
+def nvml_function(symbol: str | None = None, versioned: str | None = None) -> Callable[[Method], Method]:
+    """Marks a method as the fake of a pynvml function: counts the call and applies the knobs first.
+
+    ``symbol`` is the C symbol the real wrapper resolves (FunctionNotFound when in ``missing``);
+    ``versioned`` makes it an unversioned wrapper that raises NVMLLibraryMismatchError instead.
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = fn.__name__
+
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            self.last_args[name] = args
+            self._enter(name, symbol or name, versioned, args[0] if args else None)
+            return fn(self, *args, **kwargs)
+
+        method.fake = True  # type: ignore[attr-defined]
+        return method
+
+    return wrap
 
 
 def default_gpm() -> dict[int, float]:
