@@ -1,0 +1,152 @@
+"""Delivers the outbox: signed POSTs, capped exponential backoff with jitter, ``Retry-After``, dead letters.
+
+Per receiver the oldest pending row goes first and alone, so a receiver sees firing before resolved;
+receivers do not wait on each other. 2xx is delivered. 408/409/425/429, 5xx and network errors are
+retried (the same ``webhook-id`` every time). Other 4xx mean the request itself is wrong: dead-lettered
+at once. A row not delivered within ``max_age`` of being queued is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+
+from gpuwatch.config import NotifyConfig, ReceiverConfig
+from gpuwatch.notify.outbox import Outbox, OutboxRow
+from gpuwatch.notify.signing import Secret, signed_headers
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+
+
+@dataclass(frozen=True)
+class Target:
+    config: ReceiverConfig
+    secret: Secret
+
+
+def retry_after_s(value: str | None, now: float) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def backoff_s(attempts: int, cfg: NotifyConfig, rand: Callable[[], float] = random.random) -> float:
+    """Capped exponential backoff with "equal jitter": between half and all of the capped delay."""
+    capped = min(cfg.max_backoff, cfg.initial_backoff * (2 ** min(attempts, 30)))
+    return capped / 2 + rand() * capped / 2
+
+
+class Deliverer:
+    def __init__(self, outbox: Outbox, targets: Mapping[str, Target], cfg: NotifyConfig,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.outbox = outbox
+        self.targets = dict(targets)
+        self.cfg = cfg
+        self.clock = clock
+        self.wake = asyncio.Event()
+        self.delivered = 0
+        self.failed_attempts = 0
+
+    async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
+        now = self.clock()
+        if now - row.created > self.cfg.max_age:
+            self.outbox.mark_dead(row.id, now, f"not delivered within max_age {self.cfg.max_age:g} s")
+            log.warning("notification %s to %s dead-lettered: older than max_age", row.webhook_id, row.receiver)
+            return
+        headers = signed_headers(target.secret, row.webhook_id, int(now), row.body)
+        status, retry_after, error = 0, None, ""
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.cfg.timeout)
+            async with session.post(target.config.url, data=row.body, headers=headers, timeout=timeout) as resp:
+                status = resp.status
+                retry_after = retry_after_s(resp.headers.get("Retry-After"), now)
+                await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        now = self.clock()
+        if 200 <= status < 300:
+            self.outbox.mark_delivered(row.id, now)
+            self.delivered += 1
+            return
+        error = error or f"HTTP {status}"
+        if 400 <= status < 500 and status not in RETRYABLE_4XX:
+            self.outbox.mark_dead(row.id, now, error)
+            log.warning("notification %s to %s dead-lettered: %s", row.webhook_id, row.receiver, error)
+            return
+        self.failed_attempts += 1
+        delay = backoff_s(row.attempts, self.cfg)
+        if retry_after is not None:
+            delay = min(max(retry_after, 0.0), self.cfg.max_backoff)
+        self.outbox.mark_retry(row.id, now + delay, error)
+        log.info("notification %s to %s failed (%s); retry in %.1f s", row.webhook_id, row.receiver, error, delay)
+
+    async def deliver_due(self, session: aiohttp.ClientSession, ignore_backoff: bool = False) -> int:
+        """One attempt at each receiver's oldest pending row that is due; returns attempts made."""
+        now = self.clock()
+        jobs = []
+        for row in self.outbox.heads():
+            target = self.targets.get(row.receiver)
+            if target is None:
+                continue  # a receiver removed from the config: its rows wait for it to come back
+            if ignore_backoff or row.next_attempt <= now:
+                jobs.append(self._attempt(session, row, target))
+        if jobs:
+            await asyncio.gather(*jobs)
+        return len(jobs)
+
+    def next_due_in(self) -> float:
+        heads = [r for r in self.outbox.heads() if r.receiver in self.targets]
+        if not heads:
+            return 5.0
+        return max(0.0, min(r.next_attempt for r in heads) - self.clock())
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set; woken early by :attr:`wake` when rows are queued."""
+        async with aiohttp.ClientSession() as session:
+            while not stop.is_set():
+                try:
+                    while await self.deliver_due(session):
+                        if stop.is_set():
+                            return
+                    wait = min(self.next_due_in(), 5.0)
+                except Exception:
+                    log.exception("delivery pass failed; trying again shortly")
+                    wait = 1.0
+                self.wake.clear()
+                waiters = [asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(stop.wait())]
+                await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                for w in waiters:
+                    w.cancel()
+
+    async def flush(self, timeout_s: float) -> int:
+        """At shutdown: one more try for every pending head, without waiting for backoff; returns rows left."""
+        deadline = self.clock() + timeout_s
+        async with aiohttp.ClientSession() as session:
+            while self.clock() < deadline:
+                before = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
+                try:
+                    await asyncio.wait_for(self.deliver_due(session, ignore_backoff=True),
+                                           max(0.1, deadline - self.clock()))
+                except asyncio.TimeoutError:
+                    break
+                after = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
+                if after == 0 or after >= before:
+                    break
+        return sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")

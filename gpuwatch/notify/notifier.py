@@ -1,0 +1,129 @@
+"""Turns alert transitions into queued notifications: which receivers, which groups, firing or resolved,
+and when a still-firing group is due again (``repeat_interval``).
+
+A notification is one request for one group of one receiver: the group's firing alerts plus those that
+resolved in this evaluation (Alertmanager's model, so its receivers understand it). Times here are
+Snapshot times, like the alert engine's, so a replay behaves as the live run did; the outbox's delivery
+times are wall-clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from gpuwatch.config import ReceiverConfig
+from gpuwatch.notify.outbox import Outbox
+from gpuwatch.notify.payloads import build_body
+
+log = logging.getLogger(__name__)
+
+
+class AlertLike(Protocol):
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class TransitionLike(Protocol):
+    @property
+    def alert(self) -> AlertLike: ...
+
+    @property
+    def previous(self) -> str: ...
+
+
+def _matches(receiver: ReceiverConfig, labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in receiver.match.items())
+
+
+def _group(receiver: ReceiverConfig, labels: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    group_labels = {k: labels.get(k, "") for k in receiver.group_by}
+    key = "{}:{}".format(receiver.name, json.dumps(sorted(group_labels.items()), separators=(",", ":")))
+    return key, group_labels
+
+
+class Notifier:
+    """Stateful across evaluations only through the database, so a restart picks up where it stopped."""
+
+    def __init__(self, outbox: Outbox, receivers: Sequence[ReceiverConfig], external_url: str,
+                 resolve_grace_s: float = 300.0) -> None:
+        self.outbox = outbox
+        self.receivers = list(receivers)
+        self.external_url = external_url
+        self.resolve_grace_s = resolve_grace_s
+        self._first_time: float | None = None
+
+    def handle(self, transitions: Iterable[TransitionLike], active: Iterable[AlertLike], now: float) -> int:
+        """Record firing/resolved changes and queue what they cause, in one transaction; returns rows queued."""
+        if self._first_time is None:
+            self._first_time = now
+        with self.outbox.transaction() as conn:
+            stored = {fp: (state, json.loads(data)) for fp, state, data in
+                      conn.execute("SELECT fingerprint, state, data FROM alert_state")}
+            changed: dict[str, dict[str, Any]] = {}
+            for t in transitions:
+                a = t.alert
+                was = stored.get(a.fingerprint, ("inactive", None))[0]
+                if (a.state == "firing") != (was == "firing") and a.state in ("firing", "resolved"):
+                    changed[a.fingerprint] = a.to_dict()  # newly firing, or resolved after firing
+            if now - self._first_time >= self.resolve_grace_s:
+                changed.update(self._orphans(stored, active, changed, now))
+            for fp, data in changed.items():
+                conn.execute("INSERT OR REPLACE INTO alert_state VALUES (?,?,?,?)",
+                             (fp, data["state"], json.dumps(data), now))
+                stored[fp] = (data["state"], data)
+            queued = self._queue(conn, stored, changed, now)
+            conn.execute("DELETE FROM alert_state WHERE state != 'firing'")
+        return queued
+
+    def _orphans(self, stored: Mapping[str, tuple[str, Any]], active: Iterable[AlertLike],
+                 changed: Mapping[str, Any], now: float) -> dict[str, dict[str, Any]]:
+        """Alerts stored as firing (before a restart) that the engine no longer has: resolve them."""
+        live = {a.fingerprint for a in active if a.state in ("pending", "firing")}
+        out = {}
+        for fp, (state, data) in stored.items():
+            if state == "firing" and fp not in live and fp not in changed:
+                out[fp] = {**data, "state": "resolved", "resolved_at": now}
+        return out
+
+    def _queue(self, conn: sqlite3.Connection, stored: Mapping[str, tuple[str, Any]],
+               changed: Mapping[str, Any], now: float) -> int:
+        queued = 0
+        last_sent = {(r, k): t for r, k, t in conn.execute("SELECT receiver, group_key, last_sent FROM groups")}
+        for receiver in self.receivers:
+            groups: dict[str, tuple[dict[str, str], list[dict[str, Any]], bool]] = {}
+            for fp, (state, data) in stored.items():
+                if not _matches(receiver, data["labels"]):
+                    continue
+                if state == "resolved" and (fp not in changed or not receiver.send_resolved):
+                    continue
+                key, labels = _group(receiver, data["labels"])
+                _, members, dirty = groups.setdefault(key, (labels, [], False))
+                groups[key] = (labels, [*members, data], dirty or fp in changed)
+            for key, (labels, members, dirty) in groups.items():
+                firing = any(m["state"] == "firing" for m in members)
+                due = firing and now - last_sent.get((receiver.name, key), now) >= receiver.repeat_interval
+                if not (dirty or due):
+                    continue
+                members.sort(key=lambda m: (m["state"] != "firing", m["name"], m["fingerprint"]))
+                body = build_body(receiver.kind, receiver.name, key, labels, members, self.external_url)
+                self.outbox.enqueue(conn, f"msg_{uuid.uuid4().hex}", receiver.name, body, time.time())
+                conn.execute("INSERT OR REPLACE INTO groups VALUES (?,?,?)", (receiver.name, key, now))
+                queued += 1
+            still_firing = {k for k, (_, members, _) in groups.items() if any(m["state"] == "firing" for m in members)}
+            for r, k in last_sent:
+                if r == receiver.name and k not in still_firing:
+                    conn.execute("DELETE FROM groups WHERE receiver=? AND group_key=?", (r, k))
+        if queued:
+            log.info("queued %d notification(s)", queued)
+        return queued

@@ -1,0 +1,117 @@
+"""The durable side of notifying: one SQLite database (WAL) holding the notifier's view of alert state,
+per-group bookkeeping and the outbox of requests to send.
+
+Alert state and the outbox rows it causes are written in one transaction, so after a crash either both
+happened or neither did: a notification is never lost, and never queued twice for one state change.
+Rows keep their ``webhook_id`` forever, so every retry (also after a restart) carries the same id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS alert_state (
+    fingerprint TEXT PRIMARY KEY, state TEXT NOT NULL, data TEXT NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS groups (
+    receiver TEXT NOT NULL, group_key TEXT NOT NULL, last_sent REAL NOT NULL,
+    PRIMARY KEY (receiver, group_key));
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, webhook_id TEXT NOT NULL UNIQUE, receiver TEXT NOT NULL,
+    body BLOB NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt REAL NOT NULL, status TEXT NOT NULL DEFAULT 'pending', last_error TEXT,
+    finished REAL);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, receiver, id);
+"""
+
+#: Delivered and dead-lettered rows are kept this long for inspection, then deleted (the file stays small).
+KEEP_FINISHED_S = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    webhook_id: str
+    receiver: str
+    body: bytes
+    created: float
+    attempts: int
+    next_attempt: float
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in WAL mode with a busy timeout (the alert worker and the deliverer share the file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+class Outbox:
+    """Row-level operations; each method is one short transaction unless run inside :meth:`transaction`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = connect(path)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def enqueue(self, conn: sqlite3.Connection, webhook_id: str, receiver: str, body: bytes, now: float) -> None:
+        conn.execute("INSERT INTO outbox (webhook_id, receiver, body, created, next_attempt) VALUES (?,?,?,?,?)",
+                     (webhook_id, receiver, body, now, now))
+
+    def heads(self) -> list[OutboxRow]:
+        """The oldest pending row of each receiver: one receiver's order is kept (firing before resolved)."""
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT id, webhook_id, receiver, body, created, attempts, next_attempt FROM outbox "
+                "WHERE id IN (SELECT MIN(id) FROM outbox WHERE status='pending' GROUP BY receiver)").fetchall()
+        return [OutboxRow(*r) for r in rows]
+
+    def mark_delivered(self, row_id: int, now: float) -> None:
+        with self._lock:
+            self.conn.execute("UPDATE outbox SET status='delivered', attempts=attempts+1, finished=?, "
+                              "last_error=NULL WHERE id=?", (now, row_id))
+
+    def mark_retry(self, row_id: int, next_attempt: float, error: str) -> None:
+        with self._lock:
+            self.conn.execute("UPDATE outbox SET attempts=attempts+1, next_attempt=?, last_error=? WHERE id=?",
+                              (next_attempt, error[:500], row_id))
+
+    def mark_dead(self, row_id: int, now: float, error: str) -> None:
+        with self._lock:
+            self.conn.execute("UPDATE outbox SET status='dead', finished=?, last_error=? WHERE id=?",
+                              (now, error[:500], row_id))
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(receiver, status) -> rows, for /metrics."""
+        with self._lock:
+            rows = self.conn.execute("SELECT receiver, status, COUNT(*) FROM outbox GROUP BY receiver, status")
+            return {(r, s): n for r, s, n in rows.fetchall()}
+
+    def prune(self, now: float | None = None) -> None:
+        cutoff = (time.time() if now is None else now) - KEEP_FINISHED_S
+        with self._lock:
+            self.conn.execute("DELETE FROM outbox WHERE status != 'pending' AND finished < ?", (cutoff,))
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
