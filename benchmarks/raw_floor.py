@@ -1,0 +1,142 @@
+"""The raw floor a tick is compared with: the very NVML and psutil calls a tick makes, called bare.
+
+``TracingNvml`` stands in for the pynvml module (NvmlSource takes its module by injection) and records
+every ``nvml*`` function call of a tick with its exact arguments. :func:`nvml_floor` then returns a
+function that makes those same calls, in the same order, with nothing around them: no Getter objects,
+no conversions, no worker thread, no Snapshot. :func:`host_floor` does the same for the host source's
+psutil and /proc reads for the same pids. The tick's overhead is its time over these floors.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psutil
+
+_STATEFUL = frozenset({"nvmlDeviceGetProcessUtilization"})
+
+Call = tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class TracingNvml:
+    """A module-like proxy over pynvml that records calls while ``recording`` is set."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.recording = False
+        self.calls: list[Call] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if not (name.startswith("nvml") and callable(attr)) or isinstance(attr, type):
+            return attr  # constants, structures, exception classes: the real ones
+
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if self.recording:
+                self.calls.append((name, attr, args, kwargs))
+            return attr(*args, **kwargs)
+
+        traced.__name__ = name
+        return traced
+
+    def record(self, fn: Callable[[], object]) -> list[Call]:
+        """The NVML calls ``fn`` makes."""
+        self.calls = []
+        self.recording = True
+        try:
+            fn()
+        finally:
+            self.recording = False
+        return list(self.calls)
+
+
+def typical_calls(tracer: TracingNvml, tick: Callable[[], object], ticks: int = 7,
+                  gap_s: float = 0.15) -> list[Call]:
+    """The call list of a typical tick: the most common call sequence over ``ticks`` ticks, ``gap_s`` apart
+    as at a sampling interval (slow-cadence ticks that also read energy, ECC or PCIe throughput are the
+    exception, not the floor; ticks under 100 ms apart would skip GPM)."""
+    traces = []
+    for _ in range(ticks):
+        time.sleep(gap_s)
+        traces.append(tracer.record(tick))
+    shapes = Counter(tuple(name for name, *_ in t) for t in traces)
+    common = shapes.most_common(1)[0][0]
+    return next(t for t in traces if tuple(name for name, *_ in t) == common)
+
+
+def nvml_floor(calls: Sequence[Call], error: type[BaseException]) -> Callable[[], None]:
+    """The recorded calls, bare. One call needs state even bare: per-process utilisation asks for samples
+    newer than the last one seen, so the floor carries that timestamp forward as any caller must (with the
+    recorded one, the driver would return its whole buffer, a dearer call than the tick makes)."""
+    bound = [(fn, args, kwargs) for name, fn, args, kwargs in calls if name not in _STATEFUL]
+    util = [(fn, args[0]) for name, fn, args, _ in calls if name in _STATEFUL]
+    last_ts = {id(handle): int(time.time() * 1e6) - 1_000_000 for _, handle in util}
+
+    def floor() -> None:
+        for fn, args, kwargs in bound:
+            try:
+                fn(*args, **kwargs)
+            except error:
+                pass
+        for fn, handle in util:
+            try:
+                samples = fn(handle, last_ts[id(handle)])
+            except error:
+                continue
+            for s in samples:
+                if s.timeStamp > last_ts[id(handle)]:
+                    last_ts[id(handle)] = s.timeStamp
+
+    return floor
+
+
+def describe(calls: Sequence[Call]) -> dict[str, int]:
+    """``{function name: calls per tick}``, for the report."""
+    return dict(Counter(name for name, *_ in calls))
+
+
+def _thread_stats(pid: int) -> None:
+    base = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            with open(f"{base}/{tid}/stat", "rb") as fh:
+                fh.read()
+        except OSError:
+            pass
+
+
+def host_floor(pids: Sequence[int]) -> Callable[[], None]:
+    """The host source's reads for ``pids``, bare: per process cpu, memory, status, threads and IO in one
+    oneshot, each thread's stat file; for the machine per-CPU times, memory and load average."""
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+
+    def floor() -> None:
+        for p in procs:
+            try:
+                with p.oneshot():
+                    p.cpu_times()
+                    p.memory_info()
+                    p.status()
+                    p.num_threads()
+                    p.io_counters()
+            except psutil.Error:
+                pass
+            _thread_stats(p.pid)
+        psutil.cpu_times(percpu=True)
+        psutil.virtual_memory()
+        os.getloadavg()
+
+    return floor
