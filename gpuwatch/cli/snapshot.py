@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         sampler.stop()
     if snap is None:
         raise CliError("the recording holds no snapshots", exit_code=2)
+    if not opened.is_recording and not snap.gpus:
+        failing = [f"{s.name}: {s.message}" for s in snap.sources if s.state != "ok" and s.name != "host"]
+        if failing:  # e.g. --dcgm alone and the exporter is down: say so instead of printing no GPUs
+            raise CliError("no GPU readings: " + "; ".join(failing), exit_code=2)
     if args.json:
         sys.stdout.write(dumps(snap, indent=2) + "\n")
     else:

@@ -71,12 +71,12 @@ class DcgmSource(Source):
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
         wait = self._retry_at - self._clock()
         if self.failures and wait > 0:
-            raise DcgmError(f"{self._last_error} (next try in {wait:.1f} s)")
+            raise DcgmError(f"{self._last_error}; next try in {wait:.1f} s")
         try:
             gpus = to_gpu_samples(parse_body(self.fetch()))
         except (DcgmError, DcgmParseError) as exc:
             self._failed(str(exc))
-            raise DcgmError(f"{exc} (next try in {self._retry_at - self._clock():.1f} s)") from None
+            raise DcgmError(str(exc)) from None
         self.failures, self._last_error = 0, None
         return Reading(gpus=gpus)
 
