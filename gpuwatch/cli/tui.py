@@ -1,0 +1,57 @@
+"""``gpuwatch tui`` (and bare ``gpuwatch``): the dashboard, sampling here or watching daemons."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.tui.analysis import load_engine
+from gpuwatch.tui.app import make_app
+from gpuwatch.tui.feed import Feed, LocalFeed
+from gpuwatch.tui.remote import DEFAULT_URL, RemoteFeed
+
+DESCRIPTION = """\
+The live dashboard: GPU-Util beside SM activity, occupancy and tensor activity, memory, power, clocks and
+clock-event reasons, a process table with the CPU side of each GPU process, alerts and the doctor's
+diagnosis. Press ? inside for the keys.
+
+With no NVIDIA driver here it plays the bundled H200 recording, labelled RECORDING.
+With --connect it watches one or more 'gpuwatch daemon' instances: one row per host and GPU."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tui", help="the live dashboard (what bare 'gpuwatch' runs)", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_sampling_args(p)
+    p.add_argument("--connect", action="append", nargs="?", const=DEFAULT_URL, metavar="URL",
+                   help=f"watch a gpuwatch daemon instead of sampling here (repeat for a fleet; "
+                   f"without URL: {DEFAULT_URL})")
+    p.add_argument("--rules", action="append", type=Path, metavar="FILE",
+                   help="alert rule file (repeatable; default: the shipped rules)")
+    p.set_defaults(func=run)
+
+
+def build_feed(args: argparse.Namespace) -> Feed:
+    """The feed the arguments ask for; user errors become CliErrors before the screen is taken over."""
+    if getattr(args, "connect", None):
+        if args.replay is not None:
+            raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
+        return RemoteFeed(list(args.connect))
+    rules = getattr(args, "rules", None)
+    engine, note = load_engine(rules)
+    if rules and engine is None:
+        raise CliError(note)
+    opened = open_from_args(args, allow_bundled=True)
+    sampler = Sampler(opened.producer, interval=args.interval)
+    return LocalFeed(sampler, opened.description, opened.is_recording, engine=engine, alerts_note=note)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise CliError("the dashboard needs a terminal; for text output use 'gpuwatch snapshot'")
+    feed = build_feed(args)
+    make_app(feed).run()
+    return 0

@@ -1,0 +1,295 @@
+"""The dashboard app and its factory (tests build it exactly as the CLI does).
+
+The app only draws: snapshots, alerts and findings arrive as messages from the feed's threads. Each
+message updates the widgets that show its source; each widget redraws only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.widgets import DataTable, Footer, Input, Static
+
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.history import History
+from gpuwatch.tui import signals
+from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
+from gpuwatch.tui.status import banner_text, kill_refusal, status_line
+from gpuwatch.tui.widgets.alerts_pane import AlertsPane
+from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
+from gpuwatch.tui.widgets.fleet_table import FleetTable
+from gpuwatch.tui.widgets.gpu_panel import GpuPanel
+from gpuwatch.tui.widgets.help_screen import HelpScreen
+from gpuwatch.tui.widgets.history_plot import HistoryPlot
+from gpuwatch.tui.widgets.kill_dialog import KillDialog
+from gpuwatch.tui.widgets.process_table import ProcessTable
+
+
+@dataclass
+class SourceState:
+    """What the dashboard last heard from one source (this machine, or one daemon)."""
+
+    snapshot: Snapshot | None = None
+    history: History | None = None
+    alerts: tuple[Any, ...] | None = None
+    findings: list[Any] | None = None
+    diagnosis_note: str = ""
+    status: str = "waiting for the first sample"
+    problem: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class GpuWatchApp(App[None]):
+    CSS_PATH = "gpuwatch.tcss"
+    TITLE = "gpuwatch"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("s", "cycle_sort", "sort"),
+        Binding("r", "reverse_sort", "reverse", show=False),
+        Binding("t", "tree", "tree"),
+        Binding("k", "kill", "kill"),
+        Binding("p", "pause", "pause"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+        *[Binding(str(n), f"pick_gpu({n})", f"GPU {n - 1}", show=False) for n in range(1, 10)],
+        Binding("0", "pick_gpu(0)", "all GPUs", show=False),
+    ]
+
+    paused: reactive[bool] = reactive(False)
+
+    def __init__(self, feed: Feed) -> None:
+        super().__init__()
+        self.feed = feed
+        self.sources: dict[str, SourceState] = {}
+        self.selected_source: str | None = None
+        self.selected_gpu: int | None = None
+        self.rendered = 0
+
+    # -- layout ----------------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        yield Static(id="banner")
+        yield FleetTable(id="fleet")
+        with Horizontal(id="top"):
+            yield GpuPanel(id="gpu")
+            yield HistoryPlot(id="plot")
+        yield Input(placeholder="filter: pid, user or command (Enter keeps, Esc clears)", id="filter")
+        yield ProcessTable(id="procs")
+        with Horizontal(id="bottom"):
+            yield AlertsPane(id="alerts")
+            yield DiagnosisPane(id="diagnosis")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        banner = self.query_one("#banner", Static)
+        if self.feed.mode == "recording":
+            banner.update(banner_text(self.feed.description))
+            banner.add_class("-shown")
+        self.query_one("#fleet").set_class(self.feed.mode == "remote", "-shown")
+        self._fit(self.size.width, self.size.height)
+        self.query_one("#status", Static).update(f"gpuwatch · {self.feed.description} · waiting for the first sample")
+        self.query_one(ProcessTable).focus()
+        self.feed.start(self)
+
+    def on_unmount(self) -> None:
+        self.feed.stop()
+
+    def on_resize(self, event: Any) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        self.screen.set_class(width < 120, "-narrow")
+        self.screen.set_class(height < 36, "-short")
+        self.query_one(ProcessTable).fit(width)
+        self._render_selected()
+
+    # -- messages from the feed -----------------------------------------------------------------------
+    def on_snapshot_ready(self, msg: SnapshotReady) -> None:
+        state = self.sources.setdefault(msg.source, SourceState())
+        state.snapshot, state.alerts, state.history = msg.snapshot, msg.alerts, msg.history
+        state.status, state.problem = ("ok", False) if not state.problem else (state.status, state.problem)
+        if self.selected_source is None:
+            self.selected_source = msg.source
+        if self.selected_gpu is None and msg.snapshot.gpus:
+            self.selected_gpu = msg.snapshot.gpus[0].index
+        self._update_fleet(msg.source, state)
+        if msg.source == self.selected_source and not self.paused:
+            self._render_selected()
+
+    def on_diagnosis_ready(self, msg: DiagnosisReady) -> None:
+        state = self.sources.setdefault(msg.source, SourceState())
+        state.findings, state.diagnosis_note = msg.findings, msg.note
+        if msg.source == self.selected_source:
+            self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
+
+    def on_feed_status(self, msg: FeedStatus) -> None:
+        state = self.sources.setdefault(msg.source, SourceState())
+        state.status, state.problem = msg.text, msg.state != "ok"
+        if self.selected_source is None:
+            self.selected_source = msg.source
+        self._update_fleet(msg.source, state)
+        if msg.state != "ok":
+            self.notify(msg.text, severity="warning" if msg.state == "ended" else "error", timeout=4)
+        self._render_status()
+
+    # -- drawing -----------------------------------------------------------------------------------------
+    def _update_fleet(self, source: str, state: SourceState) -> None:
+        fleet = self.query_one(FleetTable)
+        snap = state.snapshot
+        if self.feed.mode != "remote" and snap is not None and len(snap.gpus) > 1:
+            fleet.add_class("-shown")
+        if fleet.has_class("-shown"):
+            host = snap.host.hostname if snap is not None else source.split("://", 1)[-1]
+            fleet.show(source, host, snap, state.alerts, "ok" if not state.problem else state.status)
+
+    def _render_selected(self) -> None:
+        state = self.sources.get(self.selected_source or "")
+        if state is None or state.snapshot is None:
+            return
+        snap = state.snapshot
+        self.rendered += 1
+        self._render_status()
+        if self.feed.mode == "remote" and snap.is_recording:
+            banner = self.query_one("#banner", Static)
+            banner.update(banner_text(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}"))
+            banner.add_class("-shown")
+        gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
+        self.query_one(GpuPanel).show(gpu)
+        if state.history is not None and self.selected_gpu is not None:
+            self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
+        self.query_one(ProcessTable).show(snap.processes)
+        self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
+
+    def _render_status(self) -> None:
+        state = self.sources.get(self.selected_source or "")
+        if state is None:
+            return
+        table = self.query_one(ProcessTable)
+        text = status_line(state.snapshot, self.feed.description, paused=self.paused, sort=table.sort_key,
+                           reverse=table.sort_reverse, tree=table.tree_view, gpu_filter=table.gpu_filter,
+                           filter_text=table.filter_text, problem=state.status if state.problem else "")
+        self.query_one("#status", Static).update(text)
+
+    def on_screen_resume(self) -> None:
+        self.query_one(HistoryPlot).invalidate()
+        self._render_selected()
+
+    # -- user input --------------------------------------------------------------------------------------
+    @on(DataTable.HeaderSelected, "#procs")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        self.query_one(ProcessTable).sort_by(str(event.column_key.value))
+        self._render_status()
+
+    @on(DataTable.RowHighlighted, "#fleet")
+    def _fleet_row(self, event: DataTable.RowHighlighted) -> None:
+        picked = self.query_one(FleetTable).selected()
+        if picked is None:
+            return
+        source, gpu = picked
+        if (source, gpu) != (self.selected_source, self.selected_gpu):
+            self.selected_source = source
+            self.selected_gpu = gpu if gpu is not None else self.selected_gpu
+            state = self.sources.get(source)
+            if state is not None:
+                self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
+            self._render_selected()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        table = self.query_one(ProcessTable)
+        table.filter_text = event.value.strip()
+        table.refilter()
+        self._render_status()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one("#filter").remove_class("-shown")
+        self.query_one(ProcessTable).focus()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("-shown")
+        self.query_one(ProcessTable).focus()
+
+    def action_cycle_sort(self) -> None:
+        self.query_one(ProcessTable).cycle_sort()
+        self._render_status()
+
+    def action_reverse_sort(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.sort_by(table.sort_key)
+        self._render_status()
+
+    def action_tree(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.tree_view = not table.tree_view
+        table.show(table._all)
+        self._render_status()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+
+    def watch_paused(self, paused: bool) -> None:
+        self.feed.pause(paused)
+        if not paused:
+            self._render_selected()
+        self._render_status()
+
+    def action_pick_gpu(self, n: int) -> None:
+        table = self.query_one(ProcessTable)
+        if n == 0:
+            table.gpu_filter = None
+        else:
+            state = self.sources.get(self.selected_source or "")
+            snap = state.snapshot if state else None
+            if snap is None or snap.gpu(n - 1) is None:
+                have = ", ".join(str(g.index) for g in snap.gpus) if snap else "none yet"
+                self.notify(f"there is no GPU {n - 1} here (GPUs: {have})", severity="warning", timeout=3)
+                return
+            self.selected_gpu = table.gpu_filter = n - 1
+            if self.selected_source is not None:
+                self.query_one(FleetTable).select(self.selected_source, n - 1)
+        table.refilter()
+        self._render_selected()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_kill(self) -> None:
+        refusal = kill_refusal(self.feed.mode, self.feed.description)
+        proc = self.query_one(ProcessTable).selected()
+        if refusal is None and proc is None:
+            refusal = "no process selected"
+        if refusal is None and proc is not None:
+            refusal = signals.why_not(proc)
+        if refusal is not None or proc is None:
+            self.notify(f"cannot signal: {refusal}", severity="error", timeout=5)
+            return
+        target = proc
+
+        def done(sig: int | None) -> None:
+            if sig is None:
+                self.notify(f"pid {target.pid} left running", timeout=3)
+                return
+            sent, message = signals.send(target, sig)
+            self.notify(message, severity="information" if sent else "error", timeout=5)
+
+        self.push_screen(KillDialog(target), done)
+
+
+def make_app(feed: Feed) -> GpuWatchApp:
+    """The dashboard over ``feed`` (a LocalFeed around a Sampler, or a RemoteFeed of daemon URLs)."""
+    return GpuWatchApp(feed)

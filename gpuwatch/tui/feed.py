@@ -1,0 +1,162 @@
+"""Where the dashboard's data comes from: threads that know nothing of the UI post small Messages.
+
+The sampler thread (or a daemon's stream, see :mod:`gpuwatch.tui.remote`) posts a
+:class:`SnapshotReady` per tick; ``can_replace`` lets a slow terminal drop stale ones and render only the
+newest. Alert rules are evaluated on the sampler thread for every snapshot (also the dropped ones, so no
+transition is missed) and the doctor runs every few seconds on its own thread: the event loop only draws.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from textual.message import Message
+from textual.message_pump import MessagePump
+
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.history import History
+from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.tui import analysis
+
+Mode = Literal["live", "recording", "remote"]
+LOCAL = "local"
+DIAGNOSIS_WINDOW_S = 300.0
+
+
+class SnapshotReady(Message):
+    """A new snapshot from ``source`` with that source's alerts (``None``: no alert engine there)."""
+
+    def __init__(self, source: str, snapshot: Snapshot, alerts: tuple[Any, ...] | None, history: History) -> None:
+        super().__init__()
+        self.source = source
+        self.snapshot = snapshot
+        self.alerts = alerts
+        self.history = history
+
+    def can_replace(self, message: Message) -> bool:
+        # Called on the older message with a newer one pending: same source -> drop the older one.
+        return isinstance(message, SnapshotReady) and message.source == self.source
+
+
+class DiagnosisReady(Message):
+    """The doctor's findings for ``source`` (``None`` with ``note`` saying why there are none)."""
+
+    def __init__(self, source: str, findings: list[Any] | None, note: str = "") -> None:
+        super().__init__()
+        self.source = source
+        self.findings = findings
+        self.note = note
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DiagnosisReady) and message.source == self.source
+
+
+class FeedStatus(Message):
+    """A source's connection state, in words for the status line."""
+
+    def __init__(self, source: str, state: Literal["ok", "error", "ended"], text: str) -> None:
+        super().__init__()
+        self.source = source
+        self.state = state
+        self.text = text
+
+
+class Feed(Protocol):
+    mode: Mode
+    description: str
+    alerts_note: str
+
+    def start(self, target: MessagePump) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def pause(self, paused: bool) -> None: ...
+
+
+class LocalFeed:
+    """An in-process Sampler (live sources or a recording) feeding the dashboard."""
+
+    def __init__(self, sampler: Sampler, description: str, is_recording: bool, *,
+                 engine: Any | None = None, alerts_note: str = "", diagnose_every_s: float = 5.0,
+                 run_sampler: bool = True) -> None:
+        self.sampler = sampler
+        self.description = description
+        self.mode: Mode = "recording" if is_recording else "live"
+        self.engine = engine
+        self.alerts_note = alerts_note
+        self.diagnose_every_s = diagnose_every_s
+        self.run_sampler = run_sampler
+        self._target: MessagePump | None = None
+        self._last: SnapshotReady | None = None
+        self._diagnosis: DiagnosisReady | None = None
+        self._stop = threading.Event()
+        self._diag_thread: threading.Thread | None = None
+        self._unsubscribe = sampler.subscribe(self._on_snapshot)
+
+    # -- sampler thread -------------------------------------------------------------------------------
+    def _on_snapshot(self, snap: Snapshot) -> None:
+        alerts: tuple[Any, ...] | None = None
+        if self.engine is not None:
+            try:
+                self.engine.evaluate(snap)
+                alerts = tuple(self.engine.alerts())
+            except Exception as exc:  # a broken rule must not stop the dashboard; say so in the pane
+                self.alerts_note = f"alert evaluation failed: {type(exc).__name__}: {exc}"
+                self.engine = None
+        msg = SnapshotReady(LOCAL, snap, alerts, self.sampler.history)
+        self._last = msg
+        if self._target is not None:
+            self._target.post_message(msg)
+
+    # -- doctor thread --------------------------------------------------------------------------------
+    def diagnose_now(self) -> DiagnosisReady:
+        history = self.sampler.history
+        latest = history.latest()
+        snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_WINDOW_S) if latest else []
+        findings, note = analysis.diagnose(snaps)
+        self._diagnosis = DiagnosisReady(LOCAL, findings, note)
+        return self._diagnosis
+
+    def _diagnose_loop(self) -> None:
+        seen = -1
+        ended_told = False
+        while not self._stop.wait(self.diagnose_every_s if seen >= 0 else 0.5):
+            latest = self.sampler.history.latest()
+            if latest is not None and latest.seq != seen:
+                seen = latest.seq
+                msg = self.diagnose_now()
+                if self._target is not None:
+                    self._target.post_message(msg)
+            if self.sampler.finished.is_set() and not ended_told and self._target is not None:
+                ended_told = True
+                self._target.post_message(FeedStatus(LOCAL, "ended", "recording ended"))
+
+    # -- control from the UI --------------------------------------------------------------------------
+    def prime(self, ticks: int) -> None:
+        """Take ``ticks`` samples now, on this thread, and diagnose them: deterministic screens for tests."""
+        for _ in range(ticks):
+            if self.sampler.tick() is None:
+                break
+        self.diagnose_now()
+
+    def start(self, target: MessagePump) -> None:
+        self._target = target
+        if self._last is not None:
+            target.post_message(self._last)
+        if self._diagnosis is not None:
+            target.post_message(self._diagnosis)
+        if self.run_sampler:
+            self.sampler.start()
+            self._diag_thread = threading.Thread(target=self._diagnose_loop, name="gpuwatch-doctor", daemon=True)
+            self._diag_thread.start()
+
+    def pause(self, paused: bool) -> None:
+        self.sampler.pause(paused)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._target = None
+        self._unsubscribe()
+        self.sampler.stop(timeout=1.0)

@@ -1,0 +1,138 @@
+"""A feed from one or more gpuwatch daemons: the fleet view.
+
+Per daemon, one thread reads ``GET /api/v1/stream`` (NDJSON, one snapshot per line) and another polls
+``/api/v1/alerts`` and ``/api/v1/diagnosis``. Both reconnect with back-off and report what went wrong
+as a :class:`FeedStatus` line instead of raising; the event loop never waits on the network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import requests
+from textual.message_pump import MessagePump
+
+from gpuwatch.model.codec import snapshot_from_dict
+from gpuwatch.sampler.history import History
+from gpuwatch.tui.feed import DiagnosisReady, FeedStatus, Mode, SnapshotReady
+
+DEFAULT_URL = "http://127.0.0.1:9464"
+POLL_ALERTS_S = 2.0
+POLL_DIAGNOSIS_S = 5.0
+
+
+def normalise_url(text: str) -> str:
+    """``host:port`` or a full URL -> ``http://host:port`` without a trailing slash."""
+    text = text.strip().rstrip("/")
+    if "://" not in text:
+        text = "http://" + text
+    return text
+
+
+class RemoteFeed:
+    """Streams snapshots from daemons; ``source`` in every message is the daemon's URL."""
+
+    mode: Mode = "remote"
+
+    def __init__(self, urls: list[str], *, connect_timeout_s: float = 3.0, read_timeout_s: float = 30.0,
+                 history_capacity: int = 600) -> None:
+        self.urls = [normalise_url(u) for u in urls]
+        self.description = "connected to " + ", ".join(u.split("://", 1)[-1] for u in self.urls)
+        self.alerts_note = ""
+        self.timeouts = (connect_timeout_s, read_timeout_s)
+        self.histories = {u: History(capacity=history_capacity) for u in self.urls}
+        self._alerts: dict[str, tuple[Any, ...] | None] = dict.fromkeys(self.urls)
+        self._target: MessagePump | None = None
+        self._stop = threading.Event()
+        self._paused = False
+        self._responses: dict[str, requests.Response] = {}
+        self._threads: list[threading.Thread] = []
+
+    def _post(self, msg: Any) -> None:
+        target = self._target
+        if target is not None:
+            target.post_message(msg)
+
+    def _stream(self, url: str) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                with requests.get(f"{url}/api/v1/stream", stream=True, timeout=self.timeouts) as resp:
+                    resp.raise_for_status()
+                    self._responses[url] = resp
+                    self._post(FeedStatus(url, "ok", "connected"))
+                    backoff = 1.0
+                    for line in resp.iter_lines():
+                        if self._stop.is_set():
+                            return
+                        if line:
+                            self._on_line(url, line)
+                    raise ConnectionError("the daemon closed the stream")
+            except Exception as exc:  # network, HTTP and format errors alike: report and retry
+                if self._stop.is_set():
+                    return
+                self._post(FeedStatus(url, "error", f"{url}: {_why(exc)}; retrying in {backoff:.0f} s"))
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def _on_line(self, url: str, line: bytes) -> None:
+        snap = snapshot_from_dict(json.loads(line))
+        history = self.histories[url]
+        history.append(snap)
+        if not self._paused:
+            self._post(SnapshotReady(url, snap, self._alerts[url], history))
+
+    def _poll(self, url: str) -> None:
+        next_diag = 0.0
+        tick = 0.0
+        while not self._stop.is_set():
+            self._alerts[url] = self._get_list(url, "alerts")
+            if tick >= next_diag:
+                findings = self._get_list(url, "diagnosis", key="findings")
+                note = "" if findings is not None else "the daemon serves no diagnosis"
+                self._post(DiagnosisReady(url, None if findings is None else list(findings), note))
+                next_diag = tick + POLL_DIAGNOSIS_S
+            self._stop.wait(POLL_ALERTS_S)
+            tick += POLL_ALERTS_S
+
+    def _get_list(self, url: str, path: str, key: str | None = None) -> tuple[Any, ...] | None:
+        try:
+            resp = requests.get(f"{url}/api/v1/{path}", timeout=self.timeouts)
+            if resp.status_code != 200:
+                return None
+            items = resp.json().get(key or path)
+            return tuple(items) if isinstance(items, list) else None
+        except (requests.RequestException, ValueError, AttributeError):
+            return None
+
+    def start(self, target: MessagePump) -> None:
+        self._target = target
+        for url in self.urls:
+            for fn, name in ((self._stream, "stream"), (self._poll, "poll")):
+                t = threading.Thread(target=fn, args=(url,), name=f"gpuwatch-{name}-{url}", daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def pause(self, paused: bool) -> None:
+        self._paused = paused
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._target = None
+        for resp in list(self._responses.values()):
+            try:
+                resp.close()
+            except Exception:  # closing a socket another thread reads from may race; it is going anyway
+                pass
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, requests.ConnectionError):
+        return "cannot connect (is 'gpuwatch daemon' running there?)"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code} from /api/v1/stream"
+    if isinstance(exc, (ValueError, KeyError, TypeError)):
+        return f"bad snapshot in the stream ({type(exc).__name__}: {exc})"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,71 @@
+"""The diagnosis pane: the doctor's findings, worst first, each with its evidence and the fix.
+
+This is the pane that answers the incident's question ("GPU-Util is 12 %: why?") in words, with the
+numbers that back the answer, so the reader can check it instead of trusting it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from gpuwatch.tui.analysis import field
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def render_findings(findings: Sequence[Any] | None, note: str, styles: dict[str, str]) -> Text:
+    if findings is None:
+        return Text(note or "waiting for the first diagnosis…", style="dim")
+    if not findings:
+        return Text("nothing to report: no known bottleneck in the last minutes", style=styles.get("ok", ""))
+    ranked = sorted(findings, key=lambda f: (SEVERITY_RANK.get(field(f, "severity"), 3), -float(field(f, "score", 0))))
+    out = Text()
+    for i, f in enumerate(ranked):
+        if i:
+            out.append("\n")
+        severity = str(field(f, "severity", "info"))
+        colour = {"critical": styles.get("error", "red"), "warning": styles.get("warning", "yellow")}.get(
+            severity, styles.get("info", "blue"))
+        out.append(f" {severity.upper():8} ", style=f"bold reverse {colour}")
+        out.append(" " + str(field(f, "title", field(f, "code", "?"))), style="bold")
+        where = []
+        if field(f, "gpu_index") is not None:
+            where.append(f"GPU {field(f, 'gpu_index')}")
+        if field(f, "pid") is not None:
+            where.append(f"pid {field(f, 'pid')}")
+        if where:
+            out.append("  (" + ", ".join(where) + ")", style="dim")
+        for line in field(f, "evidence", ()) or ():
+            out.append("\n    • " + str(line))
+        fix = field(f, "fix")
+        if fix:
+            out.append("\n    fix: ", style=f"bold {styles.get('ok', 'green')}")
+            out.append(str(fix))
+    return out
+
+
+class DiagnosisPane(VerticalScroll):
+    """Scrollable findings; redraws only when they change."""
+
+    DEFAULT_CSS = "DiagnosisPane { height: 1fr; } DiagnosisPane > Static { width: 100%; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(Static("waiting for the first diagnosis…", classes="body"), id=id)
+        self.border_title = "Diagnosis"
+        self._shown: str | None = None
+
+    def show(self, findings: Sequence[Any] | None, note: str = "") -> None:
+        theme = self.app.current_theme
+        styles = {"ok": theme.success or "green", "warning": theme.warning or "yellow",
+                  "error": theme.error or "red", "info": theme.primary}
+        text = render_findings(findings, note, styles)
+        count = len(findings or ())
+        self.border_title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
+        if text.markup != self._shown:
+            self._shown = text.markup
+            self.query_one(Static).update(text)

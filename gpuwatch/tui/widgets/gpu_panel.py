@@ -1,0 +1,157 @@
+"""The GPU panel: GPU-Util side by side with what it hides (SM activity, occupancy, tensor, DRAM bandwidth),
+memory, power, clocks, clock-event reasons and PCIe, for the selected GPU.
+
+It redraws only when the GpuSample it shows changed (frozen dataclasses compare by value).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
+from gpuwatch.model.snapshot import GpuSample
+from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
+
+LABEL = 10
+LINES = 7
+
+
+class Palette:
+    """Colours from the active Textual theme, so the panel follows theme changes."""
+
+    def __init__(self, widget: Widget) -> None:
+        theme = widget.app.current_theme
+        self.primary = theme.primary
+        self.secondary = theme.secondary or theme.primary
+        self.accent = theme.accent or theme.primary
+        self.ok = theme.success or "green"
+        self.warning = theme.warning or "yellow"
+        self.error = theme.error or "red"
+
+
+def _half(label: str, fraction: float | None, value: Text | str, style: str, width: int, value_w: int = 8) -> Text:
+    """``label  bar  value`` in exactly ``width`` cells; values right-aligned in ``value_w`` so bars line up."""
+    value_text = value if isinstance(value, Text) else Text(value)
+    if value_text.cell_len < value_w:
+        value_text = Text(" " * (value_w - value_text.cell_len)) + value_text
+    bar_w = max(3, width - LABEL - value_text.cell_len - 2)
+    line = Text(label.ljust(LABEL)[:LABEL], style="bold")
+    line.append_text(bar(fraction, bar_w, style))
+    line.append(" ")
+    line.append_text(value_text)
+    line.truncate(width, pad=True)
+    return line
+
+
+def _prof_value(gpu: GpuSample, metric: str) -> Text:
+    value = gpu.prof(metric)
+    text = Text(pct(value))
+    source = gpu.prof_source(metric)
+    text.append(f" {source}" if source else " n/a", style="dim")
+    return text
+
+
+def _frac(value: float | None, total: float | None = 100.0) -> float | None:
+    if value is None or not total:
+        return None
+    return float(value) / float(total)
+
+
+def render_gpu(gpu: GpuSample | None, width: int, pal: Palette) -> Text:
+    if gpu is None:
+        return Text("waiting for the first sample…", style="dim")
+    half = max(30, width // 2)
+    right_w = max(0, width - half - 1)
+    head = Text(f"GPU {gpu.index} ", style=f"bold {pal.primary}")
+    head.append(gpu.name or "unknown GPU", style="bold")
+    if gpu.pstate is not None:
+        head.append(f"  P{gpu.pstate}")
+    if gpu.pcie_link_gen is not None:
+        head.append(f"  PCIe gen{gpu.pcie_link_gen} x{gpu.pcie_link_width or '?'}")
+    head.append(f"  {gpu.pci_bus_id or ''}", style="dim")
+    if not gpu.profiling:
+        head.append("  no profiling counters: GPU-Util only", style=pal.warning)
+    mem_ratio = gpu.mem_used_ratio
+    mem_value = Text(f"{size(gpu.mem_used_bytes)}/{size(gpu.mem_total_bytes)} {pct(_pct(mem_ratio)).strip()}")
+    power_frac = _frac(gpu.power_w, gpu.power_limit_w)
+    power_value = f"{num(gpu.power_w)}/{num(gpu.power_limit_w)} W"
+    clock_frac = _frac(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz)
+    clock_value = f"{num(gpu.sm_clock_mhz)}/{num(gpu.sm_clock_max_mhz)} MHz"
+    temp = gpu.temperature_c
+    temp_style = level_style(temp, 80, 90, pal.ok, pal.warning, pal.error)
+    vw = 14
+    rows = [
+        (_half("GPU-Util", _frac(gpu.gpu_util), pct(gpu.gpu_util), pal.primary, half, vw),
+         _half("SM active", _frac(gpu.sm_active), _prof_value(gpu, "sm_active"), pal.accent, right_w)),
+        (_half("SM occup.", _frac(gpu.sm_occupancy), _prof_value(gpu, "sm_occupancy"), pal.accent, half, vw),
+         _half("tensor", _frac(gpu.tensor_active), _prof_value(gpu, "tensor_active"), pal.accent, right_w)),
+        (_half("memory", mem_ratio, mem_value,
+               level_style(_pct(mem_ratio), 90, 97, pal.secondary, pal.warning, pal.error), half, vw),
+         _half("DRAM bw", _frac(gpu.dram_active), _prof_value(gpu, "dram_active"), pal.secondary, right_w)),
+        (_half("power", power_frac, power_value,
+               level_style(_pct(power_frac), 95, 100, pal.primary, pal.warning, pal.error), half, vw),
+         _half("temp", _frac(temp, 100.0), Text(f"{num(temp)}°C"), temp_style, right_w)),
+        (_half("SM clock", clock_frac, clock_value, pal.primary, half, vw), _pcie(gpu, right_w)),
+    ]
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append_text(head)
+    for left, right in rows:
+        out.append("\n")
+        out.append_text(left)
+        out.append(" ")
+        out.append_text(right)
+    out.append("\n")
+    out.append_text(_clock_events(gpu, pal))
+    return out
+
+
+def _pct(ratio: float | None) -> float | None:
+    return None if ratio is None else ratio * 100.0
+
+
+def _pcie(gpu: GpuSample, width: int) -> Text:
+    rx = gpu.prof("pcie_rx_bytes_s") if gpu.prof("pcie_rx_bytes_s") is not None else gpu.pcie_rx_bytes_s
+    tx = gpu.prof("pcie_tx_bytes_s") if gpu.prof("pcie_tx_bytes_s") is not None else gpu.pcie_tx_bytes_s
+    text = Text("PCIe".ljust(LABEL), style="bold")
+    text.append(f"rx {rate(rx)}  tx {rate(tx)}")
+    text.truncate(width, pad=True)
+    return text
+
+
+def _clock_events(gpu: GpuSample, pal: Palette) -> Text:
+    text = Text("clocks".ljust(LABEL), style="bold")
+    if gpu.clock_event_mask is None and not gpu.clock_events:
+        text.append("clock-event reasons unknown", style="dim")
+        return text
+    if not gpu.clock_events:
+        text.append("no clock events: running at full speed", style=pal.ok)
+        return text
+    for name in gpu.clock_events:
+        if name in SEVERE_REASONS:
+            style = f"bold reverse {pal.error}"
+        elif name in THROTTLE_REASONS:
+            style = f"bold reverse {pal.warning}"
+        else:
+            style = "dim"
+        text.append(f" {name} ", style=style)
+        text.append(" ")
+    return text
+
+
+class GpuPanel(Widget):
+    """One GPU in detail; ``show()`` is cheap when nothing changed."""
+
+    DEFAULT_CSS = f"GpuPanel {{ height: {LINES}; }}"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.gpu: GpuSample | None = None
+
+    def show(self, gpu: GpuSample | None) -> None:
+        if gpu != self.gpu:
+            self.gpu = gpu
+            self.refresh()
+
+    def render(self) -> Text:
+        return render_gpu(self.gpu, self.size.width, Palette(self))

@@ -1,0 +1,111 @@
+"""History plots drawn with block characters: GPU-Util with SM activity drawn inside it, and memory.
+
+Why not plotext: a plotext chart redrawn every second costs about as much CPU as the rest of the
+dashboard together (DESIGN.md, costs measured). Two series of eighth-cell bars say the same thing here:
+where the GPU-Util bar towers over the SM-activity bar, the GPU is "busy" with few SMs doing work.
+The plot recomputes its columns only when a new sample arrived *and* it is on screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.history import History
+from gpuwatch.tui.format import pct
+
+VBLOCKS = " ▁▂▃▄▅▆▇█"
+WINDOW_S = 300.0
+
+
+def bucket(points: Sequence[tuple[float, float | None]], start: float, end: float, width: int) -> list[float | None]:
+    """Mean of the points in each of ``width`` equal time buckets between ``start`` and ``end``."""
+    sums = [0.0] * width
+    counts = [0] * width
+    span = max(end - start, 1e-9)
+    for t, v in points:
+        if v is None or t < start:
+            continue
+        i = min(width - 1, int((t - start) / span * width))
+        sums[i] += v
+        counts[i] += 1
+    return [sums[i] / counts[i] if counts[i] else None for i in range(width)]
+
+
+def draw(values: list[float | None], height: int, style: str) -> list[Text]:
+    """Rows (top first) of a 0-100 bar chart, one column per value, eighth-cell resolution."""
+    rows = []
+    levels = [0 if v is None else round(max(0.0, min(100.0, v)) / 100 * height * 8) for v in values]
+    for r in range(height - 1, -1, -1):
+        floor = r * 8
+        chars = "".join(VBLOCKS[min(8, max(0, lv - floor))] for lv in levels)
+        rows.append(Text(chars, style=style, no_wrap=True))
+    return rows
+
+
+class HistoryPlot(Widget):
+    """Last five minutes of one GPU: GPU-Util vs SM activity, then memory used."""
+
+    DEFAULT_CSS = "HistoryPlot { height: 7; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._key: tuple[int, int, int, int] | None = None
+        self._lines: list[Text] = []
+        self.redraws = 0
+
+    def plot(self, history: History, gpu_index: int) -> None:
+        """Recompute when the newest sample, the GPU or the size changed; skip while hidden."""
+        if not self.display or not self.screen.is_current:
+            return
+        latest = history.latest()
+        if latest is None:
+            return
+        key = (latest.seq, gpu_index, self.size.width, self.size.height)
+        if key == self._key:
+            return
+        self._key = key
+        self._lines = self._compute(history.since(latest.time - WINDOW_S), latest, gpu_index)
+        self.redraws += 1
+        self.refresh()
+
+    def invalidate(self) -> None:
+        self._key = None
+
+    def _compute(self, snaps: list[Snapshot], latest: Snapshot, gpu_index: int) -> list[Text]:
+        width = max(10, self.size.width - 6)
+        rows_left = max(3, self.size.height) - 1
+        mem_h = max(1, rows_left // 3)
+        util_h = max(1, (rows_left - mem_h) // 2)
+        sm_h = max(1, rows_left - mem_h - util_h)
+        series: dict[str, list[tuple[float, float | None]]] = {"util": [], "sm": [], "mem": []}
+        for s in snaps:
+            g = s.gpu(gpu_index)
+            ratio = None if g is None else g.mem_used_ratio
+            series["util"].append((s.time, None if g is None else g.gpu_util))
+            series["sm"].append((s.time, None if g is None else g.sm_active))
+            series["mem"].append((s.time, None if ratio is None else ratio * 100))
+        start, end = latest.time - WINDOW_S, latest.time
+        theme = self.app.current_theme
+        styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.secondary or theme.primary}
+        now = latest.gpu(gpu_index)
+        mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
+        legend = Text(f"last {WINDOW_S / 60:.0f} min: ", style="dim")
+        for key, label, value in (("util", "GPU-Util", None if now is None else now.gpu_util),
+                                  ("sm", "  vs  SM active", None if now is None else now.sm_active),
+                                  ("mem", "   memory used", mem_now)):
+            legend.append(label, style="bold")
+            legend.append(f" {pct(value).strip()} ", style=styles[key])
+        lines = [legend]
+        for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
+            for i, row in enumerate(draw(bucket(series[key], start, end, width), height, styles[key])):
+                gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
+                gutter.append_text(row)
+                lines.append(gutter)
+        return lines
+
+    def render(self) -> Text:
+        return Text("\n").join(self._lines) if self._lines else Text("collecting history…", style="dim")
