@@ -1,8 +1,10 @@
 """GPM for the fake pynvml: sample pointers that fit the real ctypes structures, and metrics from a pair.
 
-A sample records the GPU's ``gpm`` values when taken. ``nvmlGpmMetricsGet`` reports the newer sample's
-values, and flags a misused pair (out of order, two GPUs, never taken) with NVML_ERROR_INVALID_ARGUMENT
-on every metric, so a reader that swaps its samples the wrong way round reads None, not numbers.
+A sample records the GPU's ``gpm`` values when taken. ``nvmlGpmMetricsGet`` reports the mean of the
+values recorded by every sample taken on that GPU after the older and up to the newer one: the activity
+over the interval, so a reader that never swaps its pair averages over ever longer windows and reads
+wrong. A misused pair (out of order, two GPUs, never taken) gets NVML_ERROR_INVALID_ARGUMENT on every
+metric, so a reader that passes its samples the wrong way round reads None, not numbers.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class FakeGpmMixin:
         self.gpm_live: dict[int, _GpmSampleState] = {}
         self._gpm_buffers: dict[int, ctypes.c_int] = {}
         self._gpm_seq = 0
+        #: GPU index -> the latest (seq, values) of each sample taken on it
+        self._gpm_history: dict[int, list[tuple[int, dict[int, float]]]] = {}
         self._gpm_lock = threading.Lock()
 
     def _enter(self, name: str, symbol: str, versioned: str | None, handle: Any) -> None:
@@ -76,21 +80,29 @@ class FakeGpmMixin:
         with self._gpm_lock:
             self._gpm_seq += 1
             state.gpu, state.seq, state.values = device.index, self._gpm_seq, dict(g.gpm)
+            history = self._gpm_history.setdefault(device.index, [])
+            history.append((state.seq, state.values))
+            del history[:-64]
         return gpmSample
 
     @nvml_function()
     def nvmlGpmMetricsGet(self, metricsGet: Any) -> Any:
-        """Metric = the GPU's value when the newer sample was taken; a pair out of order, from two GPUs or
-        with a sample never taken gives every metric NVML_ERROR_INVALID_ARGUMENT, as a misuse would."""
+        """Metric = mean over the samples in (older, newer]; a pair out of order, from two GPUs or with a
+        sample never taken gives every metric NVML_ERROR_INVALID_ARGUMENT, as a misuse would."""
         if metricsGet.version != _real.NVML_GPM_METRICS_GET_VERSION:
             raise _real.NVMLError(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         s1 = self.gpm_live.get(_address(metricsGet.sample1) or 0)
         s2 = self.gpm_live.get(_address(metricsGet.sample2) or 0)
         valid = s1 is not None and s2 is not None and s1.gpu is not None and s1.gpu == s2.gpu and s1.seq < s2.seq
-        errors = self.gpus[s2.gpu].gpm_errors if valid and s2 is not None and s2.gpu is not None else {}
+        errors: dict[int, int] = {}
+        window: list[dict[int, float]] = []
+        if valid and s1 is not None and s2 is not None and s2.gpu is not None:
+            errors = self.gpus[s2.gpu].gpm_errors
+            window = [v for seq, v in self._gpm_history.get(s2.gpu, []) if s1.seq < seq <= s2.seq] or [s2.values]
         for i in range(metricsGet.numMetrics):
             m = metricsGet.metrics[i]
-            value = s2.values.get(m.metricId) if valid and s2 is not None else None
+            found = [v[m.metricId] for v in window if m.metricId in v]
+            value = sum(found) / len(found) if found else None
             if not valid:
                 m.nvmlReturn, m.value = _real.NVML_ERROR_INVALID_ARGUMENT, 0.0
             elif m.metricId in errors:

@@ -45,6 +45,8 @@ class Device:
         self.identity: dict[str, Any] = {"index": index, "uuid": f"nvml-index-{index}",
                                          "driver_version": driver_version}
         try:
+            if handle is None:  # the driver lists it but it was lost before we could open it
+                raise GpuLost(f"GPU {index}")
             self._read_identity()
         except GpuLost:
             self.mark_lost()

@@ -100,8 +100,6 @@ class NvmlSource(Source):
                     log.warning("GPU %d cannot be opened (%s); leaving it out", index, exc)
                     continue
             device = Device(nvml, self.policy, index, handle, driver, pcie_throughput=self.pcie_throughput)
-            if handle is None:
-                device.mark_lost()
             gpus.append(_Gpu(nvml, device, now))
         if not gpus:
             raise SourceUnavailable(f"none of the {count} GPUs the NVIDIA driver reports can be opened")
