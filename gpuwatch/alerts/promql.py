@@ -1,0 +1,170 @@
+"""Export rules as a Prometheus rule file over the exporter's metric names, so Prometheus and
+Alertmanager can do the alerting across a fleet with the same rules the daemon runs locally.
+
+Each condition becomes the PromQL that gives the same answer on the exporter's series:
+  threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3)
+  all / any   ``and`` / ``or`` (a process joins its GPU ``on(instance, job, gpu)``)
+  jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
+  volatility  ``stddev_over_time(m[w]) >= x``
+  flapping    ``changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high``
+  throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p``
+  stale       ``gpuwatch_source_up{source=~".."} == 0``
+What PromQL cannot say is reported, not approximated: hysteresis (``clear``, flapping's ``low``) needs
+memory of the previous evaluation, and a stale source's age has no series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from gpuwatch.alerts.rules import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Flapping,
+    Jitter,
+    Rule,
+    RuleSet,
+    Stale,
+    Threshold,
+    Throttle,
+    Volatility,
+    format_duration,
+    scope_of,
+    value_unit,
+)
+from gpuwatch.alerts.templates import to_go
+from gpuwatch.model.metrics import METRICS
+
+CLOCK_EVENT_SERIES = "gpuwatch_gpu_clock_event_active"
+SOURCE_UP_SERIES = "gpuwatch_source_up"
+#: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series.
+JOIN_LABELS = {("process", "gpu"): "instance, job, gpu", ("process", "host"): "instance, job",
+               ("gpu", "host"): "instance, job"}
+
+
+class Unexpressible(Exception):
+    """This rule has no faithful PromQL; the message says why."""
+
+
+@dataclass
+class Export:
+    text: str
+    exported: list[str] = field(default_factory=list)
+    #: (rule name, ``file:line``, why it cannot be exported)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def _num(x: float) -> str:
+    return f"{x:.12g}"
+
+
+def _series(metric: str) -> tuple[str, float]:
+    spec = METRICS[metric]
+    if spec.prom_name is None:
+        raise Unexpressible(f"metric '{metric}' has no Prometheus series")
+    return spec.prom_name, spec.prom_scale
+
+
+def _regex(names: tuple[str, ...]) -> str:
+    return "|".join(sorted(names))
+
+
+def to_promql(cond: Condition, step: str = "") -> str:
+    """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval)."""
+    if isinstance(cond, Threshold):
+        if cond.clear is not None:
+            raise Unexpressible("its 'clear' level is hysteresis, which needs the previous evaluation's state")
+        name, scale = _series(cond.metric)
+        return f"{name} {cond.op} {_num(cond.value * scale)}"
+    if isinstance(cond, AllOf):
+        scope = scope_of(cond)
+        lead = next(c for c in cond.conditions if scope_of(c) == scope)
+        expr = _wrap(to_promql(lead, step))
+        for c in cond.conditions:
+            if c is lead:
+                continue
+            on = JOIN_LABELS.get((scope, scope_of(c)))
+            expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step))}"
+        return expr
+    if isinstance(cond, AnyOf):
+        return " or ".join(_wrap(to_promql(c, step)) for c in cond.conditions)
+    if isinstance(cond, Jitter):
+        name, scale = _series(cond.metric)
+        w = format_duration(cond.window_s)
+        return (f"(max_over_time({name}[{w}]) - {name}) >= {_num(cond.fall * scale)} and "
+                f"(max_over_time({name}[{w}]) - {name} offset {w}) >= {_num(cond.rise * scale)}")
+    if isinstance(cond, Volatility):
+        name, scale = _series(cond.metric)
+        return f"stddev_over_time({name}[{format_duration(cond.window_s)}]) >= {_num(cond.stddev * scale)}"
+    if isinstance(cond, Flapping):
+        if cond.low != cond.high:
+            raise Unexpressible("its 'low' threshold is hysteresis (flapping stops only below it), which needs "
+                                "the previous evaluation's state")
+        name, scale = _series(cond.metric)
+        state = f"({name} {cond.op} bool {_num(cond.value * scale)})[{format_duration(cond.window_s)}:{step}]"
+        return f"changes({state}) / (count_over_time({state}) - 1) >= {_num(cond.high / 100)}"
+    if isinstance(cond, Throttle):
+        sel = f'{CLOCK_EVENT_SERIES}{{reason=~"{_regex(cond.reasons)}"}}'
+        return (f"avg_over_time((max without (reason) ({sel}))[{format_duration(cond.window_s)}:{step}]) "
+                f">= {_num(cond.percent / 100)}")
+    if isinstance(cond, Stale):
+        sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
+        return f"{SOURCE_UP_SERIES}{sel} == 0"
+    raise Unexpressible(f"condition '{cond.kind}' has no PromQL form")
+
+
+def _wrap(expr: str) -> str:
+    simple = " and " not in expr and " or " not in expr
+    return expr if simple else f"({expr})"
+
+
+def rule_to_prometheus(rule: Rule, step: str = "") -> dict[str, object]:
+    """One Prometheus alerting rule (a mapping ready for YAML); Unexpressible when it has none."""
+    unit = value_unit(rule.condition)
+    out: dict[str, object] = {"alert": rule.name, "expr": to_promql(rule.condition, step)}
+    if rule.for_s:
+        out["for"] = format_duration(rule.for_s)
+    if rule.keep_firing_for_s:
+        out["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
+    if rule.labels:
+        out["labels"] = dict(rule.labels)
+    if rule.annotations:
+        if not unit.exportable and any("$value" in v for v in rule.annotations.values()):
+            raise Unexpressible("its annotations use {{ $value }}, which has no Prometheus equivalent here")
+        out["annotations"] = {k: to_go(v, unit) for k, v in rule.annotations.items()}
+    return out
+
+
+def export_prometheus(rules: RuleSet) -> Export:
+    """The whole rule file: every expressible rule, and the reasons for the others as comments."""
+    export = Export(text="")
+    groups = []
+    for g in rules.groups:
+        step = format_duration(g.interval_s) if g.interval_s else ""
+        items = []
+        for r in g.rules:
+            try:
+                items.append(rule_to_prometheus(r, step))
+                export.exported.append(r.name)
+            except Unexpressible as exc:
+                export.skipped.append((r.name, r.origin, str(exc)))
+        if items:
+            group: dict[str, object] = {"name": g.name}
+            if g.interval_s:
+                group["interval"] = format_duration(g.interval_s)
+            group["rules"] = items
+            groups.append(group)
+    sources = sorted({Path(g.origin.rsplit(":", 1)[0]).name for g in rules.groups if g.origin})
+    head = [f"# Generated by 'gpuwatch rules export --format prometheus' from {', '.join(sources) or 'no rules'}.",
+            "# Do not edit: change the gpuwatch rules and export again.",
+            "# Series: the gpuwatch exporter's /metrics (gpuwatch_gpu_*{gpu,uuid,name,hostname},",
+            "# gpuwatch_process_*{pid,gpu,user,command}, gpuwatch_gpu_clock_event_active{gpu,uuid,reason},",
+            "# gpuwatch_source_up{source})."]
+    head += [f"# Not exported: {name} ({origin.rsplit('/', 1)[-1]}): {why}" for name, origin, why in export.skipped]
+    body = yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True, width=10_000)
+    export.text = "\n".join(head) + "\n" + body
+    return export

@@ -1,0 +1,92 @@
+"""``gpuwatch rules``: check rule files, backtest them over a recording, export them to Prometheus."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
+from gpuwatch.alerts.backtest import format_timeline, run_backtest
+from gpuwatch.alerts.promql import export_prometheus
+from gpuwatch.cli.common import CliError
+from gpuwatch.model.metrics import METRICS
+from gpuwatch.model.recording import RecordingError, iter_snapshots
+
+DEFAULT_DIR = DEFAULT_RULES.parent
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rules", help="check, backtest and export alert rules",
+                       description="Alert rules are YAML files shaped like Prometheus rule files "
+                       f"(the shipped ones: {DEFAULT_RULES}).")
+    rsub = p.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
+    c = rsub.add_parser("check", help="validate rule files; exit 1 naming file:line for each problem",
+                        description="Validate rule files (directories: their *.yml and *.yaml). Every problem "
+                        "is printed as file:line: rule 'X': what is wrong.")
+    c.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=f"files or directories (default {DEFAULT_DIR})")
+    c.set_defaults(func=run_check)
+    t = rsub.add_parser("test", help="backtest rules over a recording: when each alert went pending/firing/resolved",
+                        description="Run the rules over a recording (made by 'gpuwatch record') as fast as it "
+                        "reads and print each alert's transitions with their times.")
+    t.add_argument("--replay", type=Path, required=True, metavar="TRACE", help="the recording to replay")
+    t.add_argument("--rules", type=Path, action="append", metavar="PATH",
+                   help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
+    t.set_defaults(func=run_test)
+    e = rsub.add_parser("export", help="write the rules as a Prometheus rule file",
+                        description="Write a Prometheus rule file over the exporter's metric names for every rule "
+                        "PromQL can express; the others are listed on stderr with the reason.")
+    e.add_argument("--format", choices=["prometheus"], default="prometheus", help="output format")
+    e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    e.add_argument("--rules", type=Path, action="append", metavar="PATH",
+                   help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
+    e.set_defaults(func=run_export)
+    m = rsub.add_parser("metrics", help="list the metric keys rules can use")
+    m.set_defaults(func=run_metrics)
+
+
+def _load(paths: list[Path] | None) -> RuleSet:
+    try:
+        return load_rules(paths or [DEFAULT_DIR])
+    except RuleError as exc:
+        for line in exc.errors:
+            print(line, file=sys.stderr)
+        n = len(exc.errors)
+        raise CliError(f"{n} problem{'s' if n != 1 else ''} in the rule files") from None
+
+
+def run_check(args: argparse.Namespace) -> int:
+    rules = _load(args.paths)
+    export = export_prometheus(rules)
+    print(f"OK: {len(rules)} rules in {len(rules.groups)} groups "
+          f"({len(export.exported)} expressible in PromQL)")
+    return 0
+
+
+def run_test(args: argparse.Namespace) -> int:
+    rules = _load(args.rules)
+    try:
+        bt = run_backtest(rules, iter_snapshots(args.replay))
+    except RecordingError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    sys.stdout.write(format_timeline(bt, str(args.replay)))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    export = export_prometheus(_load(args.rules))
+    if args.output:
+        args.output.write_text(export.text, encoding="utf-8")
+        print(f"wrote {len(export.exported)} rules to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(export.text)
+    for name, origin, why in export.skipped:
+        print(f"not exported: {name} ({origin}): {why}", file=sys.stderr)
+    return 0
+
+
+def run_metrics(args: argparse.Namespace) -> int:
+    width = max(len(k) for k in METRICS)
+    for key, spec in METRICS.items():
+        print(f"{key:<{width}}  {spec.unit or '-':<8}  {spec.prom_name or '(not exported)':<48}  {spec.help}")
+    return 0
