@@ -1,0 +1,145 @@
+"""A stand-in dcgm-exporter: a real HTTP server on 127.0.0.1 that serves a body, or misbehaves on request.
+
+Tests switch what it does with :meth:`FakeExporter.behave`; it can be stopped and started again on the same
+port, so a source can watch its exporter die and come back.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+@dataclass
+class Behaviour:
+    """What the next requests get. ``mode``: "body" (status + body), "hang" (never answer), "drip" (one byte
+    every ``drip_s``), "endless" (an unbounded body), "reset" (close the socket mid-headers)."""
+
+    mode: str = "body"
+    body: bytes = b""
+    status: int = 200
+    gzip: bool = False
+    drip_s: float = 0.05
+    declared_length: int | None = None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        b = self.server.behaviour
+        self.server.requests += 1
+        try:
+            getattr(self, f"_{b.mode}")(b)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
+
+    def _body(self, b: Behaviour) -> None:
+        body = gzip.compress(b.body) if b.gzip else b.body
+        self.send_response(b.status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        if b.gzip:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(b.declared_length if b.declared_length is not None else len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _hang(self, b: Behaviour) -> None:
+        self.server.release.wait(30)
+
+    def _drip(self, b: Behaviour) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b.body)))
+        self.end_headers()
+        for i in range(len(b.body)):
+            if self.server.release.wait(b.drip_s):
+                return
+            self.wfile.write(b.body[i:i + 1])
+            self.wfile.flush()
+
+    def _endless(self, b: Behaviour) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        line = b'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-x"} 40\n' * 1024
+        chunk = f"{len(line):x}\r\n".encode() + line + b"\r\n"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not self.server.release.is_set():
+            self.wfile.write(chunk)
+
+    def _reset(self, b: Behaviour) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Le")
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.behaviour = Behaviour()
+        self.release = threading.Event()
+        self.requests = 0
+
+
+class FakeExporter:
+    """The server and its switches; ``url`` stays valid across stop/start."""
+
+    def __init__(self) -> None:
+        self._server: _Server | None = None
+        self.port = 0
+        self.behaviour = Behaviour()
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    @property
+    def requests(self) -> int:
+        return self._server.requests if self._server else 0
+
+    def behave(self, **kwargs: object) -> None:
+        self.behaviour = Behaviour(**kwargs)  # type: ignore[arg-type]
+        if self._server:
+            self._server.behaviour = self.behaviour
+
+    def serve(self, body: bytes, **kwargs: object) -> None:
+        self.behave(mode="body", body=body, **kwargs)
+
+    def start(self) -> None:
+        self._server = _Server(self.port)
+        self._server.behaviour = self.behaviour
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.release.set()
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def unused_port() -> int:
+    """A port nothing listens on (bound, then released): connecting to it is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
