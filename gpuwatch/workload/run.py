@@ -1,0 +1,125 @@
+"""Runs one stage end to end: worker processes, the model, the serving loop, the numbers.
+
+torch is imported here, lazily from the CLI: gpuwatch works without it, and ``gpuwatch workload`` then
+says which extra to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import shutil
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gpuwatch.workload.config import Result, WorkloadConfig, summarise
+from gpuwatch.workload.frontend import AttachmentStore, Frontend, FrontendSpec, worker_main
+
+INSTALL_HINT = "install the extra with `pip install 'gpuwatch-monitor[workload]'` (it brings torch)"
+
+
+class WorkloadError(RuntimeError):
+    """The workload cannot run here (no torch, no CUDA device): the message says what to do."""
+
+
+def batch_caps(cfg: WorkloadConfig) -> dict[int, int]:
+    """Largest batch per length bucket: max_batch, fewer rows for long buckets (a token budget)."""
+    size = cfg.model
+    return {b: max(1, min(size.max_batch, size.max_batch_tokens // b)) for b in size.buckets}
+
+
+def _import_torch() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. "Failed to initialize NumPy" on numpy-less installs
+        try:
+            import torch
+        except ImportError:
+            raise WorkloadError(f"torch is not installed: {INSTALL_HINT}") from None
+    return torch
+
+
+@contextlib.contextmanager
+def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int) -> Iterator[tuple[Any, Any]]:
+    """N preprocessing processes (spawned: they never inherit CUDA state), a queue and the permits."""
+    ctx = mp.get_context("spawn")
+    inbox, permits, stop = ctx.Queue(), ctx.Semaphore(cfg.in_flight()), ctx.Event()
+    procs = [ctx.Process(target=worker_main, name=f"gpuwatch-prep-{i}", daemon=True,
+                         args=(FrontendSpec(cfg, i, spec_dir), inbox, permits, stop, chunk))
+             for i in range(cfg.workers)]
+    for p in procs:
+        p.start()
+    try:
+        yield inbox, permits
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(timeout=2.0)
+            if p.is_alive():
+                p.terminate()
+        inbox.cancel_join_thread()
+        inbox.close()
+
+
+def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) -> Result:
+    torch = _import_torch()
+    from gpuwatch.workload import serve
+    from gpuwatch.workload.engine import EagerEngine, make_engine
+    from gpuwatch.workload.model import build_model, max_relative_error, to_bf16
+
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise WorkloadError("--device cuda: torch sees no CUDA device here (torch "
+                            f"{torch.__version__}); use --device cpu, or a CUDA build of torch")
+    device = torch.device(cfg.device)
+    attachments = AttachmentStore.create() if cfg.io else None
+    notes: dict[str, Any] = {"workers": cfg.workers if cfg.uses_workers else 0,
+                             "in_flight": cfg.in_flight(), "torch": torch.__version__}
+    try:
+        with contextlib.ExitStack() as stack:
+            pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1))
+                    if cfg.uses_workers else None)
+            model = build_model(cfg.model, cfg.device, seed=cfg.seed)
+            caps = batch_caps(cfg)
+            if cfg.stage == "bf16":
+                half = to_bf16(model)
+                ids, lengths = _check_batch(cfg, device)
+                notes["bf16_check"] = max_relative_error(model, half, ids, lengths)
+                model = half  # the FP32 copy is dropped here
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            engine: Any = EagerEngine(model, device)
+            if cfg.stage in ("compiled", "bf16"):
+                engine, compile_notes = make_engine(cfg.compiler, model, device, caps)
+                notes.update(compile_notes)
+            window = serve.Window(cfg.warmup_s, cfg.duration_s, on_ready)
+            if pipe is None:
+                frontend = Frontend(FrontendSpec(cfg, 0, attachments))
+                serve.serve_naive(model, device, frontend, window)
+            elif not cfg.batched:
+                serve.serve_per_request(model, device, pipe[0], pipe[1], window)
+            else:
+                serve.serve_batched(engine, device, pipe[0], pipe[1], caps, window)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                notes["gpu_memory_peak_bytes"] = int(torch.cuda.max_memory_allocated())
+    finally:
+        if attachments is not None:
+            shutil.rmtree(attachments, ignore_errors=True)
+    return summarise(cfg, window.latencies, window.elapsed, window.batches, notes)
+
+
+def _check_batch(cfg: WorkloadConfig, device: Any) -> tuple[Any, Any]:
+    """A batch of real preprocessed requests, padded to the longest bucket, for the BF16-vs-FP32 check."""
+    import torch
+
+    from gpuwatch.workload.text import PAD
+
+    frontend = Frontend(FrontendSpec(cfg, 10_000, None))
+    longest = cfg.model.buckets[-1]
+    rows, lengths = [], []
+    for _ in range(16):
+        _t, n, _b, payload = frontend.make()
+        ids = torch.frombuffer(bytearray(payload), dtype=torch.int32)[:n]
+        rows.append(torch.nn.functional.pad(ids, (0, longest - n), value=PAD))
+        lengths.append(n)
+    return torch.stack(rows).to(device), torch.tensor(lengths, dtype=torch.int32, device=device)

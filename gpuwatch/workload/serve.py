@@ -1,0 +1,161 @@
+"""The serving loops, one per way of feeding the GPU, and the measuring window they report into.
+
+* :func:`serve_naive`: the serving thread makes, preprocesses and runs each request itself;
+* :func:`serve_per_request`: requests come preprocessed from worker processes, but each is still copied
+  with a blocking ``.to(device)`` and run alone at its own length;
+* :func:`serve_batched`: requests are grouped per length bucket into batches that grow while the GPU is
+  busy, copied from pinned memory without blocking, with up to two batches in flight.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gpuwatch.workload.engine import EagerEngine, GraphEngine
+from gpuwatch.workload.frontend import Frontend, Item
+
+MAX_IN_FLIGHT = 2
+MAX_WAIT_S = 0.005
+
+
+class Window:
+    """Counts only requests that finish between the end of the warm-up and the end of the run."""
+
+    def __init__(self, warmup_s: float, duration_s: float, on_ready: Callable[[], None]) -> None:
+        self.t0 = time.monotonic()
+        self.warmup_s = warmup_s
+        self.duration_s = duration_s
+        self.on_ready = on_ready
+        self.start: float | None = None
+        self.end = float("inf")
+        self.latencies: list[float] = []
+        self.batches = 0
+
+    def tick(self) -> bool:
+        """False once the window is over; starts it when the warm-up is done."""
+        now = time.monotonic()
+        if self.start is None and now - self.t0 >= self.warmup_s:
+            self.start, self.end = now, now + self.duration_s
+            self.on_ready()
+        return now < self.end
+
+    def record(self, arrivals: list[float], batch: bool = True) -> None:
+        now = time.monotonic()
+        if self.start is not None and now >= self.start:
+            self.latencies.extend(now - a for a in arrivals)
+            self.batches += 1 if batch else len(arrivals)
+
+    @property
+    def elapsed(self) -> float:
+        return 0.0 if self.start is None else min(time.monotonic(), self.end) - self.start
+
+
+def _run_one(model: torch.nn.Module, payload: bytes, n: int, device: torch.device) -> None:
+    ids = torch.frombuffer(bytearray(payload), dtype=torch.int32)[:n].view(1, n)
+    with torch.inference_mode():
+        out = model(ids.to(device), None)  # pageable memory: the copy blocks; n varies per request
+        out.cpu()  # and so does fetching the result
+
+
+def serve_naive(model: torch.nn.Module, device: torch.device, frontend: Frontend, window: Window) -> None:
+    while window.tick():
+        pause = frontend.wait_for_burst()
+        if pause > 0:
+            time.sleep(pause)
+            continue
+        arrival, n, _bucket, payload = frontend.make()
+        _run_one(model, payload, n, device)
+        window.record([arrival], batch=False)
+
+
+def serve_per_request(model: torch.nn.Module, device: torch.device, inbox: Any, permits: Any,
+                      window: Window) -> None:
+    while window.tick():
+        try:
+            items: list[Item] = inbox.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        for arrival, n, _bucket, payload in items:
+            _run_one(model, payload, n, device)
+            window.record([arrival], batch=False)
+            permits.release()
+
+
+class Batcher:
+    """Holds preprocessed requests per bucket and decides when a batch goes."""
+
+    def __init__(self, inbox: Any, caps: dict[int, int]) -> None:
+        self.inbox = inbox
+        self.caps = caps
+        self.waiting: dict[int, deque[Item]] = {b: deque() for b in caps}
+
+    def pull(self, timeout: float) -> None:
+        try:
+            items: list[Item] = self.inbox.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            for item in items:
+                self.waiting[item[2]].append(item)
+            try:
+                items = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def take(self, gpu_idle: bool) -> tuple[int, list[Item]] | None:
+        """A full bucket; else, when the GPU is idle or a request waited MAX_WAIT_S, the oldest bucket."""
+        heads = [(q[0][0], b) for b, q in self.waiting.items() if q]
+        if not heads:
+            return None
+        full = [(t, b) for t, b in heads if len(self.waiting[b]) >= self.caps[b]]
+        oldest, bucket = min(full or heads)
+        if not full and not gpu_idle and time.monotonic() - oldest < MAX_WAIT_S:
+            return None
+        q = self.waiting[bucket]
+        return bucket, [q.popleft() for _ in range(min(len(q), self.caps[bucket]))]
+
+
+def pinned_batch(bucket: int, items: list[Item], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One host batch from padded rows: a single join and one copy into pinned memory."""
+    ids = torch.frombuffer(bytearray(b"".join(it[3] for it in items)), dtype=torch.int32).view(len(items), bucket)
+    lengths = torch.tensor([it[1] for it in items], dtype=torch.int32)
+    if device.type == "cuda":
+        ids, lengths = ids.pin_memory(), lengths.pin_memory()
+    return ids, lengths
+
+
+def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox: Any, permits: Any,
+                  caps: dict[int, int], window: Window) -> None:
+    batcher = Batcher(inbox, caps)
+    in_flight: deque[tuple[Any, list[float]]] = deque()
+
+    def finish_ready(block: bool) -> None:
+        while in_flight and (block or in_flight[0][0].query()):
+            event, arrivals = in_flight.popleft()
+            event.synchronize()
+            window.record(arrivals)
+            for _ in arrivals:
+                permits.release()
+            block = False
+
+    while window.tick():
+        finish_ready(block=False)
+        batch = batcher.take(gpu_idle=not in_flight)
+        if batch is None:
+            batcher.pull(timeout=0.0005 if in_flight else 0.02)
+            continue
+        bucket, items = batch
+        ids, lengths = pinned_batch(bucket, items, device)
+        _out, event = engine.submit(ids, lengths)
+        in_flight.append((event, [it[0] for it in items]))
+        if len(in_flight) >= MAX_IN_FLIGHT:
+            batcher.pull(timeout=0.0)  # take in what arrived, then wait for the oldest batch
+            finish_ready(block=True)
+    for event, _ in in_flight:
+        event.synchronize()
