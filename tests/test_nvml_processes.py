@@ -1,0 +1,163 @@
+"""Processes on the GPUs: one row per (process, GPU), GPU memory, and SM/memory utilisation per process."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pynvml
+import pytest
+from fakes.fake_pynvml import FakeClock, FakeNvml, FakeProcess, make_fake_nvml
+
+from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.sources.nvml import NvmlSource
+from gpuwatch.sources.nvml.processes import UTIL_HOLD_S
+
+
+def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
+    clock = FakeClock()
+    return NvmlSource(nvml=fake, clock=clock, **kwargs), clock
+
+
+def rows(source: NvmlSource, now: float) -> dict[tuple[int, int], ProcessSample]:
+    return {(p.pid, p.gpu_index): p for p in source.poll(now, ()).processes}
+
+
+def one_gpu_with(*procs: FakeProcess, **options: Any) -> FakeNvml:
+    fake = make_fake_nvml(processes_per_gpu=0, **options)
+    fake.gpus[0].processes = list(procs)
+    return fake
+
+
+def test_each_process_is_a_row_with_its_gpu_memory_and_utilisation() -> None:
+    fake = one_gpu_with(FakeProcess(pid=471, used_memory=1_126_170_624, sm_util=96, mem_util=32))
+    source, clock = open_source(fake)
+    (row,) = rows(source, clock.advance(1)).values()
+    assert (row.pid, row.gpu_index, row.gpu_memory_bytes, row.sm_util, row.mem_util, row.kind) == (
+        471, 0, 1_126_170_624, 96.0, 32.0, "compute")
+
+
+def test_a_process_on_two_gpus_is_two_rows() -> None:
+    fake = make_fake_nvml(gpus=2, processes_per_gpu=0)
+    fake.gpus[0].processes = [FakeProcess(pid=7, used_memory=2**30, sm_util=10)]
+    fake.gpus[1].processes = [FakeProcess(pid=7, used_memory=2**31, sm_util=80)]
+    source, clock = open_source(fake)
+    found = rows(source, clock.advance(1))
+    assert {k: (p.gpu_memory_bytes, p.sm_util) for k, p in found.items()} == {
+        (7, 0): (2**30, 10.0), (7, 1): (2**31, 80.0)}
+
+
+KINDS = [
+    ("compute", "compute"),
+    ("graphics", "graphics"),
+    ("compute+graphics", "compute+graphics"),
+]
+
+
+@pytest.mark.parametrize(("listed_as", "kind"), KINDS)
+def test_compute_and_graphics_lists_merge_into_one_row_per_pid(listed_as: str, kind: str) -> None:
+    fake = one_gpu_with(FakeProcess(pid=9, used_memory=2**30, kind=listed_as))
+    source, clock = open_source(fake)
+    found = rows(source, clock.advance(1))
+    assert list(found) == [(9, 0)] and found[(9, 0)].kind == kind
+    assert found[(9, 0)].gpu_memory_bytes == 2**30
+
+
+def test_memory_nvml_cannot_report_is_none() -> None:
+    fake = one_gpu_with(FakeProcess(pid=5, used_memory=None))
+    source, clock = open_source(fake)
+    assert rows(source, clock.advance(1))[(5, 0)].gpu_memory_bytes is None
+
+
+def test_a_driver_without_the_v3_process_call_falls_back_to_v2() -> None:
+    fake = make_fake_nvml(processes_per_gpu=3, missing={"nvmlDeviceGetComputeRunningProcesses_v3",
+                                                        "nvmlDeviceGetGraphicsRunningProcesses_v3"})
+    source, clock = open_source(fake)
+    for _ in range(2):
+        found = rows(source, clock.advance(1))
+    assert len(found) == 3
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 1  # mismatch seen once, then v2 only
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 2
+
+
+def test_process_lists_nvml_refuses_give_no_rows_and_the_gpu_is_still_sampled() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.inject("nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_NO_PERMISSION)
+    source, clock = open_source(fake)
+    reading = source.poll(clock.advance(1), ())
+    assert reading.processes == () and reading.gpus[0].gpu_util == 97.0
+
+
+# -- per-process utilisation ---------------------------------------------------------------------------------
+def test_an_idle_process_nvml_leaves_out_of_the_samples_reads_zero() -> None:
+    fake = one_gpu_with(FakeProcess(pid=1, sm_util=50, mem_util=5), FakeProcess(pid=2, sm_util=0, mem_util=0))
+    source, clock = open_source(fake)
+    found = rows(source, clock.advance(1))
+    assert (found[(1, 0)].sm_util, found[(2, 0)].sm_util, found[(2, 0)].mem_util) == (50.0, 0.0, 0.0)
+
+
+def test_no_samples_at_all_reads_zero_for_every_process() -> None:
+    fake = one_gpu_with(FakeProcess(pid=1), FakeProcess(pid=2))  # NVML raises NotFound: nobody was busy
+    source, clock = open_source(fake)
+    assert [p.sm_util for p in rows(source, clock.advance(1)).values()] == [0.0, 0.0]
+
+
+def test_the_newest_sample_timestamp_is_carried_forward_to_the_next_call() -> None:
+    fake = one_gpu_with(FakeProcess(pid=1, sm_util=40))
+    first = int(time.time() * 1e6) + 5_000_000
+    stamps = iter([first, first + 1_000_000])
+    fake.now_us = lambda: next(stamps)
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    rows(source, clock.advance(1))
+    assert fake.last_args["nvmlDeviceGetProcessUtilization"][1] == first
+
+
+def test_the_first_call_asks_only_for_the_last_second() -> None:
+    fake = one_gpu_with(FakeProcess(pid=1, sm_util=40))
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    asked = fake.last_args["nvmlDeviceGetProcessUtilization"][1]
+    assert abs(asked - (time.time() * 1e6 - 1e6)) < 5e6
+
+
+HOLD = [
+    ("within the hold window it keeps its last value", 0.5, 70.0),
+    ("after the hold window it reads idle", UTIL_HOLD_S + 0.5, 0.0),
+]
+
+
+@pytest.mark.parametrize(("case", "later", "expected"), HOLD, ids=[h[0] for h in HOLD])
+def test_a_process_without_a_new_sample(case: str, later: float, expected: float) -> None:
+    fake = one_gpu_with(FakeProcess(pid=3, sm_util=70, mem_util=9))
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    fake.gpus[0].processes[0].sm_util = fake.gpus[0].processes[0].mem_util = 0  # NVML: NotFound from now on
+    assert rows(source, clock.advance(later))[(3, 0)].sm_util == expected
+
+
+def test_utilisation_nvml_cannot_give_is_none_not_zero_and_is_not_asked_again() -> None:
+    fake = one_gpu_with(FakeProcess(pid=3, sm_util=70))
+    fake.inject("nvmlDeviceGetProcessUtilization", pynvml.NVML_ERROR_NOT_SUPPORTED)  # e.g. MIG
+    source, clock = open_source(fake)
+    for _ in range(3):
+        row = rows(source, clock.advance(1))[(3, 0)]
+    assert (row.sm_util, row.mem_util) == (None, None)
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] == 1
+
+
+def test_a_process_that_exits_leaves_no_row_and_no_state() -> None:
+    fake = one_gpu_with(FakeProcess(pid=1, sm_util=10), FakeProcess(pid=2, sm_util=20))
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    fake.gpus[0].processes.pop()
+    assert list(rows(source, clock.advance(1))) == [(1, 0)]
+    assert set(source.gpus[0].procs.seen) == {1}
+
+
+def test_eight_gpus_with_256_processes_each_give_2048_rows() -> None:
+    fake = make_fake_nvml(gpus=8, processes_per_gpu=256)
+    source, clock = open_source(fake)
+    reading = source.poll(clock.advance(1), ())
+    assert len(reading.processes) == 2048 and len(reading.gpus) == 8
+    assert len({(p.pid, p.gpu_index) for p in reading.processes}) == 2048
