@@ -1,0 +1,81 @@
+"""``gpuwatch daemon``: Prometheus endpoint, JSON/stream API, alert rules and signed webhooks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.config import DEFAULT_LISTEN, Config, ConfigError, default_config_path, load_config, override
+from gpuwatch.daemon.parts import StartError, build_rules, build_targets, read_token, state_dir
+from gpuwatch.daemon.runner import Daemon
+
+DESCRIPTION = f"""\
+Sample the GPUs (or play --replay FILE), evaluate the alert rules, deliver signed webhooks from a durable
+outbox, and serve on http://{DEFAULT_LISTEN} (the default; change it with --listen or [daemon] listen):
+
+  /metrics            Prometheus exposition (gpuwatch_* series, built per scrape)
+  /healthz            200 while snapshots flow
+  /api/v1/snapshot    latest snapshot (JSON)      /api/v1/stream     one snapshot per line (NDJSON)
+  /api/v1/alerts      pending/firing alerts       /api/v1/diagnosis  the doctor's findings
+  POST /api/v1/reload re-read config and rules (Authorization: Bearer TOKEN); SIGHUP does the same
+
+Config: {default_config_path()} (or --config FILE; GPUWATCH_<SECTION>_<KEY> variables override it).
+A non-loopback --listen needs --allow-remote and a token file."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("daemon", help="serve /metrics and the API, evaluate alerts, send webhooks",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, metavar="FILE", help="TOML config file (default: the XDG path above)")
+    p.add_argument("--listen", metavar="HOST:PORT", help=f"address to serve on (default {DEFAULT_LISTEN})")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --listen address (a token file is then required)")
+    p.add_argument("--token-file", metavar="FILE", help="bearer token for state-changing requests")
+    p.add_argument("--state-dir", metavar="DIR", help="where the notification outbox lives")
+    p.add_argument("--check-config", action="store_true",
+                   help="validate the config, rules and secrets, print a summary and exit")
+    add_sampling_args(p)
+    p.set_defaults(func=run, interval=None)
+
+
+def _configure(args: argparse.Namespace) -> Config:
+    config = load_config(args.config)
+    config = override(config, "daemon", listen=args.listen, token_file=args.token_file, state_dir=args.state_dir,
+                      allow_remote=True if args.allow_remote else None)
+    config = override(config, "sampler", interval=args.interval)
+    return override(config, "sources", dcgm_url=args.dcgm)
+
+
+def _check(config: Config) -> int:
+    rules = build_rules(config)
+    build_targets(config)
+    read_token(config)
+    print(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} rule(s), "
+          f"{len(config.receivers)} receiver(s), outbox in {state_dir(config)}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = _configure(args)
+        if args.check_config:
+            return _check(config)
+    except ConfigError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    except StartError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    args.interval = config.sampler.interval
+    args.dcgm = config.sources.dcgm_url
+    if args.verbose == 0:
+        logging.getLogger("gpuwatch").setLevel(logging.INFO)
+    opened = open_from_args(args)
+    try:
+        daemon = Daemon(config, opened.producer, opened.description, opened.is_recording,
+                        reload_config=lambda: _configure(args))
+        return asyncio.run(daemon.run())
+    except StartError as exc:
+        opened.producer.close()
+        raise CliError(str(exc), exit_code=2) from None

@@ -1,0 +1,145 @@
+"""The HTTP API (aiohttp). Reads are open to whoever can reach the socket (loopback by default);
+anything that changes state needs ``Authorization: Bearer <token>``.
+
+    GET  /metrics             Prometheus text exposition
+    GET  /healthz             200 once a snapshot is flowing, 503 before or when sampling stalled
+    GET  /api/v1/snapshot     the latest Snapshot as JSON
+    GET  /api/v1/stream       NDJSON: the latest Snapshot, then one per tick
+    GET  /api/v1/alerts       {"alerts": [...]} pending, firing and recently resolved
+    GET  /api/v1/diagnosis    {"findings": [...]} from the recent history (?pid=N for one process)
+    POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import importlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from gpuwatch.daemon.pipeline import Pipeline
+from gpuwatch.exporter import CONTENT_TYPE, Exporter, render
+from gpuwatch.model.codec import snapshot_to_dict
+from gpuwatch.model.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    pipeline: Pipeline
+    exporter: Exporter
+    history: Callable[[], list[Snapshot]]
+    health: Callable[[], tuple[bool, dict[str, Any]]]
+    reload: Callable[[], Awaitable[tuple[bool, str]]]
+    token: str | None = None
+
+
+SERVICES = web.AppKey("services", Services)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=json.dumps(data, separators=(",", ":")).encode(), status=status,
+                        content_type="application/json")
+
+
+def _authorised(request: web.Request, token: str | None) -> web.Response | None:
+    if token is None:
+        return _json({"error": "no token is configured; set token_file in [daemon] or send SIGHUP instead"}, 403)
+    header = request.headers.get("Authorization", "")
+    given = header[7:] if header.startswith("Bearer ") else ""
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        return _json({"error": "missing or wrong bearer token"}, 401)
+    return None
+
+
+async def metrics(request: web.Request) -> web.Response:
+    s = request.app[SERVICES]
+    body = await asyncio.get_running_loop().run_in_executor(None, render, s.exporter.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    ok, info = request.app[SERVICES].health()
+    return _json({"status": "ok" if ok else "unavailable", **info}, 200 if ok else 503)
+
+
+async def snapshot(request: web.Request) -> web.Response:
+    snap = request.app[SERVICES].pipeline.latest
+    if snap is None:
+        return _json({"error": "no snapshot yet"}, 503)
+    return _json(snapshot_to_dict(snap))
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    pipeline = request.app[SERVICES].pipeline
+    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    queue = pipeline.hub.subscribe()
+    try:
+        if pipeline.latest is not None:
+            await resp.write((json.dumps(snapshot_to_dict(pipeline.latest), separators=(",", ":")) + "\n").encode())
+        while True:
+            line = await queue.get()
+            if line is None:
+                break
+            await resp.write(line)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        pipeline.hub.unsubscribe(queue)
+    return resp
+
+
+async def alerts(request: web.Request) -> web.Response:
+    return _json({"alerts": [a.to_dict() for a in request.app[SERVICES].pipeline.alerts]})
+
+
+def _diagnose(history: list[Snapshot], pid: int | None) -> list[dict[str, Any]]:
+    try:
+        diagnose = importlib.import_module("gpuwatch.doctor").diagnose
+    except (ImportError, AttributeError):
+        raise web.HTTPServiceUnavailable(text='{"error":"the doctor is not available in this build"}',
+                                         content_type="application/json") from None
+    return [f.to_dict() for f in diagnose(history, pid=pid)]
+
+
+async def diagnosis(request: web.Request) -> web.Response:
+    s = request.app[SERVICES]
+    pid_text = request.query.get("pid")
+    if pid_text is not None and not pid_text.isdigit():
+        return _json({"error": f"pid must be a number, got '{pid_text}'"}, 400)
+    history = s.history()
+    if not history:
+        return _json({"error": "no snapshot yet"}, 503)
+    pid = int(pid_text) if pid_text is not None else None
+    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, history, pid)
+    return _json({"findings": findings, "snapshots": len(history)})
+
+
+async def reload(request: web.Request) -> web.Response:
+    s = request.app[SERVICES]
+    denied = _authorised(request, s.token)
+    if denied is not None:
+        return denied
+    ok, message = await s.reload()
+    return _json({"reloaded": ok, "message": message}, 200 if ok else 422)
+
+
+def build_app(services: Services) -> web.Application:
+    app = web.Application()
+    app[SERVICES] = services
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/api/v1/snapshot", snapshot)
+    app.router.add_get("/api/v1/stream", stream)
+    app.router.add_get("/api/v1/alerts", alerts)
+    app.router.add_get("/api/v1/diagnosis", diagnosis)
+    app.router.add_post("/api/v1/reload", reload)
+    return app

@@ -1,0 +1,114 @@
+"""Builds the daemon's parts from a Config: rules, outbox, receivers with their secrets, the exporter.
+
+Everything that can fail on a user's mistake (a rule file, a secret, the state directory) fails here,
+at start or at reload, with a :class:`StartError` naming what to fix, before anything is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
+from gpuwatch.config import Config
+from gpuwatch.notify import Outbox, SecretError, Target, load_secret
+
+OUTBOX_FILE = "outbox.sqlite"
+
+
+class StartError(RuntimeError):
+    """The daemon cannot start (or reload) with this config; one line that says what to fix."""
+
+
+def rule_paths(config: Config) -> list[Path]:
+    if config.alerts.rule_paths:
+        return [Path(p) for p in config.alerts.rule_paths]
+    return [DEFAULT_RULES] if DEFAULT_RULES.exists() else []
+
+
+def build_rules(config: Config) -> RuleSet:
+    paths = rule_paths(config)
+    if not paths:
+        return RuleSet()
+    try:
+        return load_rules(paths)
+    except RuleError as exc:
+        raise StartError(f"alert rules: {exc}") from None
+    except OSError as exc:
+        raise StartError(f"alert rules: cannot read {exc.filename}: {exc.strerror}") from None
+
+
+def state_dir(config: Config, env: Mapping[str, str] | None = None) -> Path:
+    """``[daemon] state_dir``, else systemd's ``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/gpuwatch``."""
+    env = os.environ if env is None else env
+    if config.daemon.state_dir:
+        return Path(config.daemon.state_dir).expanduser()
+    if env.get("STATE_DIRECTORY"):
+        return Path(env["STATE_DIRECTORY"].split(":")[0])
+    base = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "gpuwatch"
+
+
+def open_outbox(config: Config, env: Mapping[str, str] | None = None) -> Outbox:
+    path = state_dir(config, env) / OUTBOX_FILE
+    try:
+        return Outbox(path)
+    except (OSError, Exception) as exc:  # sqlite3.Error or a permission problem
+        raise StartError(f"cannot open the outbox {path}: {exc} (set state_dir in [daemon] to a writable "
+                         f"directory)") from None
+
+
+def build_targets(config: Config, env: Mapping[str, str] | None = None) -> dict[str, Target]:
+    targets = {}
+    for r in config.receivers:
+        try:
+            targets[r.name] = Target(r, load_secret(r.secret_file, r.secret_env, env))
+        except SecretError as exc:
+            where = f"{config.path}: " if config.path else ""
+            raise StartError(f"{where}receiver '{r.name}': {exc}") from None
+    return targets
+
+
+def read_token(config: Config) -> str | None:
+    if not config.daemon.token_file:
+        return None
+    path = Path(config.daemon.token_file)
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise StartError(f"daemon.token_file {path}: cannot read it ({exc.strerror})") from None
+    if len(token) < 16:
+        raise StartError(f"daemon.token_file {path}: the token is shorter than 16 characters; make one with "
+                         f"'head -c 32 /dev/urandom | base64 > {path}'")
+    return token
+
+
+def external_url(config: Config, port: int) -> str:
+    return config.daemon.external_url or f"http://{socket.gethostname()}:{port}"
+
+
+def daemon_families(outbox: Outbox, counters: Callable[[], Mapping[str, float]]) -> Callable[[], Iterator[Metric]]:
+    """The daemon's own series for /metrics: notification queue by state, and internal counters."""
+
+    def families() -> Iterator[Metric]:
+        queue = GaugeMetricFamily("gpuwatch_notifications", "notifications in the outbox by receiver and state "
+                                  "(pending, delivered, dead)", labels=["receiver", "state"])
+        for (receiver, state), n in sorted(outbox.counts().items()):
+            queue.add_metric([receiver, state], n)
+        yield queue
+        values = counters()
+        for name, doc in (("gpuwatch_notification_attempts_failed", "delivery attempts that failed"),
+                          ("gpuwatch_snapshots_skipped", "snapshots alert evaluation skipped to catch up"),
+                          ("gpuwatch_stream_snapshots_dropped", "snapshots dropped for slow stream clients")):
+            c = CounterMetricFamily(name, doc)
+            c.add_metric([], values.get(name, 0.0))
+            yield c
+        clients = GaugeMetricFamily("gpuwatch_stream_clients", "connected /api/v1/stream clients")
+        clients.add_metric([], values.get("gpuwatch_stream_clients", 0.0))
+        yield clients
+
+    return families

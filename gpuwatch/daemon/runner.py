@@ -1,0 +1,184 @@
+"""The daemon's life: bind, sample, tell systemd, serve, reload on SIGHUP, stop cleanly on SIGTERM.
+
+Order at start: build every part (a bad rule file or secret stops us before anything runs), bind the
+socket, start the sampler, wait (briefly) for the first snapshot, then READY=1. At stop: STOPPING=1,
+stop sampling and serving, then one last delivery attempt for every queued notification; whatever is
+still undelivered stays in the outbox and goes out after the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from gpuwatch.alerts import AlertEngine
+from gpuwatch.config import Config, ConfigError, check_listen
+from gpuwatch.daemon import parts
+from gpuwatch.daemon.app import Services, build_app
+from gpuwatch.daemon.pipeline import Pipeline
+from gpuwatch.daemon.sd_notify import SystemdNotifier
+from gpuwatch.daemon.stream import StreamHub
+from gpuwatch.exporter import Exporter, SnapshotCollector
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify import Deliverer, Notifier
+from gpuwatch.sampler.sampler import Producer, Sampler
+
+log = logging.getLogger(__name__)
+
+FIRST_SNAPSHOT_WAIT_S = 15.0
+FLUSH_TIMEOUT_S = 5.0
+
+
+class Daemon:
+    def __init__(self, config: Config, producer: Producer, description: str, is_recording: bool,
+                 reload_config: Callable[[], Config], notifier: SystemdNotifier | None = None) -> None:
+        self.config = config
+        self.description = description
+        self.is_recording = is_recording
+        self.reload_config = reload_config
+        self.sd = notifier or SystemdNotifier()
+        self.token = parts.read_token(config)
+        try:
+            self.host, self.port = check_listen(config, self.token)
+        except ConfigError as exc:
+            raise parts.StartError(str(exc)) from None
+        self.engine = AlertEngine(parts.build_rules(config))
+        self.targets = parts.build_targets(config)
+        self.outbox = parts.open_outbox(config)
+        self.sampler = Sampler(producer, interval=config.sampler.interval)
+        self.stop_event: asyncio.Event | None = None
+        self.bound_port: int | None = None
+
+    def _health(self) -> tuple[bool, dict[str, Any]]:
+        p = self.pipeline
+        finished = self.sampler.finished.is_set()
+        age = time.monotonic() - p.last_received if p.latest is not None else None
+        stalled = age is None or (not finished and age > max(10.0, 5 * self.config.sampler.interval))
+        info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
+                "last_snapshot_age_s": None if age is None else round(age, 3),
+                "sampler": "finished" if finished else "running", "alerts": len(p.alerts),
+                "origin": p.latest.origin if p.latest is not None else None}
+        return not stalled, info
+
+    def _history(self) -> list[Snapshot]:
+        return list(self.sampler.history)
+
+    async def reload(self) -> tuple[bool, str]:
+        """Re-read config and rules; on any error keep the running ones and say why."""
+        self.sd.reloading()
+        try:
+            new = self.reload_config()
+            rules = parts.build_rules(new)
+            targets = parts.build_targets(new)
+        except (ConfigError, parts.StartError) as exc:
+            log.error("reload failed, keeping the running config and rules: %s", exc)
+            self.sd.ready(f"reload failed: {exc}")
+            return False, str(exc)
+
+        def swap() -> None:
+            self.engine.replace_rules(rules)
+            self.notify.receivers = list(new.receivers)
+
+        await self.pipeline.call(swap)
+        self.deliverer.targets = targets
+        if new.daemon.listen != self.config.daemon.listen:
+            log.warning("daemon.listen changed to %s: that takes a restart", new.daemon.listen)
+        self.config = new
+        message = f"reloaded: {len(rules)} rule(s), {len(targets)} receiver(s)"
+        log.warning("%s", message)
+        self.sd.ready(message)
+        return True, message
+
+    def _build(self, loop: asyncio.AbstractEventLoop) -> web.Application:
+        hub = StreamHub(self.config.daemon.stream_queue)
+        self.notify = Notifier(self.outbox, self.config.receivers, parts.external_url(self.config, self.port),
+                               self.config.alerts.resolve_grace)
+        self.deliverer = Deliverer(self.outbox, self.targets, self.config.notify)
+        self.pipeline = Pipeline(loop, self.engine, hub, self.notify,
+                                 on_queued=lambda: self.deliverer.wake.set())
+        counters = lambda: {"gpuwatch_notification_attempts_failed": self.deliverer.failed_attempts,  # noqa: E731
+                            "gpuwatch_snapshots_skipped": self.pipeline.skipped,
+                            "gpuwatch_stream_snapshots_dropped": hub.dropped,
+                            "gpuwatch_stream_clients": hub.clients}
+        collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
+                                      self.config.daemon.max_process_series,
+                                      extra=parts.daemon_families(self.outbox, counters))
+        self.exporter = Exporter(collector)
+        self.sampler.observe_tick_duration(self.exporter.observe_tick)
+        self.sampler.subscribe(self.pipeline.offer)
+        return build_app(Services(self.pipeline, self.exporter, self._history, self._health, self.reload,
+                                  self.token))
+
+    async def _watchdog(self, stop: asyncio.Event) -> None:
+        interval = self.sd.watchdog_interval()
+        if interval is None:
+            return
+        while not stop.is_set():
+            healthy, _ = self._health()
+            if healthy or self.pipeline.latest is None:
+                self.sd.watchdog()
+            else:
+                log.error("no snapshot for a while: not pinging the systemd watchdog")
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+        """SIGTERM/SIGINT stop, SIGHUP reloads. Only the main thread may own signals (tests run the
+        daemon on another thread and stop it through :attr:`stop_event`)."""
+        for sig, handler in ((signal.SIGTERM, stop.set), (signal.SIGINT, stop.set),
+                             (signal.SIGHUP, lambda: loop.create_task(self.reload()))):
+            try:
+                loop.add_signal_handler(sig, handler)
+            except (RuntimeError, ValueError):
+                return
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        stop = self.stop_event = asyncio.Event()
+        app = self._build(loop)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise parts.StartError(f"cannot listen on {self.host}:{self.port}: {exc.strerror} (pick another "
+                                   f"port with --listen HOST:PORT)") from None
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        self._install_signals(loop, stop)
+        self.sampler.start()
+        tasks = [loop.create_task(self.pipeline.run(stop)), loop.create_task(self.deliverer.run(stop)),
+                 loop.create_task(self._watchdog(stop))]
+        try:
+            await asyncio.wait_for(self.pipeline.first_snapshot.wait(), FIRST_SNAPSHOT_WAIT_S)
+        except asyncio.TimeoutError:
+            log.warning("no snapshot within %.0f s; reporting ready anyway", FIRST_SNAPSHOT_WAIT_S)
+        log.warning("gpuwatch daemon serving on http://%s:%d (%s)", self.host, self.bound_port, self.description)
+        self.sd.ready(f"serving on {self.host}:{self.bound_port}, {self.description}")
+        await stop.wait()
+        self.sd.stopping()
+        await self._shutdown(runner, tasks)
+        return 0
+
+    async def _shutdown(self, runner: web.AppRunner, tasks: list[asyncio.Task[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.sampler.stop)
+        self.pipeline.hub.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await runner.cleanup()
+        self.pipeline.close()
+        left = await self.deliverer.flush(FLUSH_TIMEOUT_S)
+        if left:
+            log.warning("%d notification(s) still undelivered; they go out after the next start", left)
+        self.outbox.close()
