@@ -65,7 +65,10 @@ def render_alerts(alerts: Sequence[Any] | None, now: float | None, note: str, st
 class AlertsPane(VerticalScroll):
     """Scrollable list of alerts; redraws only when its text changes."""
 
-    DEFAULT_CSS = "AlertsPane { height: 1fr; } AlertsPane > Static { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }"
+    DEFAULT_CSS = """
+    AlertsPane { height: 1fr; }
+    AlertsPane > Static { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(Static("waiting for alerts…", classes="body"), id=id)

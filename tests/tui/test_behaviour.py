@@ -1,0 +1,164 @@
+"""Keys and mouse behave like htop/nvitop: sort, filter, tree, GPU pick, pause, help (Pilot tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import live_app, replay_app
+
+from gpuwatch.tui.widgets.help_screen import HelpScreen
+from gpuwatch.tui.widgets.process_table import ProcessTable
+
+SIZE = (160, 50)
+
+
+def pids_in_order(table: ProcessTable) -> list[int]:
+    return [int(str(table.get_row_at(i)[0])) for i in range(table.row_count)]
+
+
+def header_x(table: ProcessTable, key: str) -> int:
+    """The x offset of column ``key``'s header (each cell is its width plus one space each side)."""
+    x = 0
+    for c in table.columns_shown:
+        if c.key == key:
+            return x + 2
+        x += c.width + 2
+    raise KeyError(key)
+
+
+def column_values(table: ProcessTable, key: str) -> list[float]:
+    spec = next(c for c in table.columns_shown if c.key == key)
+    return [spec.sort_value(table.samples[str(table.coordinate_to_cell_key((i, 0)).row_key.value)])
+            for i in range(table.row_count)]
+
+
+async def test_opens_sorted_by_gpu_memory_largest_first(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert table.sort_key == "gmem"
+        values = column_values(table, "gmem")
+        assert values == sorted(values, reverse=True) and len(values) == 3
+
+
+@pytest.mark.parametrize(("presses", "expected_key"), [(1, "user"), (2, "gpu"), (3, "gmem"), (4, "sm"), (5, "cpu")])
+async def test_s_cycles_the_sort_column_from_the_current_one(recording: Path, presses: int, expected_key: str) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ProcessTable)
+        table.sort_key = "pid"
+        for _ in range(presses):
+            await pilot.press("s")
+        assert table.sort_key == expected_key
+        values = column_values(table, expected_key)
+        assert values == sorted(values, reverse=table.sort_reverse)
+
+
+async def test_clicking_a_header_sorts_by_it_and_clicking_again_reverses(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ProcessTable)
+        await pilot.click("#procs", offset=(header_x(table, "cpu"), 0))
+        await pilot.pause()
+        assert table.sort_key == "cpu" and table.sort_reverse
+        assert column_values(table, "cpu") == sorted(column_values(table, "cpu"), reverse=True)
+        await pilot.click("#procs", offset=(header_x(table, "cpu"), 0))
+        await pilot.pause()
+        assert table.sort_key == "cpu" and not table.sort_reverse
+        assert column_values(table, "cpu") == sorted(column_values(table, "cpu"))
+
+
+@pytest.mark.parametrize(("typed", "expected_pids"), [
+    ("alice", [4102]),
+    ("worker 1", [4101]),
+    ("4100", [4100]),
+    ("SERVE", [4100, 4101, 4102]),
+    ("nothing-matches", []),
+])
+async def test_slash_filters_processes_by_user_command_or_pid(recording: Path, typed: str,
+                                                              expected_pids: list[int]) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *list(typed), "enter")
+        table = app.query_one(ProcessTable)
+        assert sorted(pids_in_order(table)) == expected_pids
+        assert table.has_focus
+
+
+async def test_escape_clears_the_filter_and_shows_every_process_again(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *list("alice"))
+        assert pids_in_order(app.query_one(ProcessTable)) == [4102]
+        await pilot.press("escape")
+        assert sorted(pids_in_order(app.query_one(ProcessTable))) == [4100, 4101, 4102]
+
+
+async def test_t_shows_children_under_their_parent_and_t_again_returns_to_the_flat_list(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ProcessTable)
+        await pilot.press("t")
+        commands = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        assert pids_in_order(table)[0] == 4100  # the parent first
+        assert commands[0].startswith("[4000] python3")
+        assert [c[:3] for c in commands[1:]] == ["├─ ", "└─ "]
+        await pilot.press("t")
+        assert not any(str(table.get_row_at(i)[-1]).startswith(("├", "└")) for i in range(table.row_count))
+
+
+@pytest.mark.parametrize(("key", "expected_gpu", "expected_filter", "expected_pids"), [
+    ("1", 0, 0, [4100, 4101, 4102]),
+    ("2", 1, 1, [4110, 4111, 4112]),
+])
+async def test_number_keys_pick_a_gpu_and_show_only_its_processes(recording_2gpu: Path, key: str, expected_gpu: int,
+                                                                  expected_filter: int,
+                                                                  expected_pids: list[int]) -> None:
+    app = replay_app(recording_2gpu, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(key)
+        assert app.selected_gpu == expected_gpu
+        table = app.query_one(ProcessTable)
+        assert table.gpu_filter == expected_filter
+        assert sorted(pids_in_order(table)) == expected_pids
+        assert app.query_one("#gpu").gpu.index == expected_gpu  # type: ignore[attr-defined]
+        await pilot.press("0")
+        assert table.gpu_filter is None and table.row_count == 6
+
+
+async def test_a_gpu_that_does_not_exist_is_refused_with_a_message(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("9")
+        assert app.selected_gpu == 0
+        assert any("no GPU 8" in str(n.message) for n in app._notifications)
+
+
+async def test_p_pauses_sampling_and_says_so_and_p_again_resumes() -> None:
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        assert app.paused and app.feed.sampler.paused  # type: ignore[attr-defined]
+        assert "PAUSED" in str(app.query_one("#status").render())
+        await pilot.press("p")
+        assert not app.paused and not app.feed.sampler.paused  # type: ignore[attr-defined]
+        assert "PAUSED" not in str(app.query_one("#status").render())
+
+
+async def test_question_mark_opens_help_and_escape_closes_it(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_quits(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
