@@ -164,9 +164,11 @@ class VolatilityEval(WindowEval):
 
 class FlappingEval(WindowEval):
     """Percent of state changes of ``metric op value`` between consecutive samples in the window; starts
-    at ``high`` and, once started, stops only below ``low`` (Nagios' flap detection, unweighted)."""
+    at ``high`` and, once started, stops only below ``low`` (Nagios' flap detection, unweighted). Needs a
+    sample from a window ago (``... and m offset w`` in PromQL), so a short history is not called flapping."""
 
     cond: Flapping
+    keep_s = LOOKBACK_S
 
     def sample(self, frame: Frame, key: Key) -> float | None:
         v = _read(frame, key, self.cond.metric)
@@ -174,8 +176,8 @@ class FlappingEval(WindowEval):
 
     def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
         states = self.in_window(points, now)
-        if len(states) < 2:
-            return None
+        if len(states) < 2 or points[0][0] > now - self.window_s:
+            return None  # like Nagios, judge flapping only over a full window of history
         pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
         limit = self.cond.low if key in self._latched else self.cond.high
         active = pct >= limit

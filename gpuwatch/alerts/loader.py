@@ -151,7 +151,7 @@ def parse_rules(text: str, filename: str = "<rules>") -> RuleSet:
     _unknown_keys(errors, doc, ("groups",), "")
     groups = [_group(errors, g, line_of(doc["groups"], i)) for i, g in enumerate(doc["groups"])]
     if errors.messages:
-        raise RuleError(errors.messages)
+        raise RuleError(sorted(errors.messages, key=lambda m: int(m[len(filename) + 1:].split(":", 1)[0])))
     return RuleSet(tuple(g for g in groups if g is not None))
 
 

@@ -6,7 +6,8 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
   all / any   ``and`` / ``or`` (a process joins its GPU ``on(instance, job, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
-  flapping    ``changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high``
+  flapping    ``changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high
+              and m offset w`` (a full window of history)
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p``
   stale       ``gpuwatch_source_up{source=~".."} == 0``
 What PromQL cannot say is reported, not approximated: hysteresis (``clear``, flapping's ``low``) needs
@@ -106,7 +107,8 @@ def to_promql(cond: Condition, step: str = "") -> str:
                                 "the previous evaluation's state")
         name, scale = _series(cond.metric)
         state = f"({name} {cond.op} bool {_num(cond.value * scale)})[{format_duration(cond.window_s)}:{step}]"
-        return f"changes({state}) / (count_over_time({state}) - 1) >= {_num(cond.high / 100)}"
+        return (f"(changes({state}) / (count_over_time({state}) - 1) >= {_num(cond.high / 100)}) "
+                f"and {name} offset {format_duration(cond.window_s)}")
     if isinstance(cond, Throttle):
         sel = f'{CLOCK_EVENT_SERIES}{{reason=~"{_regex(cond.reasons)}"}}'
         return (f"avg_over_time((max without (reason) ({sel}))[{format_duration(cond.window_s)}:{step}]) "

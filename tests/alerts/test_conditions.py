@@ -1,0 +1,158 @@
+"""Each condition kind, as a table: a series of snapshots in, which steps the condition holds at out.
+
+Patterns read left to right, one character per snapshot: ``X`` the condition holds, ``.`` it does not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from alerts.build import gpu, proc, snap
+
+from gpuwatch.alerts.conditions import build
+from gpuwatch.alerts.entities import Frame
+from gpuwatch.alerts.loader import parse_rules
+from gpuwatch.alerts.rules import Condition
+from gpuwatch.model.snapshot import Snapshot, SourceStatus
+
+NAN = math.nan
+
+
+def condition(text: str) -> Condition:
+    rules = parse_rules(f"groups:\n- name: g\n  rules:\n  - alert: R\n    condition: {text}\n", "t.yml")
+    return rules.rules[0].condition
+
+
+def pattern(text: str, snaps: list[Snapshot], key_index: int = 0) -> str:
+    """Feed the snapshots; X where the condition holds for any entity."""
+    ev = build(condition(text))
+    return "".join("X" if ev.evaluate(Frame(s, s.time)) else "." for s in snaps)
+
+
+def utils(values: list[float | None], step: float = 10.0, **kw: float) -> list[Snapshot]:
+    return [snap(i * step, [gpu(util=v, **kw)]) for i, v in enumerate(values)]
+
+
+def mems(values: list[float | None], step: float = 10.0) -> list[Snapshot]:
+    return [snap(i * step, [gpu(mem=v)]) for i, v in enumerate(values)]
+
+
+THRESHOLD = [
+    ("below the value holds; None and NaN never hold",
+     '{threshold: {metric: gpu.util, op: "<", value: 30}}', [10, 50, None, NAN, 20], "X...X"),
+    ("a clear level holds on above it once crossed, and lets go at it",
+     '{threshold: {metric: gpu.util, op: ">=", value: 90, clear: 80}}', [85, 95, 85, 81, 80, 85, 91], ".XXX..X"),
+    ("hysteresis on a low threshold mirrors it",
+     '{threshold: {metric: gpu.util, op: "<", value: 30, clear: 40}}', [35, 25, 35, 39, 40, 35], ".XXX.."),
+    ("a missing value interrupts but does not reset the latch",
+     '{threshold: {metric: gpu.util, op: ">", value: 90, clear: 80}}', [95, None, 85, NAN, 85], "X.X.X"),
+    ("equality compares exactly", '{threshold: {metric: gpu.util, op: "==", value: 0}}', [0, 0.5, 0], "X.X"),
+]
+
+
+@pytest.mark.parametrize(("case", "cond", "values", "expected"), THRESHOLD, ids=[c[0] for c in THRESHOLD])
+def test_threshold(case: str, cond: str, values: list[float | None], expected: str) -> None:
+    assert pattern(cond, utils(values)) == expected
+
+
+JITTER = '{jitter: {metric: gpu.mem_used_percent, rise: 20, window: 60s}}'
+WINDOWED = [
+    ("a spike that rose and fell back within the window holds while its peak is in the window",
+     JITTER, [40] * 7 + [70, 40, 40, 40, 40, 40, 40, 40], "........XXXXX.."),
+    ("a plateau is a rise, not a spike", JITTER, [40] * 7 + [70] * 8, "..............."),
+    ("a rise slower than the window is not a spike", JITTER, [40 + 2 * i for i in range(11)] + [40], "." * 12),
+    ("a spike smaller than 'rise' does not hold", JITTER, [40] * 7 + [55, 40, 40], ".........."),
+    ("no baseline a window ago, no verdict", JITTER, [40, 80, 40], "..."),
+    ("volatility: standard deviation over the closed window [t-30s, t] (four samples at 10 s)",
+     '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}', [50, 50, 50, 80, 20, 50, 50, 50, 50],
+     "...XXXXX."),
+]
+
+
+@pytest.mark.parametrize(("case", "cond", "values", "expected"), WINDOWED, ids=[c[0] for c in WINDOWED])
+def test_windowed_memory_conditions(case: str, cond: str, values: list[float | None], expected: str) -> None:
+    assert pattern(cond, mems(values)) == expected
+
+
+FLAP = '{flapping: {metric: gpu.util, op: ">=", value: 50, window: 40s, high: 50, low: 25}}'
+
+
+@pytest.mark.parametrize(("case", "values", "expected"), [
+    ("one step in a full window is not flapping", [10, 10, 90, 90, 90, 90], "......"),
+    ("alternating starts at 50 % changes and stops only under 25 %",
+     [10, 90, 10, 90, 90, 90, 90, 90, 90], "....XXX.."),
+    ("no verdict before a whole window of history", [10, 90, 10, 90], "...."),
+])
+def test_flapping_has_high_and_low_thresholds(case: str, values: list[float], expected: str) -> None:
+    assert pattern(FLAP, utils(values)) == expected
+
+
+THROTTLE = '{throttle: {reasons: [power_cap, hw_thermal], percent: 50, window: 30s}}'
+
+
+@pytest.mark.parametrize(("case", "masks", "expected"), [
+    ("power cap in half the window holds", [0, 0x4, 0x4, 0, 0, 0, 0], ".XXXX.."),
+    ("idle (0x1) is not throttling", [0x1, 0x1, 0x1], "..."),
+    ("reasons not listed do not count", [0x8, 0x8, 0x8], "..."),
+    ("several reasons at once count once", [0x44, 0x44, 0], "XXX"),
+    ("an unknown mask is skipped, not counted as unthrottled", [0x40, None, None, 0x40], "X..X"),
+])
+def test_throttle_counts_listed_reasons_over_the_window(case: str, masks: list[int | None], expected: str) -> None:
+    snaps = [snap(i * 10.0, [gpu(mask=m)]) for i, m in enumerate(masks)]
+    assert pattern(THROTTLE, snaps) == expected
+
+
+def test_stale_holds_for_sources_that_are_not_ok() -> None:
+    def sources(*states: str) -> Snapshot:
+        return snap(0, sources=[SourceStatus(n, s, age_s=12.0) for n, s in zip(("nvml", "dcgm"), states, strict=False)])
+
+    ev = build(condition("{stale: {source: dcgm}}"))
+    assert ev.evaluate(Frame(sources("ok", "stale"), 0)) == {("source", "dcgm"): 12.0}
+    assert ev.evaluate(Frame(sources("error", "ok"), 0)) == {}
+    any_source = build(condition("{stale: {}}"))
+    assert set(any_source.evaluate(Frame(sources("error", "stale"), 0))) == {("source", "nvml"), ("source", "dcgm")}
+
+
+def test_all_joins_gpu_conditions_per_gpu() -> None:
+    cond = ('{all: [{threshold: {metric: gpu.mem_used_percent, op: ">=", value: 70}}, '
+            '{threshold: {metric: gpu.util, op: "<", value: 30}}]}')
+    s = snap(0, [gpu(0, util=10, mem=80), gpu(1, util=90, mem=80), gpu(2, util=10, mem=20)])
+    result = build(condition(cond)).evaluate(Frame(s, 0))
+    assert result == {("gpu", "GPU-0000"): pytest.approx(80.0)}  # the value is the first condition's
+
+
+def test_all_joins_a_process_to_its_own_gpu() -> None:
+    cond = ('{all: [{threshold: {metric: gpu.util, op: "<", value: 50}}, '
+            '{threshold: {metric: process.top_thread_cpu_percent, op: ">=", value: 90}}]}')
+    s = snap(0, [gpu(0, util=10), gpu(1, util=95)],
+             [proc(100, 0), proc(200, 1), proc(300, 0, thread_cpu=20)])
+    assert build(condition(cond)).evaluate(Frame(s, 0)) == {("process", "100", "0"): 99.0}
+
+
+def test_any_is_the_union_with_the_first_holding_value() -> None:
+    cond = ('{any: [{threshold: {metric: gpu.util, op: ">", value: 90}}, '
+            '{threshold: {metric: gpu.temperature_c, op: ">", value: 80}}]}')
+    s = snap(0, [gpu(0, util=95, temp=85), gpu(1, util=10, temp=85), gpu(2, util=10, temp=20)])
+    assert build(condition(cond)).evaluate(Frame(s, 0)) == {("gpu", "GPU-0000"): 95.0, ("gpu", "GPU-0001"): 85.0}
+
+
+def test_tensor_rule_cannot_hold_on_a_gpu_without_tensor_activity() -> None:
+    cond = ('{all: [{threshold: {metric: gpu.tensor_active, op: "<", value: 5}}, '
+            '{threshold: {metric: gpu.util, op: ">=", value: 60}}]}')
+    s = snap(0, [gpu(0, util=99, tensor=0.2), gpu(1, util=99, tensor=None)])
+    assert set(build(condition(cond)).evaluate(Frame(s, 0))) == {("gpu", "GPU-0000")}
+
+
+def test_windows_forget_samples_older_than_the_window_after_a_gap() -> None:
+    vol = '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}'
+    snaps = [snap(0, [gpu(mem=20)]), snap(10, [gpu(mem=80)]), snap(1000, [gpu(mem=50)])]
+    assert pattern(vol, snaps) == ".X."
+
+
+def test_windows_of_departed_entities_are_dropped() -> None:
+    ev = build(condition('{volatility: {metric: process.top_thread_cpu_percent, stddev: 1, window: 30s}}'))
+    for i in range(5):
+        ev.evaluate(Frame(snap(i * 10.0, [gpu()], [proc(100 + i)]), i * 10.0))
+    ev.evaluate(Frame(snap(1000, [gpu()], []), 1000.0))
+    assert ev._series == {}  # type: ignore[attr-defined]
