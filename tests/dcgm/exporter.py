@@ -24,12 +24,14 @@ def fixture(name: str) -> bytes:
 @dataclass
 class Behaviour:
     """What the next requests get. ``mode``: "body" (status + body), "hang" (never answer), "drip" (one byte
-    every ``drip_s``), "endless" (an unbounded body), "reset" (close the socket mid-headers)."""
+    every ``drip_s``), "endless" (an unbounded body), "reset" (half the body, then the socket closes)."""
 
     mode: str = "body"
     body: bytes = b""
     status: int = 200
     gzip: bool = False
+    #: With ``gzip``: False declares gzip but sends the body as is (a corrupt encoding).
+    compress: bool = True
     drip_s: float = 0.05
     declared_length: int | None = None
 
@@ -47,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up, as it should
 
     def _body(self, b: Behaviour) -> None:
-        body = gzip.compress(b.body) if b.gzip else b.body
+        body = gzip.compress(b.body) if b.gzip and b.compress else b.body
         self.send_response(b.status)
         self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
         if b.gzip:
@@ -80,9 +82,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(chunk)
 
     def _reset(self, b: Behaviour) -> None:
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Le")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b.body)))
+        self.end_headers()
+        self.wfile.write(b.body[: len(b.body) // 2])
         self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_RDWR)
+        self.connection.shutdown(socket.SHUT_RDWR)  # the exporter dies mid-page
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -97,6 +102,19 @@ class _Server(ThreadingHTTPServer):
         self.behaviour = Behaviour()
         self.release = threading.Event()
         self.requests = 0
+        self.connections: set[socket.socket] = set()
+
+    def process_request(self, request, client_address):  # type: ignore[no-untyped-def]
+        self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def close_connections(self) -> None:
+        """A dead exporter drops its keep-alive connections as well as its listening socket."""
+        for conn in list(self.connections):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class FakeExporter:
@@ -135,6 +153,7 @@ class FakeExporter:
             self._server.release.set()
             self._server.shutdown()
             self._server.server_close()
+            self._server.close_connections()
             self._server = None
 
 

@@ -99,6 +99,10 @@ class DcgmSource(Source):
             raise DcgmError(f"cannot reach {self.where}: {_reason(exc)}") from None
         except requests.exceptions.Timeout:
             raise DcgmError(f"{self.where} sent nothing for {self.read_timeout:g} s") from None
+        except (urllib3.exceptions.ProtocolError, requests.exceptions.ChunkedEncodingError):
+            raise DcgmError(f"{self.where} closed the connection mid-page") from None
+        except (urllib3.exceptions.DecodeError, requests.exceptions.ContentDecodingError):
+            raise DcgmError(f"{self.where} sent a body that does not decompress") from None
         except urllib3.exceptions.ReadTimeoutError:  # raised by read1 itself, not wrapped by requests
             raise DcgmError(f"{self.where} stopped sending for {self.read_timeout:g} s mid-page") from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
@@ -110,7 +114,7 @@ class DcgmSource(Source):
         declared = resp.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > self.max_bytes:
             raise DcgmError(f"{self.where} offered a {int(declared) / MIB:.1f} MiB body, over the "
-                            f"{self.max_bytes / MIB:g} MiB cap")
+                            f"{self.max_bytes / MIB:.3g} MiB cap")
         read1 = getattr(resp.raw, "read1", None)
         chunks = (iter(lambda: read1(_CHUNK, decode_content=True), b"") if read1 is not None
                   else resp.iter_content(_CHUNK))
@@ -118,7 +122,7 @@ class DcgmSource(Source):
         for chunk in chunks:
             buf += chunk
             if len(buf) > self.max_bytes:
-                raise DcgmError(f"{self.where} sent more than the {self.max_bytes / MIB:g} MiB cap; stopped reading")
+                raise DcgmError(f"{self.where} sent more than the {self.max_bytes / MIB:.3g} MiB cap; stopped reading")
             if self._clock() - started > self.total_timeout:
                 raise DcgmError(f"{self.where} took over {self.total_timeout:g} s to send the page "
                                 f"({len(buf)} bytes so far); gave up")
