@@ -20,8 +20,10 @@ def gpu_labels(gpu: GpuSample, hostname: str) -> dict[str, str]:
     return {"gpu": str(gpu.index), "uuid": gpu.uuid, "name": gpu.name or "", "hostname": hostname}
 
 
-def process_labels(proc: ProcessSample) -> dict[str, str]:
-    return {"pid": str(proc.pid), "gpu": str(proc.gpu_index), "user": proc.user or "", "command": proc.name or ""}
+def process_labels(proc: ProcessSample, hostname: str) -> dict[str, str]:
+    command = proc.name or (proc.cmdline.split()[0].rsplit("/", 1)[-1] if proc.cmdline else "")
+    return {"pid": str(proc.pid), "gpu": str(proc.gpu_index), "user": proc.user or "", "command": command,
+            "hostname": hostname}
 
 
 class Frame:
@@ -41,7 +43,7 @@ class Frame:
             self._add("gpu", key, g, gpu_labels(g, hostname))
             self._gpu_of_index.setdefault(g.index, key)
         for p in snapshot.processes:
-            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, process_labels(p))
+            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, process_labels(p, hostname))
         for s in snapshot.sources:
             self._add("source", ("source", s.name), s, {"source": s.name})
 
