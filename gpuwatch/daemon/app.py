@@ -90,8 +90,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
             if line is None:
                 break
             await resp.write(line)
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except (ConnectionError, asyncio.CancelledError):
+        pass  # the client went away
     finally:
         pipeline.hub.unsubscribe(queue)
     return resp

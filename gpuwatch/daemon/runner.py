@@ -53,6 +53,7 @@ class Daemon:
         self.outbox = parts.open_outbox(config)
         self.sampler = Sampler(producer, interval=config.sampler.interval)
         self.stop_event: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
 
     def _health(self) -> tuple[bool, dict[str, Any]]:
@@ -130,6 +131,11 @@ class Daemon:
             except asyncio.TimeoutError:
                 pass
 
+    def request_stop(self) -> None:
+        """Stop from any thread (what SIGTERM does)."""
+        if self.loop is not None and self.stop_event is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+
     def _install_signals(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
         """SIGTERM/SIGINT stop, SIGHUP reloads. Only the main thread may own signals (tests run the
         daemon on another thread and stop it through :attr:`stop_event`)."""
@@ -141,7 +147,7 @@ class Daemon:
                 return
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         stop = self.stop_event = asyncio.Event()
         app = self._build(loop)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)

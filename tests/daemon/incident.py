@@ -16,12 +16,13 @@ T0 = 1_764_666_000.0
 TOTAL = 150_754_820_096
 
 
-def starved_at(i: int, n: int) -> bool:
-    return n // 4 <= i < (3 * n) // 4
+def starved_at(i: int, n: int, recovers: bool = True) -> bool:
+    return n // 4 <= i and (i < (3 * n) // 4 or not recovers)
 
 
-def make_snapshot(i: int, n: int, interval: float = 1.0, gpus: int = 1, processes: int = 2) -> Snapshot:
-    starved = starved_at(i, n)
+def make_snapshot(i: int, n: int, interval: float = 1.0, gpus: int = 1, processes: int = 2,
+                  recovers: bool = True) -> Snapshot:
+    starved = starved_at(i, n, recovers)
     util, sm, thread = (12.0, 8.0, 100.0) if starved else (78.0, 71.0, 35.0)
     gpu_list = tuple(GpuSample(
         index=g, uuid=f"GPU-{g:08d}-1111-2222-3333-444444444444", name="NVIDIA H200",
@@ -43,10 +44,40 @@ def make_snapshot(i: int, n: int, interval: float = 1.0, gpus: int = 1, processe
                     sources=(SourceStatus("nvml"), SourceStatus("host")))
 
 
-def write_recording(path: Path, n: int = 120, interval: float = 1.0, gpus: int = 1, processes: int = 2) -> Path:
+def write_recording(path: Path, n: int = 120, interval: float = 1.0, gpus: int = 1, processes: int = 2,
+                    recovers: bool = True) -> Path:
     header = RecordingHeader(created=T0, interval_s=interval, hostname="gpu-node-1",
                              description="synthetic GPU-starvation incident for tests")
     with RecordingWriter(path, header) as w:
         for i in range(n):
-            w.write(make_snapshot(i, n, interval, gpus, processes))
+            w.write(make_snapshot(i, n, interval, gpus, processes, recovers))
+    return path
+
+
+#: Rules with short ``for`` so the incident fires within seconds of replay time.
+TEST_RULES = """\
+groups:
+  - name: test
+    rules:
+      - alert: GpuStarved
+        condition:
+          all:
+            - threshold: {metric: gpu.mem_used_percent, op: ">=", value: 70}
+            - threshold: {metric: gpu.util, op: "<", value: 30}
+        for: 10s
+        labels: {severity: warning}
+        annotations: {summary: "GPU {{ $labels.gpu }} holds memory but is idle"}
+      - alert: ThreadCpuBound
+        condition:
+          all:
+            - threshold: {metric: process.top_thread_cpu_percent, op: ">=", value: 90}
+            - threshold: {metric: gpu.util, op: "<", value: 50}
+        for: 10s
+        labels: {severity: critical}
+        annotations: {summary: "process {{ $labels.pid }} is CPU-bound"}
+"""
+
+
+def write_rules(path: Path) -> Path:
+    path.write_text(TEST_RULES)
     return path
