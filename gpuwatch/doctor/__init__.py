@@ -1,0 +1,8 @@
+"""The doctor: reads a window of Snapshots and says why the GPU is under-used, ranked, with evidence and
+the fix the incident taught. It reads Snapshots only (no sources), so it works the same live, on a
+daemon's history and on a recording."""
+
+from gpuwatch.doctor.diagnose import diagnose, top_problem
+from gpuwatch.doctor.finding import Finding
+
+__all__ = ["Finding", "diagnose", "top_problem"]

@@ -1,0 +1,55 @@
+"""``diagnose``: a window of Snapshots in, ranked Findings out (most severe and most costly first)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuwatch.doctor.finding import Finding
+from gpuwatch.doctor.rules import RULES, healthy
+from gpuwatch.doctor.window import GpuWindow, summarise
+from gpuwatch.model.snapshot import Snapshot
+
+
+def _has_metrics(g: GpuWindow) -> bool:
+    return any(v is not None for v in (g.util, g.sm_active, g.mem_used_percent, g.sm_clock_mhz))
+
+
+def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Finding]:
+    """Findings for every GPU in the window (only the GPUs ``pid`` runs on, and only that process's
+    threads, when a pid is given), ranked. A GPU that is saturated and uses its tensor cores gets one
+    ``healthy`` info finding and no warning."""
+    if not snapshots:
+        return []
+    windows = [g for g in summarise(snapshots, pid) if _has_metrics(g)]
+    if not windows:
+        return [_nothing_to_diagnose(snapshots, pid)]
+    findings: list[Finding] = []
+    for g in windows:
+        found = [f for rule in RULES if (f := rule(g)) is not None]
+        if all(f.severity == "info" for f in found):
+            ok = healthy(g)
+            if ok is not None:
+                found.append(ok)
+        findings.extend(found)
+    return sorted(findings, key=lambda f: f.rank_key)
+
+
+def top_problem(findings: Sequence[Finding]) -> Finding | None:
+    """The finding to act on first: the highest-ranked warning, else ``healthy``, else the first info."""
+    for f in findings:
+        if f.severity != "info":
+            return f
+    return next((f for f in findings if f.code == "healthy"), findings[0] if findings else None)
+
+
+def _nothing_to_diagnose(snapshots: Sequence[Snapshot], pid: int | None) -> Finding:
+    n = len(snapshots)
+    if pid is not None and any(s.gpus for s in snapshots):
+        return Finding("pid_not_on_gpu", f"Process {pid} was not seen on any GPU", "info", 0.0, None, pid,
+                       (f"{n} samples", "GPU processes seen: " + (", ".join(sorted(
+                           {str(p.pid) for s in snapshots for p in s.processes})) or "none")),
+                       "Check the pid (inside a container NVML may report host pids), or run without --pid.")
+    return Finding("no_gpu_data", "No GPU metrics in the window", "info", 0.0, None, pid,
+                   (f"{n} samples", "sources: " + ", ".join(f"{s.name}={s.state}" for s in snapshots[-1].sources)),
+                   "Run on a machine with an NVIDIA driver, point gpuwatch at a dcgm-exporter with --dcgm URL, "
+                   "or diagnose a recording with --replay FILE.")

@@ -1,0 +1,39 @@
+"""A Finding: one thing the doctor concluded, with the numbers that show it and the fix to try."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_RANK: dict[str, int] = {"critical": 2, "warning": 1, "info": 0}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """``score`` ranks findings (roughly: percent of the GPU's capacity the problem costs)."""
+
+    code: str
+    title: str
+    severity: Severity
+    score: float
+    gpu_index: int | None
+    pid: int | None
+    evidence: tuple[str, ...]
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["evidence"] = list(self.evidence)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(code=str(data["code"]), title=str(data["title"]), severity=data["severity"],
+                   score=float(data["score"]), gpu_index=data.get("gpu_index"), pid=data.get("pid"),
+                   evidence=tuple(str(e) for e in data.get("evidence", ())), fix=str(data.get("fix", "")))
+
+    @property
+    def rank_key(self) -> tuple[int, float, str]:
+        """Sort key: more severe first, then higher score, then code (stable output)."""
+        return (-SEVERITY_RANK[self.severity], -self.score, self.code)

@@ -1,0 +1,46 @@
+"""Synthetic windows for the doctor: a few Snapshots of one GPU and one process, with chosen medians."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwatch.model.clock_events import encode
+from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot
+
+H200_MEMORY = 150_754_820_096
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one GPU and its serving process look like over a window (None: the backend has no value)."""
+
+    util: float | None = 0.0
+    sm: float | None = 0.0
+    occupancy: float | None = 0.0
+    tensor: float | None = 0.0
+    dram: float | None = 0.0
+    mem_percent: float = 1.0
+    thread: float | None = 10.0
+    io_wait_threads: int = 0
+    host_iowait: float = 0.0
+    clock: float = 1980.0
+    events: tuple[str, ...] = ()
+    pcie_rx: float | None = 2e7
+    power: float = 300.0
+    pid: int = 471
+
+
+def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapshot]:
+    prof = Profiling(sm_active=load.sm, sm_occupancy=load.occupancy, tensor_active=load.tensor,
+                     dram_active=load.dram, pcie_rx_bytes_s=load.pcie_rx)
+    gpu = GpuSample(index=0, uuid="GPU-2ef31ce1-54e1-f5dd-f3c9-bdcccda00fcc", name="NVIDIA H200",
+                    gpu_util=load.util, mem_used_bytes=int(H200_MEMORY * load.mem_percent / 100),
+                    mem_total_bytes=H200_MEMORY, sm_clock_mhz=load.clock, sm_clock_max_mhz=1980.0,
+                    power_w=load.power, power_limit_w=700.0, clock_event_mask=encode(load.events),
+                    clock_events=load.events,
+                    profiling={"gpm": prof} if any(v is not None for v in (load.sm, load.tensor)) else {})
+    proc = ProcessSample(pid=load.pid, gpu_index=0, gpu_memory_bytes=2 << 30, name="python3",
+                         cpu_percent=load.thread, top_thread_cpu_percent=load.thread, top_thread_id=load.pid,
+                         threads_in_io_wait=load.io_wait_threads)
+    host = HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=10.0, iowait_percent=load.host_iowait)
+    return [Snapshot(time=t0 + i, host=host, gpus=(gpu,), processes=(proc,), seq=i + 1) for i in range(n)]
