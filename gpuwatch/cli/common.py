@@ -35,6 +35,15 @@ def interval_seconds(text: str) -> float:
     return value
 
 
+def dcgm_url(text: str) -> str:
+    from gpuwatch.sources.dcgm import check_url
+
+    try:
+        return check_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = 1.0) -> None:
     g = parser.add_argument_group("what to sample")
     g.add_argument("--interval", type=interval_seconds, default=interval, metavar="S",
@@ -44,7 +53,9 @@ def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = 1.0)
     g.add_argument("--speed", type=float, default=1.0, metavar="X",
                    help="replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible")
     g.add_argument("--loop", action="store_true", help="replay the recording over and over")
-    g.add_argument("--dcgm", metavar="URL", help="also scrape a dcgm-exporter /metrics endpoint")
+    g.add_argument("--dcgm", metavar="URL", type=dcgm_url,
+                   help="also scrape a dcgm-exporter /metrics endpoint (http://node:9400/metrics); "
+                   "without an NVIDIA driver here, its GPUs are the ones shown")
 
 
 def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> SamplingOptions:

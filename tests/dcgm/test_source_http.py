@@ -76,7 +76,7 @@ def test_connection_refused_names_the_endpoint() -> None:
 
 @pytest.mark.parametrize("url", ["127.0.0.1:9400/metrics", "ftp://node/metrics", "http:///metrics"])
 def test_a_url_that_is_not_http_is_refused_at_construction_with_an_example(url: str) -> None:
-    with pytest.raises(ValueError, match="http://node:9400/metrics"):
+    with pytest.raises(ValueError, match="looks like http://node:9400/metrics"):
         DcgmSource(url)
 
 

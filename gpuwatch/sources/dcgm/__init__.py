@@ -6,6 +6,6 @@ the sampler merges its GPUs into NVML's by UUID and keeps both ``profiling["gpm"
 """
 
 from gpuwatch.sources.dcgm.parse import DcgmParseError
-from gpuwatch.sources.dcgm.source import DcgmError, DcgmSource
+from gpuwatch.sources.dcgm.source import DcgmError, DcgmSource, check_url
 
-__all__ = ["DcgmError", "DcgmParseError", "DcgmSource"]
+__all__ = ["DcgmError", "DcgmParseError", "DcgmSource", "check_url"]

@@ -35,6 +35,14 @@ class DcgmError(RuntimeError):
     """One scrape failed (or is being held back after failures); the message is one line for the status."""
 
 
+def check_url(url: str) -> str:
+    """``url`` if it can name a dcgm-exporter page, else ValueError saying what one looks like."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"a dcgm-exporter URL looks like http://node:9400/metrics, got '{url}'")
+    return url
+
+
 class DcgmSource(Source):
     """GPUs as a dcgm-exporter sees them, in the model's units (see :mod:`gpuwatch.sources.dcgm.fields`)."""
 
@@ -45,11 +53,8 @@ class DcgmSource(Source):
                  total_timeout: float | None = None, max_bytes: int = 8 * MIB, backoff_initial: float = 1.0,
                  backoff_max: float = 30.0, jitter: float = 0.1, session: requests.Session | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"--dcgm wants an http(s) URL such as http://node:9400/metrics, got '{url}'")
-        self.url = url
-        self.where = parts.netloc
+        self.url = check_url(url)
+        self.where = urlsplit(url).netloc
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         #: Longest a whole scrape may take, headers to last byte.
