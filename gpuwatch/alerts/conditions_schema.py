@@ -4,6 +4,7 @@ metric with a did-you-mean, duration), every problem reported with its line."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 DEFAULT_THROTTLE_REASONS = tuple(n for n in NAME_TO_BIT if n != "gpu_idle")
 
 Report = Callable[[int, str], None]
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 class ConditionParser:
@@ -164,7 +166,9 @@ class _Fields:
         if key not in self.body:
             return default
         v = self.body[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, str) and _FLOAT.match(v.strip()):
+            v = float(v)  # YAML 1.1 reads 1e9 as a string; people mean the number
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
             self._bad(key, f"must be a number, got {v!r}")
             return 0.0
         if positive and v <= 0:
