@@ -1,0 +1,81 @@
+"""The long-running processes the overhead window meters, on the GPU machine and locally, and how their
+results map onto the result keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchmarks import commands
+from benchmarks.overhead import Job
+from benchmarks.procs import free_port, start, start_in_pty
+
+#: job name -> result key prefix (``<prefix>_cpu_pct``, ``<prefix>_rss_mib``)
+PREFIX = {"daemon_1s": "daemon", "daemon_100ms": "daemon_100ms", "nvidia_smi_loop": "nvidia_smi_loop",
+          "nvitop_exporter": "nvitop_exporter", "tui": "tui", "nvitop_tui": "nvitop_tui",
+          "nvitop_default_tui": "nvitop_default_tui", "gpustat_tui": "gpustat_tui"}
+#: jobs run only to be profiled (py-spy), never reported as costs
+PROFILED = ("daemon_100ms_profiled", "tui_profiled")
+
+
+def _daemon(name: str, logdir: Path, *sampling: str, note: str = "") -> Job:
+    port = free_port()
+    cmd = commands.daemon(port, *sampling)
+    env = commands.isolated_env(name, logdir)
+    return Job(name, cmd, lambda: start(name, cmd, logdir, env), ready_url=f"http://127.0.0.1:{port}/metrics",
+               scrape_url=f"http://127.0.0.1:{port}/metrics", note=note)
+
+
+def _pty(name: str, cmd: list[str], logdir: Path, gpuwatch: bool = False, note: str = "") -> Job:
+    env = commands.isolated_env(name, logdir) if gpuwatch else None
+    return Job(name, cmd, lambda: start_in_pty(name, cmd, env=env), note=note)
+
+
+def gpu_jobs(logdir: Path, profile: bool) -> list[Job]:
+    exporter_port = free_port()
+    exporter = commands.nvitop_exporter(exporter_port)
+    smi = commands.nvidia_smi_loop()
+    jobs = [
+        _daemon("daemon_1s", logdir, "--interval", "1"),
+        _daemon("daemon_100ms", logdir, "--interval", "0.1"),
+        Job("nvidia_smi_loop", smi, lambda: start("nvidia_smi_loop", smi, logdir)),
+        Job("nvitop_exporter", exporter, lambda: start("nvitop_exporter", exporter, logdir),
+            ready_url=f"http://127.0.0.1:{exporter_port}/metrics",
+            scrape_url=f"http://127.0.0.1:{exporter_port}/metrics"),
+        _pty("tui", commands.tui("--interval", "1"), logdir, gpuwatch=True),
+        _pty("nvitop_tui", commands.nvitop("--interval", "1"), logdir, note="same 1 s refresh as gpuwatch"),
+        _pty("nvitop_default_tui", commands.nvitop(), logdir, note="nvitop's default refresh"),
+        _pty("gpustat_tui", commands.gpustat_loop(1.0), logdir),
+    ]
+    if profile:
+        jobs += [_daemon("daemon_100ms_profiled", logdir, "--interval", "0.1"),
+                 _pty("tui_profiled", commands.tui("--interval", "1"), logdir, gpuwatch=True)]
+    return jobs
+
+
+def local_jobs(logdir: Path, recording: Path, profile: bool) -> list[Job]:
+    """No GPU: the daemon and dashboard replaying a recording at 1 s and 0.1 s cadence."""
+    rec = ["--replay", str(recording), "--loop"]
+    note = "replaying a recording (no sources polled): the consumers' cost alone"
+    jobs = [
+        _daemon("daemon_1s", logdir, *rec, "--speed", "1", "--interval", "1", note=note),
+        _daemon("daemon_100ms", logdir, *rec, "--speed", "10", "--interval", "0.1", note=note),
+        _pty("tui", commands.tui(*rec, "--speed", "1", "--interval", "1"), logdir, gpuwatch=True, note=note),
+    ]
+    if profile:
+        jobs.append(_daemon("daemon_100ms_profiled", logdir, *rec, "--speed", "10", "--interval", "0.1"))
+    return jobs
+
+
+def flatten(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``{job: {cpu_pct, rss_mib ...}}`` -> flat result keys (``daemon_cpu_pct_1s`` ...)."""
+    out: dict[str, Any] = {}
+    for job, prefix in PREFIX.items():
+        res = measured.get(job)
+        if res is None or res.get("cpu_pct") is None:
+            continue
+        cpu_key = {"daemon": "daemon_cpu_pct_1s", "daemon_100ms": "daemon_cpu_pct_100ms"}.get(
+            prefix, f"{prefix}_cpu_pct")
+        out[cpu_key] = res["cpu_pct"]
+        out[f"{prefix}_rss_mib"] = res["rss_mib"]
+    return out

@@ -1,0 +1,102 @@
+"""Profiles that say where a tick's and a daemon's time goes.
+
+* cProfile of each source's ``poll`` called inline (the sampler runs them on worker threads, which
+  cProfile does not see), with ``now`` stepped 0.2 s per call so GPM computes metrics every time.
+* py-spy (sampling, ``--nonblocking``: the target is never paused) of a running process, summarised as
+  the frames with the most own samples and the functions with the most inclusive samples.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import commands
+from benchmarks.stats import time_calls
+
+
+def profile_polls(nvml_source: Any, host_source: Any, pids: Sequence[int], calls: int = 300) -> tuple[str, dict]:
+    """cProfile text of both polls and their inline medians (ms)."""
+    clock = [time.monotonic()]
+
+    def nvml_poll() -> object:
+        clock[0] += 0.2
+        return nvml_source.poll(clock[0], ())
+
+    def host_poll() -> object:
+        return host_source.poll(time.monotonic(), pids)
+
+    text = io.StringIO()
+    medians: dict[str, float] = {}
+    for name, fn in (("nvml source poll", nvml_poll), ("host source poll", host_poll)):
+        medians[name] = round(time_calls(fn, 100, warmup=5).median_ms, 4)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+        text.write(f"==== cProfile: {name}, {calls} calls, inline median {medians[name]} ms\n")
+        stats = pstats.Stats(prof, stream=text)
+        stats.sort_stats("tottime").print_stats(14)
+    return text.getvalue(), medians
+
+
+def start_py_spy(pid: int, seconds: float, raw_out: Path, rate: int = 100) -> subprocess.Popen[bytes] | None:
+    exe = commands.py_spy()
+    if exe is None:
+        return None
+    cmd = [exe, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(rate),
+           "--nonblocking", "--format", "raw", "--output", str(raw_out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish_py_spy(proc: subprocess.Popen[bytes] | None, timeout_s: float = 30.0) -> str | None:
+    """None when it ran; otherwise why not."""
+    if proc is None:
+        return "py-spy not installed"
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return "py-spy did not finish"
+    return None if proc.returncode == 0 else f"py-spy exit {proc.returncode}: {err.decode(errors='replace')[-400:]}"
+
+
+def _short(frame: str) -> str:
+    """``fn (path/to/module.py:12)`` -> ``fn (module.py:12)``."""
+    if " (" in frame and frame.endswith(")"):
+        fn, where = frame[:-1].split(" (", 1)
+        return f"{fn} ({where.rsplit('/', 1)[-1]})"
+    return frame
+
+
+def summarize_collapsed(raw: Path, top: int = 15, keep: Callable[[str], bool] = lambda f: True) -> str:
+    """Top frames of a py-spy ``--format raw`` (collapsed stacks) file: own samples and inclusive."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [_short(f) for f in stack.split(";")[1:] if keep(f)]  # the first entry names the thread
+        if frames:
+            own[frames[-1]] += n
+            for f in set(frames):
+                incl[f] += n
+    if total == 0:
+        return "(no samples: the process was idle or py-spy could not read it)\n"
+    lines = [f"{total} samples (busy threads only)", "own samples:"]
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
+    lines.append("inclusive:")
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in incl.most_common(top)]
+    return "\n".join(lines) + "\n"

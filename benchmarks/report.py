@@ -1,0 +1,160 @@
+"""Results -> one table (console and Markdown) and BENCHMARKS.md.
+
+BENCHMARKS.md is generated: the H200 results (results-h200.json) first, the GPU-less local results
+(results-local.json) after them, then the hand-written analysis in benchmarks/analysis.md. Regenerate
+with ``python3 benchmarks/report.py`` after copying new results in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+Row = tuple[str, str, str, str, str]  # what, gpuwatch, beside it, target, verdict
+
+GROWTH_LIMIT_MIB = 1.0
+
+
+def _f(value: Any, unit: str = "", digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def _ms(r: dict[str, Any], key: str) -> str:
+    med, p90 = r.get(key), r.get(key.replace("_ms", "_p90_ms"))
+    return "n/a" if med is None else f"{med:.2f} / {_f(p90)} ms"
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "MISSED")
+
+
+def _cmp(a: Any, b: Any, test: Callable[[float, float], bool]) -> bool | None:
+    return None if a is None or b is None else bool(test(float(a), float(b)))
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    """The table: one row per measured thing, our number beside the anchors'."""
+    out: list[Row] = []
+    if "tick_ms" in r:
+        anchors = ", ".join(f"{name} {_ms(r, key)}" for name, key in (
+            ("nvitop", "nvitop_refresh_ms"), ("gpustat", "gpustat_query_ms"), ("nvidia-smi", "nvidia_smi_ms"))
+            if key in r) or "none here"
+        out.append(("tick, median / p90", _ms(r, "tick_ms"), anchors, "<= nvitop / 10",
+                    _verdict(_cmp(r.get("tick_ms"), r.get("nvitop_refresh_ms"), lambda a, b: a * 10 <= b))))
+        out.append(("raw floor: NVML calls / + host reads", _ms(r, "raw_nvml_ms"), _ms(r, "raw_nvml_host_ms"),
+                    "tick <= 1.5x floor", _verdict(_cmp(r.get("tick_ms"), r.get("raw_nvml_host_ms"),
+                                                        lambda a, b: a <= 1.5 * b))))
+        out.append(("tick / floor (NVML+host), tick / NVML", _f(r.get("tick_over_raw_nvml_host"), "x"),
+                    _f(r.get("tick_over_raw_nvml"), "x"), "", ""))
+    if "daemon_cpu_pct_1s" in r:
+        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 0)}"
+                           for name, k in (("nvidia-smi -l 1", "nvidia_smi_loop"),
+                                           ("nvitop-exporter 1 s", "nvitop_exporter")) if k + "_cpu_pct" in r)
+        out.append(("daemon at 1 s: CPU of one core, RSS",
+                    f"{_f(r.get('daemon_cpu_pct_1s'), '%')} {_f(r.get('daemon_rss_mib'), ' MiB', 0)}",
+                    beside or "-", "<= 0.3 %, <= 60 MiB",
+                    _verdict(_cmp(r.get("daemon_cpu_pct_1s"), r.get("daemon_rss_mib"),
+                                  lambda c, m: c <= 0.3 and m <= 60))))
+        out.append(("daemon at 0.1 s: CPU, RSS",
+                    f"{_f(r.get('daemon_cpu_pct_100ms'), '%')} {_f(r.get('daemon_rss_mib_100ms'), ' MiB', 0)}",
+                    "", "", ""))
+    if "tui_cpu_pct" in r:
+        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 0)}"
+                           for name, k in (("nvitop -i 1", "nvitop_tui"), ("nvitop", "nvitop_default_tui"),
+                                           ("gpustat -i 1", "gpustat_tui")) if k + "_cpu_pct" in r)
+        out.append(("dashboard at 1 s, 160x50 pty: CPU, RSS",
+                    f"{_f(r.get('tui_cpu_pct'), '%')} {_f(r.get('tui_rss_mib'), ' MiB', 0)}", beside or "-",
+                    "<= nvitop CPU", _verdict(_cmp(r.get("tui_cpu_pct"), r.get("nvitop_tui_cpu_pct"),
+                                                    lambda a, b: a <= b))))
+    if "scrape_ms_8x256" in r:
+        out.append(("/metrics scrape, 8 GPUs x 256 procs (fake NVML)",
+                    f"{_f(r.get('scrape_ms_8x256'), ' ms')} / p90 {_f(r.get('scrape_p90_ms_8x256'), ' ms')}",
+                    f"{_f(r.get('scrape_bytes_8x256'))} bytes", "", ""))
+    if "leak_ticks" in r:
+        growth = r.get("rss_growth_mib_100k", r.get("rss_growth_mib_partial"))
+        out.append((f"daemon RSS growth, tick {r.get('leak_ticks_base')} -> {r.get('leak_ticks')}",
+                    _f(growth, " MiB"), f"RSS {_f(r.get('leak_rss_mib_1k'), ' MiB')} -> "
+                                        f"{_f(r.get('leak_rss_mib_end'), ' MiB')}",
+                    f"<= {GROWTH_LIMIT_MIB:g} MiB", _verdict(_cmp(growth, GROWTH_LIMIT_MIB, lambda a, b: a <= b))))
+    return out
+
+
+def console_table(r: dict[str, Any]) -> str:
+    table = [("measure", "gpuwatch", "beside it", "target", "verdict"), *rows(r)]
+    widths = [min(60, max(len(row[i]) for row in table)) for i in range(5)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in table)
+
+
+def markdown_table(r: dict[str, Any]) -> str:
+    lines = ["| measure | gpuwatch | beside it | target | verdict |", "| --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows(r)]
+    return "\n".join(lines)
+
+
+def _meta(r: dict[str, Any]) -> str:
+    m = r.get("meta", {})
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))
+    return "\n".join(f"- **{k}**: {v}" for k, v in (
+        ("date (UTC)", m.get("date")), ("machine", m.get("machine")), ("GPU", m.get("gpu")),
+        ("driver / NVML", m.get("driver")), ("python", m.get("python")), ("versions", versions),
+        ("load", m.get("load")), ("command", m.get("command"))) if v)
+
+
+def section(title: str, r: dict[str, Any]) -> str:
+    notes = r.get("notes", [])
+    parts = [f"## {title}", "", _meta(r), "", markdown_table(r), ""]
+    if notes:
+        parts += ["Notes from the run:", "", *[f"- {n}" for n in notes], ""]
+    if r.get("profiles_summary"):
+        parts += ["Where the time goes (profiles from this run, top frames by own samples):", "", "```",
+                  r["profiles_summary"].rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+def write_benchmarks_md(path: Path, results: dict[str, dict[str, Any]]) -> None:
+    parts = ["# Benchmarks", "",
+             "Generated by `python3 benchmarks/run.py` (H200: `bash benchmarks/gpu_run.sh` on the GPU machine; "
+             "no GPU: `--local`) and `python3 benchmarks/report.py`. Do not edit by hand: the analysis lives "
+             "in `benchmarks/analysis.md`, the raw numbers in `benchmarks/results-*.json`.", ""]
+    if "h200" in results:
+        parts.append(section("H200 (the run that counts)", results["h200"]))
+    if "local" in results:
+        parts.append(section("Local, no GPU (fake NVML and replayed recordings; 2-core shared machine)",
+                             results["local"]))
+    analysis = HERE / "analysis.md"
+    if analysis.exists():
+        parts += [analysis.read_text().rstrip(), ""]
+    path.write_text("\n".join(parts))
+
+
+def load_results(folder: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for name in ("h200", "local"):
+        f = folder / f"results-{name}.json"
+        if f.exists():
+            found[name] = json.loads(f.read_text())
+    return found
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[1]) if len(argv) > 1 else HERE
+    results = load_results(folder)
+    if not results:
+        print(f"no results-h200.json or results-local.json in {folder}", file=sys.stderr)
+        return 1
+    write_benchmarks_md(HERE.parent / "BENCHMARKS.md", results)
+    for name, r in results.items():
+        print(f"== {name}\n{console_table(r)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
