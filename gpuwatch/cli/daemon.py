@@ -8,7 +8,15 @@ import logging
 from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
-from gpuwatch.config import DEFAULT_LISTEN, Config, ConfigError, default_config_path, load_config, override
+from gpuwatch.config import (
+    DEFAULT_LISTEN,
+    Config,
+    ConfigError,
+    check_listen,
+    default_config_path,
+    load_config,
+    override,
+)
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
 
@@ -52,7 +60,7 @@ def _configure(args: argparse.Namespace) -> Config:
 def _check(config: Config) -> int:
     rules = build_rules(config)
     build_targets(config)
-    read_token(config)
+    check_listen(config, read_token(config))
     print(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} rule(s), "
           f"{len(config.receivers)} receiver(s), outbox in {state_dir(config)}")
     return 0

@@ -117,3 +117,9 @@ def one_of(*choices: str) -> Callable[[Any], str]:
         return str(value)
 
     return parse
+
+
+def listen_text(value: Any) -> str:
+    """A ``HOST:PORT`` string, checked now so a typo fails at start, not at bind time."""
+    listen_address(value)
+    return text(value)

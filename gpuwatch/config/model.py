@@ -42,7 +42,7 @@ class AlertsConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    listen: str = _opt(f.text, "HOST:PORT to serve on", default=DEFAULT_LISTEN)
+    listen: str = _opt(f.listen_text, "HOST:PORT to serve on", default=DEFAULT_LISTEN)
     allow_remote: bool = _opt(f.boolean, "allow a non-loopback listen address (needs token_file)",
                               default=False)
     token_file: str | None = _opt(f.text, "file holding the bearer token for state-changing requests",

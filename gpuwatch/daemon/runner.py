@@ -92,7 +92,7 @@ class Daemon:
             log.warning("daemon.listen changed to %s: that takes a restart", new.daemon.listen)
         self.config = new
         message = f"reloaded: {len(rules)} rule(s), {len(targets)} receiver(s)"
-        log.warning("%s", message)
+        log.info("%s", message)
         self.sd.ready(message)
         return True, message
 
@@ -170,7 +170,7 @@ class Daemon:
             await asyncio.wait_for(self.pipeline.first_snapshot.wait(), FIRST_SNAPSHOT_WAIT_S)
         except asyncio.TimeoutError:
             log.warning("no snapshot within %.0f s; reporting ready anyway", FIRST_SNAPSHOT_WAIT_S)
-        log.warning("gpuwatch daemon serving on http://%s:%d (%s)", self.host, self.bound_port, self.description)
+        log.info("gpuwatch daemon serving on http://%s:%d (%s)", self.host, self.bound_port, self.description)
         self.sd.ready(f"serving on {self.host}:{self.bound_port}, {self.description}")
         await stop.wait()
         self.sd.stopping()

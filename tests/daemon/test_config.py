@@ -1,0 +1,135 @@
+"""The TOML config: defaults, the file, GPUWATCH_* overrides, and errors that name file, line, key and fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daemon.incident import write_recording
+from gpuwatch.config import ConfigError, default_config_path, load_config, override
+
+GOOD = """\
+[sampler]
+interval = 0.5
+
+[alerts]
+rule_paths = ["rules/gpu.yml"]
+
+[daemon]
+listen = "127.0.0.1:9500"
+token_file = "token"
+
+[notify]
+max_age = "2h"
+
+[[receivers]]
+name = "ops"
+kind = "alertmanager"
+url = "http://127.0.0.1:9093/hook"
+secret_env = "OPS_SECRET"
+repeat_interval = "30m"
+group_by = ["alertname", "gpu"]
+match = { severity = "critical" }
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_full_file_is_read_with_units_and_paths_relative_to_it(tmp_path: Path) -> None:
+    c = load_config(write(tmp_path, GOOD), env={})
+    assert c.sampler.interval == 0.5 and c.notify.max_age == 7200.0
+    assert c.daemon.listen == "127.0.0.1:9500" and c.daemon.token_file == str(tmp_path / "token")
+    assert c.alerts.rule_paths == (str(tmp_path / "rules/gpu.yml"),)
+    (r,) = c.receivers
+    assert (r.name, r.kind, r.repeat_interval, r.group_by, r.match) == (
+        "ops", "alertmanager", 1800.0, ("alertname", "gpu"), {"severity": "critical"})
+
+
+def test_no_file_at_the_default_path_means_defaults(tmp_path: Path) -> None:
+    c = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert c.daemon.listen == "127.0.0.1:9464" and c.path is None and c.receivers == ()
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"XDG_CONFIG_HOME": "/x"}, "/x/gpuwatch/config.toml"),
+    ({"GPUWATCH_CONFIG": "/etc/gpuwatch.toml", "XDG_CONFIG_HOME": "/x"}, "/etc/gpuwatch.toml"),
+])
+def test_default_path_follows_xdg_and_gpuwatch_config(env: dict[str, str], expected: str) -> None:
+    assert str(default_config_path(env)) == expected
+
+
+def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) -> None:
+    env = {"GPUWATCH_DAEMON_LISTEN": "127.0.0.1:9600", "GPUWATCH_SAMPLER_INTERVAL": "2",
+           "GPUWATCH_DAEMON_ALLOW_REMOTE": "yes"}
+    c = load_config(write(tmp_path, GOOD), env=env)
+    assert (c.daemon.listen, c.sampler.interval, c.daemon.allow_remote) == ("127.0.0.1:9600", 2.0, True)
+    assert override(c, "daemon", listen="127.0.0.1:9700").daemon.listen == "127.0.0.1:9700"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[daemon]\nlisten = 9464\n", r"config.toml:2: daemon.listen: expected a non-empty string"),
+    ('[daemon]\nlisten = "localhost"\n', r"config.toml:2: daemon.listen: 'localhost' is not HOST:PORT; write e.g."),
+    ('[sampler]\n\ninterval = -1\n', r"config.toml:3: sampler.interval: must be greater than 0"),
+    ('[daemon]\nlisten_addr = "x"\n', r"config.toml:2: daemon.listen_addr: unknown key; did you mean 'listen'\?"),
+    ('[deamon]\n', r"config.toml:1: deamon: unknown section; did you mean \[daemon\]\?"),
+    ('[notify]\nmax_age = "forever"\n', r"config.toml:2: notify.max_age: 'forever' is not a duration"),
+    ("[daemon\n", r"config.toml:1: not valid TOML"),
+    (GOOD + '\n[[receivers]]\nname = "pager"\nkind = "pagerduty"\nurl = "http://x"\n',
+     r"config.toml:25: receivers\[1\].kind: 'pagerduty' is not one of: generic, alertmanager, slack"),
+    ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://x"\n',
+     r"config.toml:1: receivers\[0\]: every request is signed: set secret_file"),
+    ('[[receivers]]\nname = "a"\nkind = "slack"\n', r"config.toml:1: receivers\[0\]: missing url"),
+    ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "ftp://x"\nsecret_env = "S"\n',
+     r"config.toml:4: receivers\[0\].url: 'ftp://x' is not an http:// or https:// URL"),
+])
+def test_a_bad_file_names_file_line_key_and_the_fix(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text), env={})
+
+
+def test_a_bad_environment_override_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"environment GPUWATCH_SAMPLER_.*interval: 'fast' is not a number"):
+        load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path), "GPUWATCH_SAMPLER_INTERVAL": "fast"})
+
+
+def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.toml", env={})
+
+
+@pytest.mark.parametrize(("config", "extra", "message"), [
+    ('[daemon]\nlisten = "127.0.0.1:x"\n', [], "daemon.listen: '127.0.0.1:x' is not HOST:PORT"),
+    ("[alerts]\nrule_paths = [\"missing.yml\"]\n", [], "alert rules:"),
+    ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://127.0.0.1:1"\nsecret_env = "GW_TEST_UNSET"\n', [],
+     "receiver 'a': secret_env GW_TEST_UNSET: the environment variable is not set"),
+    ("", ["--listen", "0.0.0.0:9464"], "pass --allow-remote"),
+    ("", ["--listen", "0.0.0.0:9464", "--allow-remote"], "needs a token"),
+])
+def test_the_daemon_refuses_a_bad_config_with_one_line_and_exit_2(tmp_path: Path, config: str, extra: list[str],
+                                                                   message: str) -> None:
+    path = write(tmp_path, config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
+    recording = write_recording(tmp_path / "r.ndjson.gz", n=3)
+    # The real start, not only --check-config: it must refuse before serving anything.
+    result = subprocess.run([sys.executable, "-m", "gpuwatch", "daemon", "--config", str(path), "--replay",
+                             str(recording), "--state-dir", str(tmp_path / "s"), *extra],
+                            capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.startswith("gpuwatch: ")
+
+
+def test_check_config_summarises_a_good_config(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n')
+    result = subprocess.run([sys.executable, "-m", "gpuwatch", "daemon", "--config", str(path), "--check-config"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "OK; listen 127.0.0.1:9464" in result.stdout
