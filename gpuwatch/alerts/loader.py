@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from gpuwatch.alerts.conditions_schema import ConditionParser
-from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duration
+from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duration, value_units_clash
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 
@@ -110,6 +110,11 @@ def _rule(errors: _Errors, raw: Any, line: int, group: str) -> Rule | None:
     condition = ConditionParser(lambda ln, msg: errors.add(ln, where, msg)).parse(
         raw["condition"], line_of(raw, "condition"))
     if condition is None or len(errors.messages) > count:
+        return None
+    clash = value_units_clash(condition)
+    if clash and any("$value" in text for text in annotations.values()):
+        errors.add(line_of(raw, "annotations"), where, f"{{{{ $value }}}} is ambiguous: {clash}; "
+                   "use $labels only, or split the rule")
         return None
     return Rule(name=name, condition=condition, for_s=for_s, keep_firing_for_s=keep_s, labels=labels,
                 annotations=annotations, group=group, origin=f"{errors.filename}:{raw.line}")

@@ -200,3 +200,14 @@ def value_unit(cond: Condition) -> ValueUnit:
         return ValueUnit("seconds", 1.0, exportable=False)
     spec = METRICS[cond.metric]
     return ValueUnit(spec.unit, spec.prom_scale)
+
+
+def value_units_clash(cond: Condition) -> str | None:
+    """Why ``{{ $value }}`` would be ambiguous for ``cond`` (an ``any`` whose parts differ in unit), or None."""
+    if isinstance(cond, AnyOf):
+        units = sorted({value_unit(c).unit or "number" for c in cond.conditions})
+        if len(units) > 1:
+            return f"'any' conditions report values in different units ({', '.join(units)})"
+    if isinstance(cond, (AllOf, AnyOf)):
+        return next((why for c in cond.conditions if (why := value_units_clash(c))), None)
+    return None

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from alerts.build import gpu, proc, snap
 
+from alerts.build import gpu, proc, snap
 from gpuwatch.alerts.conditions import build
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.alerts.loader import parse_rules

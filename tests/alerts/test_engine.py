@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from alerts.build import engine_for, gpu, proc, run, snap, states_over
 
+from alerts.build import engine_for, gpu, proc, run, snap, states_over
 from gpuwatch.alerts import Alert, AlertEngine, Transition, parse_rules
 from gpuwatch.model.snapshot import Snapshot
 
@@ -87,7 +87,7 @@ def test_clock_stepping_back_counts_as_one_interval_and_keeps_for_running() -> N
 
 def test_a_long_gap_restarts_for_but_keeps_a_firing_alert() -> None:
     pending = engine_for(LOW, for_="60s")
-    assert [LETTER[s] for s in states_over(pending, utils([10, 10, 10, 10]) + [snap(1000, [gpu(util=10)])])] \
+    assert [LETTER[s] for s in states_over(pending, [*utils([10, 10, 10, 10]), snap(1000, [gpu(util=10)])])] \
         == list("ppppp")
     assert pending.alerts()[0].active_since == snap(1000).time
     firing = engine_for(LOW)

@@ -31,9 +31,10 @@ PROMQL = [
      '{threshold: {metric: process.top_thread_cpu_percent, op: ">=", value: 90}}]}',
      "gpuwatch_process_top_thread_cpu_usage_ratio >= 0.9 and on (hostname, gpu) gpuwatch_gpu_utilization_ratio < 0.5"),
     ('{any: [{threshold: {metric: gpu.util, op: ">", value: 90}}, {all: ['
-     '{threshold: {metric: gpu.temperature_c, op: ">", value: 80}}, {threshold: {metric: gpu.power_w, op: ">", value: 600}}'
-     ']}]}',
-     "gpuwatch_gpu_utilization_ratio > 0.9 or (gpuwatch_gpu_temperature_celsius > 80 and gpuwatch_gpu_power_watts > 600)"),
+     '{threshold: {metric: gpu.temperature_c, op: ">", value: 80}}, '
+     '{threshold: {metric: gpu.power_w, op: ">", value: 600}}]}]}',
+     "gpuwatch_gpu_utilization_ratio > 0.9 or "
+     "(gpuwatch_gpu_temperature_celsius > 80 and gpuwatch_gpu_power_watts > 600)"),
     ('{jitter: {metric: gpu.mem_used_percent, rise: 20, window: 5m, fall: 10}}',
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio) >= 0.1 and "
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio offset 5m) >= 0.2"),
