@@ -66,7 +66,8 @@ class DcgmSource(Source):
         # The sampler stops waiting a little after the scrape's own deadline would have fired.
         self.deadline_s = self.total_timeout + 0.5
         self._session = session or requests.Session()
-        self._session.headers["User-Agent"] = "gpuwatch"
+        # The classic text format: what prometheus_client's parser reads (not protobuf, not OpenMetrics).
+        self._session.headers.update({"User-Agent": "gpuwatch", "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
         self._clock = clock
         self.failures = 0
         self._retry_at = 0.0
@@ -91,7 +92,7 @@ class DcgmSource(Source):
     # -- HTTP ---------------------------------------------------------------------------------------------
     def fetch(self) -> str:
         """The body of one scrape, or :class:`DcgmError` saying what went wrong in one line."""
-        started = self._clock()
+        started = time.monotonic()  # real time, whatever clock paces the back-off
         try:
             with self._session.get(self.url, stream=True,
                                    timeout=(self.connect_timeout, self.read_timeout)) as resp:
@@ -128,7 +129,7 @@ class DcgmSource(Source):
             buf += chunk
             if len(buf) > self.max_bytes:
                 raise DcgmError(f"{self.where} sent more than the {self.max_bytes / MIB:.3g} MiB cap; stopped reading")
-            if self._clock() - started > self.total_timeout:
+            if time.monotonic() - started > self.total_timeout:
                 raise DcgmError(f"{self.where} took over {self.total_timeout:g} s to send the page "
                                 f"({len(buf)} bytes so far); gave up")
         return bytes(buf)
