@@ -8,6 +8,8 @@ then swaps them. A tick that comes too soon after the last sample reuses the las
 
 from __future__ import annotations
 
+import ctypes
+import struct
 from typing import Any
 
 from gpuwatch.model.snapshot import Profiling
@@ -17,6 +19,7 @@ from gpuwatch.sources.nvml.device import Device, once
 MIN_GAP_S = 0.1
 
 _MIB = float(2**20)
+_set = object.__setattr__
 
 #: Profiling field -> (pynvml metric constant, factor to the model's unit). GPM utilisations are
 #: percent already; PCIe rates are MiB/s.
@@ -32,6 +35,26 @@ METRICS: tuple[tuple[str, str, float], ...] = (
     ("pcie_tx_bytes_s", "NVML_GPM_METRIC_PCIE_TX_PER_SEC", _MIB),
     ("pcie_rx_bytes_s", "NVML_GPM_METRIC_PCIE_RX_PER_SEC", _MIB),
 )
+
+
+def _results_unpacker(nvml: Any, mg: Any, count: int) -> struct.Struct | None:
+    """A Struct that reads (nvmlReturn, value) of the first ``count`` metrics out of pynvml's ctypes
+    structure in one call: pynvml's per-field attribute hook costs ~1 µs a read, 20 reads a tick per GPU.
+    None where the structure is not a ctypes one (then the attributes are read)."""
+    metric = getattr(nvml, "c_nvmlGpmMetric_t", None)
+    if not isinstance(mg, ctypes.Structure) or metric is None:
+        return None
+    try:
+        base, stride = type(mg).metrics.offset, ctypes.sizeof(metric)
+        ret_at, value_at = metric.nvmlReturn.offset, metric.value.offset
+        sizes = (metric.nvmlReturn.size, metric.value.size)
+    except AttributeError:
+        return None
+    if sizes != (4, 8) or value_at < ret_at + 4:
+        return None
+    gap, tail = value_at - ret_at - 4, stride - (value_at + 8) + ret_at
+    one = f"I{gap}xd"
+    return struct.Struct("=" + f"{base + ret_at}x" + f"{tail}x".join([one] * count))
 
 
 class GpmReader:
@@ -67,6 +90,7 @@ class GpmReader:
         for i, (_, const, _) in enumerate(METRICS):
             mg.metrics[i].metricId = getattr(nvml, const)
         self._mg = mg  # reused every tick: no per-tick allocation of the 477-slot structure
+        self._unpack = _results_unpacker(nvml, mg, len(METRICS))
         self.active = True
         self.last, self.prev_t = None, None
         self._get.off = None
@@ -98,18 +122,23 @@ class GpmReader:
 
     def _compute(self) -> Profiling | None:
         mg = self._mg
-        mg.sample1, mg.sample2 = self.prev, self.cur  # older, newer
+        # older, newer; set past pynvml's Python-level __setattr__ hook (it only re-encodes str values)
+        _set(mg, "sample1", self.prev)
+        _set(mg, "sample2", self.cur)
         try:
             self.nvml.nvmlGpmMetricsGet(mg)
         except self.device.catch as exc:
             self.device.policy.raise_for_backend(exc)
             return None
         ok = self.nvml.NVML_SUCCESS
-        metrics = mg.metrics
+        if self._unpack is not None:
+            flat = self._unpack.unpack_from(mg)  # (return, value) per metric, read straight from the struct
+            results = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(self._fields))]
+        else:
+            results = [(m.nvmlReturn, m.value) for m in (mg.metrics[i] for i in range(len(self._fields)))]
         values: dict[str, float | None] = {}
-        for i, (name, scale) in enumerate(self._fields):
-            m = metrics[i]
-            values[name] = round(m.value * scale, 2) if m.nvmlReturn == ok else None
+        for (name, scale), (ret, value) in zip(self._fields, results, strict=True):
+            values[name] = round(value * scale, 2) if ret == ok else None
         return Profiling(**values)
 
     def close(self) -> None:
