@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from notify.receiver import Receiver
 
 from daemon.incident import write_recording
 from gpuwatch.config import Config, DaemonConfig
@@ -62,3 +63,11 @@ def running(base_config: Config, recording: Path) -> Iterator[RunningDaemon]:
     d = RunningDaemon(base_config, recording)
     yield d
     d.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A real webhook receiver on 127.0.0.1 (see tests/notify/receiver.py)."""
+    r = Receiver()
+    yield r
+    r.close()
