@@ -105,9 +105,12 @@ class Frontend:
 def worker_main(spec: FrontendSpec, out_q: Any, permits: Any, stop: Any, chunk: int) -> None:
     """A preprocessing process: make requests while permits last, send them in chunks of up to ``chunk``."""
     out_q.cancel_join_thread()  # never block exit on a queue nobody reads any more
+    parent = os.getppid()
     frontend = Frontend(spec)
     pending: list[Item] = []
     while not stop.is_set():
+        if os.getppid() != parent:
+            return  # the serving process died without telling us: do not linger as an orphan
         pause = frontend.wait_for_burst()
         if pause > 0:
             if pending:
