@@ -1,0 +1,102 @@
+"""Properties of the alert state machine over arbitrary traces (hypothesis): legal transitions only, never
+firing before ``for``, resolved only after firing, the same answer every run, and agreement with a
+ten-line model of Prometheus' rule evaluation."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from alerts.build import engine_for, gpu, snap
+from gpuwatch.alerts import Transition
+from gpuwatch.model.snapshot import Snapshot
+
+LOW = '{threshold: {metric: gpu.util, op: "<", value: 30}}'
+LEGAL = {("inactive", "pending"), ("inactive", "firing"), ("pending", "firing"), ("pending", "inactive"),
+         ("firing", "resolved")}
+
+steps = st.lists(st.tuples(st.floats(0.5, 120.0), st.one_of(st.none(), st.floats(0, 100))), min_size=1,
+                 max_size=60)
+durations = st.sampled_from([0, 5, 30, 60, 300])
+
+
+def trace(items: list[tuple[float, float | None]]) -> list[Snapshot]:
+    t, out = 0.0, []
+    for dt, value in items:
+        t += dt
+        out.append(snap(t, [gpu(util=value)]))
+    return out
+
+
+def evaluate(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -> tuple[list[Transition], list[str]]:
+    engine = engine_for(LOW, for_=f"{for_s}s", keep=f"{keep_s}s")
+    transitions, states = [], []
+    for s in trace(items):
+        transitions.extend(engine.evaluate(s))
+        alerts = engine.alerts()
+        states.append(alerts[0].state if alerts else "-")
+    return transitions, states
+
+
+def model(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -> list[str]:
+    """Prometheus' alerting-rule evaluation for one series, written independently of the engine."""
+    state, since, keep_since, t, out = "-", 0.0, None, 0.0, []
+    for dt, value in items:
+        t += dt
+        if value is not None and value < 30:
+            if state in ("-", "resolved"):
+                state, since = "pending", t
+            keep_since = None
+            if state == "pending" and t - since >= for_s:
+                state = "firing"
+        elif state == "pending":
+            state = "-"
+        elif state == "firing":
+            keep_since = t if keep_since is None else keep_since
+            if not (keep_s and t - keep_since < keep_s):
+                state = "resolved"
+        out.append(state)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps, durations, durations)
+def test_only_legal_transitions_and_never_firing_before_for(items: list[tuple[float, float | None]], for_s: int,
+                                                            keep_s: int) -> None:
+    transitions, _ = evaluate(items, for_s, keep_s)
+    for tr in transitions:
+        assert (tr.previous, tr.alert.state) in LEGAL
+        if tr.alert.state == "firing":
+            assert tr.alert.fired_at is not None and tr.alert.active_since is not None
+            assert tr.alert.fired_at - tr.alert.active_since >= for_s
+        if tr.alert.state == "resolved":
+            assert tr.previous == "firing" and tr.alert.fired_at is not None
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps, durations, durations)
+def test_engine_matches_the_prometheus_model(items: list[tuple[float, float | None]], for_s: int,
+                                             keep_s: int) -> None:
+    assert evaluate(items, for_s, keep_s)[1] == model(items, for_s, keep_s)
+
+
+@settings(max_examples=50, deadline=None)
+@given(steps, durations, durations)
+def test_the_same_trace_gives_the_same_transitions(items: list[tuple[float, float | None]], for_s: int,
+                                                   keep_s: int) -> None:
+    first, _ = evaluate(items, for_s, keep_s)
+    second, _ = evaluate(items, for_s, keep_s)
+    assert [t.to_dict() for t in first] == [t.to_dict() for t in second]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-7200, 7200), min_size=2, max_size=40), durations)
+def test_any_clock_order_keeps_times_consistent(times: list[float], for_s: int) -> None:
+    """Whatever the clock does, an alert never fires before its ``for`` and times in it stay ordered."""
+    engine = engine_for(LOW, for_=f"{for_s}s")
+    for t in times:
+        for tr in engine.evaluate(snap(t, [gpu(util=10)])):
+            a = tr.alert
+            assert a.active_since is not None
+            if a.fired_at is not None:
+                assert a.fired_at - a.active_since >= for_s
