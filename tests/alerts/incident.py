@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 
 from alerts.build import GIB, T0
-
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
 
 #: (phase, seconds)

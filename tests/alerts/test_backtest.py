@@ -4,8 +4,8 @@ present: the low-utilisation alert fires in the naive phase and not once the GPU
 from __future__ import annotations
 
 import pytest
-from alerts.incident import incident_trace, phase_bounds
 
+from alerts.incident import incident_trace, phase_bounds
 from gpuwatch.alerts import DEFAULT_RULES, load_rules
 from gpuwatch.alerts.backtest import format_timeline, run_backtest
 from gpuwatch.data import bundled_recording
