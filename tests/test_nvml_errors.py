@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pynvml
@@ -185,3 +186,32 @@ def test_close_shuts_nvml_down_and_is_safe_twice() -> None:
     source.close()
     source.close()
     assert fake.refcount == 0 and fake.calls["nvmlShutdown"] == 1
+
+
+def test_close_during_a_hung_call_frees_nothing_and_the_late_poll_does_not_touch_gpm() -> None:
+    import threading
+
+    fake = make_fake_nvml()
+    source, clock = open_source(fake)
+    released = fake.hang("nvmlDeviceGetTemperature")
+    outcome: list[BaseException | None] = []
+
+    def poll() -> None:
+        try:
+            source.poll(clock.advance(1), ())
+            outcome.append(None)
+        except BaseException as exc:  # recorded for the assertion below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=poll)
+    calls = fake.calls["nvmlDeviceGetTemperature"]
+    worker.start()
+    while fake.calls["nvmlDeviceGetTemperature"] == calls:  # until the poll is inside the hung call
+        time.sleep(0.005)
+    source.close(wait_s=0.1)
+    assert len(fake.gpm_live) == 2 and fake.refcount == 1  # not freed under the hung call
+    released.set()
+    worker.join(5)
+    assert outcome == [None]
+    with pytest.raises(NvmlBackendError, match="closed"):
+        source.poll(clock.advance(1), ())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,6 +66,9 @@ class NvmlSource(Source):
         self.policy = ErrorPolicy(self.nvml)
         self._next_slow = -math.inf
         self._closed = False
+        #: Held by a poll; close() waits for it briefly so it never frees GPM samples a hung call may
+        #: still use once it returns.
+        self._busy = threading.Lock()
         self._init()
         try:
             self.gpus = self._open_gpus(clock())
@@ -122,15 +126,24 @@ class NvmlSource(Source):
         except errors as exc:
             raise NvmlBackendError(f"NVML could not be initialised again ({exc}): restart gpuwatch") from None
 
-    def close(self) -> None:
-        """Free the GPM samples and shut NVML down (so the driver can unload or unbind the GPUs)."""
+    def close(self, wait_s: float = 1.0) -> None:
+        """Free the GPM samples and shut NVML down (so the driver can unload or unbind the GPUs).
+
+        If a poll is still hung in NVML after ``wait_s``, nothing is freed: freeing a sample under a call
+        that may still use it would be worse than leaving it to the process exit."""
         if self._closed:
             return
         self._closed = True
-        for gpu in self.gpus:
-            if gpu.gpm is not None:
-                gpu.gpm.close()
-        self._shutdown()
+        if not self._busy.acquire(timeout=wait_s):
+            log.warning("NVML call still running at close; leaving NVML to be released at exit")
+            return
+        try:
+            for gpu in self.gpus:
+                if gpu.gpm is not None:
+                    gpu.gpm.close()
+            self._shutdown()
+        finally:
+            self._busy.release()
 
     def _shutdown(self) -> None:
         try:
@@ -140,14 +153,18 @@ class NvmlSource(Source):
 
     # -- polling -----------------------------------------------------------------------------------------
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
-        try:
-            return self._poll(now)
-        except NeedsReinit:
-            self._reinit(now)
-        try:
-            return self._poll(now)
-        except NeedsReinit as exc:
-            raise NvmlBackendError(f"NVML keeps reporting it is not initialised ({exc}): restart gpuwatch") from None
+        with self._busy:
+            if self._closed:
+                raise NvmlBackendError("the NVML source is closed")
+            try:
+                return self._poll(now)
+            except NeedsReinit:
+                self._reinit(now)
+            try:
+                return self._poll(now)
+            except NeedsReinit as exc:
+                raise NvmlBackendError(f"NVML keeps reporting it is not initialised ({exc}): "
+                                       "restart gpuwatch") from None
 
     def _poll(self, now: float) -> Reading:
         slow = self.slow_interval > 0 and now >= self._next_slow
