@@ -171,8 +171,8 @@ class FakeNvml(FakeGpmMixin):
         return g.sm_clock_max if type == _real.NVML_CLOCK_SM else g.mem_clock_max
 
     @nvml_function()
-    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
-        return [int(self._gpu(handle).mig_mode), int(self._gpu(handle).mig_mode)]
+    def nvmlDeviceGetMigMode(self, device: FakeHandle) -> list[int]:
+        return [int(self._gpu(device).mig_mode), int(self._gpu(device).mig_mode)]
 
     # -- cheap getters -----------------------------------------------------------------------------------
     @nvml_function()
