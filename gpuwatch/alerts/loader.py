@@ -6,6 +6,7 @@ Every problem is reported, each as ``file:line: rule 'X': what is wrong``, so on
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,16 @@ from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duratio
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 
-#: The shipped rules (``alerts/default.yml`` at the top of the source tree).
-DEFAULT_RULES = Path(__file__).resolve().parents[2] / "alerts" / "default.yml"
+
+def _default_rules() -> Path:
+    """The shipped rules: ``alerts/default.yml`` in the source tree, or where a wheel installs it
+    (``<prefix>/share/gpuwatch/alerts/default.yml``)."""
+    source_tree = Path(__file__).resolve().parents[2] / "alerts" / "default.yml"
+    installed = Path(sys.prefix) / "share" / "gpuwatch" / "alerts" / "default.yml"
+    return source_tree if source_tree.exists() or not installed.exists() else installed
+
+
+DEFAULT_RULES = _default_rules()
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RULE_KEYS = ("alert", "condition", "for", "keep_firing_for", "labels", "annotations")
