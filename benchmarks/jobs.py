@@ -10,10 +10,11 @@ from benchmarks import commands
 from benchmarks.overhead import Job
 from benchmarks.procs import free_port, start, start_in_pty
 
-#: job name -> result key prefix (``<prefix>_cpu_pct``, ``<prefix>_rss_mib``)
-PREFIX = {"daemon_1s": "daemon", "daemon_100ms": "daemon_100ms", "nvidia_smi_loop": "nvidia_smi_loop",
-          "nvitop_exporter": "nvitop_exporter", "tui": "tui", "nvitop_tui": "nvitop_tui",
-          "nvitop_default_tui": "nvitop_default_tui", "gpustat_tui": "gpustat_tui"}
+#: job name -> (CPU key, RSS key) in the results
+KEYS = {"daemon_1s": ("daemon_cpu_pct_1s", "daemon_rss_mib"),
+        "daemon_100ms": ("daemon_cpu_pct_100ms", "daemon_rss_mib_100ms"),
+        **{name: (f"{name}_cpu_pct", f"{name}_rss_mib") for name in (
+            "nvidia_smi_loop", "nvitop_exporter", "tui", "nvitop_tui", "nvitop_default_tui", "gpustat_tui")}}
 #: jobs run only to be profiled (py-spy), never reported as costs
 PROFILED = ("daemon_100ms_profiled", "tui_profiled")
 
@@ -70,12 +71,8 @@ def local_jobs(logdir: Path, recording: Path, profile: bool) -> list[Job]:
 def flatten(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """``{job: {cpu_pct, rss_mib ...}}`` -> flat result keys (``daemon_cpu_pct_1s`` ...)."""
     out: dict[str, Any] = {}
-    for job, prefix in PREFIX.items():
+    for job, (cpu_key, rss_key) in KEYS.items():
         res = measured.get(job)
-        if res is None or res.get("cpu_pct") is None:
-            continue
-        cpu_key = {"daemon": "daemon_cpu_pct_1s", "daemon_100ms": "daemon_cpu_pct_100ms"}.get(
-            prefix, f"{prefix}_cpu_pct")
-        out[cpu_key] = res["cpu_pct"]
-        out[f"{prefix}_rss_mib"] = res["rss_mib"]
+        if res is not None and res.get("cpu_pct") is not None:
+            out[cpu_key], out[rss_key] = res["cpu_pct"], res["rss_mib"]
     return out

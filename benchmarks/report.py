@@ -80,10 +80,14 @@ def rows(r: dict[str, Any]) -> list[Row]:
                     f"{_f(r.get('scrape_bytes_8x256'))} bytes", "", ""))
     if "leak_ticks" in r:
         growth = r.get("rss_growth_mib_100k", r.get("rss_growth_mib_partial"))
+        warm = r.get("rss_growth_mib_10k_to_end")
         out.append((f"daemon RSS growth, tick {r.get('leak_ticks_base')} -> {r.get('leak_ticks')}",
                     _f(growth, " MiB"), f"RSS {_f(r.get('leak_rss_mib_1k'), ' MiB')} -> "
+                                        f"{_f(r.get('leak_rss_mib_10k'), ' MiB')} at 10k -> "
                                         f"{_f(r.get('leak_rss_mib_end'), ' MiB')}",
                     f"<= {GROWTH_LIMIT_MIB:g} MiB", _verdict(_cmp(growth, GROWTH_LIMIT_MIB, lambda a, b: a <= b))))
+        out.append(("  of which after tick 10 000 (warm)", _f(warm, " MiB"), "", f"<= {GROWTH_LIMIT_MIB:g} MiB",
+                    _verdict(_cmp(warm, GROWTH_LIMIT_MIB, lambda a, b: a <= b))))
     return out
 
 

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.raw_floor import TracingNvml, describe, host_floor, nvml_floor, typical_calls
+from benchmarks.raw_floor import TracingNvml, describe, host_floor, nvml_floor, per_call_us, typical_calls
 from benchmarks.stats import interleaved, ratio
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Sampler
@@ -111,6 +111,7 @@ def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
         candidates["nvidia_smi"] = (nvidia_smi(), n)
     timings = interleaved(candidates, warmup=3, min_round_s=0.15)
     seen = _seen(sampler.latest)
+    call_us = per_call_us(calls, nvml.NVMLError)
     traced.producer.close()
     sampler.producer.close()
     out: dict[str, Any] = {}
@@ -127,6 +128,7 @@ def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
             out[f"{anchor[:-3]}_over_tick"] = ratio(out[anchor], out["tick_ms"])
     out["tick_details"] = {"timings": {k: t.to_dict() for k, t in timings.items()},
                            "nvml_calls_per_tick": describe(calls), "nvml_calls_total": len(calls),
+                           "nvml_call_median_us": call_us,
                            "snapshot": seen, "nvml": "real driver" if real_nvml is not None else
                            "fake NVML (tests/fakes/fake_pynvml.py): times are Python-only"}
     return out
