@@ -68,8 +68,6 @@ class ProcessReader:
             self.seen = seen = {pid: v for pid, v in seen.items() if pid in kinds}
         index = self.device.index
         previous = self._rows
-        if len(previous) > len(kinds):
-            previous = {pid: row for pid, row in previous.items() if pid in kinds}
         rows: dict[int, ProcessSample] = {}
         for pid, kind in kinds.items():
             sm = mem = None
