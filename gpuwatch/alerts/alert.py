@@ -42,6 +42,9 @@ class Alert:
     group: str = ""
     origin: str = field(default="", compare=False)
 
+    def __hash__(self) -> int:  # labels and annotations are dicts: hash what identifies this alert's moment
+        return hash((self.fingerprint, self.state, self.active_since, self.fired_at, self.resolved_at))
+
     @property
     def severity(self) -> str:
         return self.labels.get("severity", "")

@@ -83,47 +83,74 @@ class ThresholdEval(Evaluator):
         return out
 
 
+class Window:
+    """The samples of one entity in ``[now - window, now]``, plus the latest one before that (kept while
+    it is within ``keep`` seconds): what ``m offset window`` would return in PromQL."""
+
+    __slots__ = ("before", "points")
+
+    def __init__(self) -> None:
+        self.points: deque[tuple[float, float]] = deque()
+        self.before: tuple[float, float] | None = None
+
+    def advance(self, now: float, window_s: float, keep_s: float) -> None:
+        start = now - window_s
+        while self.points and self.points[0][0] < start:
+            self.before = self.points.popleft()
+        if self.before is not None and self.before[0] < start - keep_s:
+            self.before = None
+
+    def base(self, now: float, window_s: float) -> float | None:
+        """The latest value at or before the window's start, None without one."""
+        if self.points and self.points[0][0] <= now - window_s:
+            return self.points[0][1]
+        return None if self.before is None else self.before[1]
+
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+
 class WindowEval(Evaluator):
-    """Keeps ``(time, sample)`` per entity for ``window + keep`` seconds; subclasses reduce the window."""
+    """Keeps a :class:`Window` per entity; subclasses reduce it to a value (or None: not holding)."""
 
     keep_s = 0.0
 
     def __init__(self, cond: Jitter | Volatility | Flapping | Throttle) -> None:
         super().__init__(cond)
         self.window_s = cond.window_s
-        self._series: dict[Key, deque[tuple[float, float]]] = {}
+        self._windows: dict[Key, Window] = {}
         self._latched: set[Key] = set()
 
     def sample(self, frame: Frame, key: Key) -> float | None:
         raise NotImplementedError
 
-    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
         raise NotImplementedError
 
     def evaluate(self, frame: Frame) -> Results:
         now = frame.now
         out: Results = {}
-        horizon = now - self.window_s - self.keep_s
-        for key in frame.keys(self.scope):
-            series = self._series.setdefault(key, deque())
+        keys = frame.keys(self.scope)
+        for key in keys:
+            window = self._windows.get(key) or self._windows.setdefault(key, Window())
             v = self.sample(frame, key)
             if v is not None:
-                series.append((now, v))
-            while series and series[0][0] < horizon:
-                series.popleft()
+                window.points.append((now, v))
+            window.advance(now, self.window_s, self.keep_s)
             if v is None:
                 continue  # no current value: no result, as an absent series
-            value = self.reduce(key, list(series), now)
+            value = self.reduce(key, window, now)
             if value is not None:
                 out[key] = value
-        for key in [k for k, s in self._series.items() if not s or s[-1][0] < horizon]:
-            del self._series[key]  # entities gone for longer than the window: forget them
-            self._latched.discard(key)
+        if len(self._windows) > len(keys):
+            present = set(keys)
+            for key in [k for k in self._windows if k not in present]:
+                window = self._windows[key]
+                window.advance(now, self.window_s, self.keep_s)
+                if not window.points and window.before is None:
+                    del self._windows[key]  # gone for longer than the window: forget it
+                    self._latched.discard(key)
         return out
-
-    def in_window(self, points: list[tuple[float, float]], now: float) -> list[float]:
-        start = now - self.window_s
-        return [v for t, v in points if t >= start]
 
 
 class JitterEval(WindowEval):
@@ -136,13 +163,11 @@ class JitterEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         return _read(frame, key, self.cond.metric)
 
-    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
-        start = now - self.window_s
-        base = next((v for t, v in reversed(points) if t <= start), None)
-        window = self.in_window(points, now)
-        if base is None or not window:
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        base = window.base(now, self.window_s)
+        if base is None:
             return None
-        peak, current = max(window), points[-1][1]
+        peak, current = max(v for _, v in window.points), window.points[-1][1]
         fall = peak - current
         return fall if fall >= self.cond.fall and peak - base >= self.cond.rise else None
 
@@ -155,10 +180,10 @@ class VolatilityEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         return _read(frame, key, self.cond.metric)
 
-    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
-        window = self.in_window(points, now)
-        mean = sum(window) / len(window)
-        sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in window) / len(window)))
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        values = window.values()
+        mean = sum(values) / len(values)
+        sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in values) / len(values)))
         return sd if sd >= self.cond.stddev else None
 
 
@@ -174,9 +199,9 @@ class FlappingEval(WindowEval):
         v = _read(frame, key, self.cond.metric)
         return None if v is None else float(COMPARE[self.cond.op](v, self.cond.value))
 
-    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
-        states = self.in_window(points, now)
-        if len(states) < 2 or points[0][0] > now - self.window_s:
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        states = window.values()
+        if len(states) < 2 or window.base(now, self.window_s) is None:
             return None  # like Nagios, judge flapping only over a full window of history
         pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
         limit = self.cond.low if key in self._latched else self.cond.high
@@ -198,9 +223,8 @@ class ThrottleEval(WindowEval):
         names = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
         return 1.0 if names.intersection(self.cond.reasons) else 0.0
 
-    def reduce(self, key: Key, points: list[tuple[float, float]], now: float) -> float | None:
-        window = self.in_window(points, now)
-        pct = 100.0 * sum(window) / len(window)
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        pct = 100.0 * sum(v for _, v in window.points) / len(window.points)
         return pct if pct >= self.cond.percent else None
 
 

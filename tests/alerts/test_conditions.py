@@ -155,4 +155,4 @@ def test_windows_of_departed_entities_are_dropped() -> None:
     for i in range(5):
         ev.evaluate(Frame(snap(i * 10.0, [gpu()], [proc(100 + i)]), i * 10.0))
     ev.evaluate(Frame(snap(1000, [gpu()], []), 1000.0))
-    assert ev._series == {}  # type: ignore[attr-defined]
+    assert ev._windows == {}  # type: ignore[attr-defined]

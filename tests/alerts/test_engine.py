@@ -148,6 +148,11 @@ def test_alerts_and_transitions_round_trip_through_json_dicts(state: str) -> Non
     assert Transition.from_dict(json.loads(json.dumps(t.to_dict()))) == t
 
 
+def test_alerts_and_transitions_can_be_kept_in_sets() -> None:
+    got = run(engine_for(LOW), utils([10, 50]))
+    assert len(set(got)) == 2 and len({t.alert for t in got}) == 2
+
+
 def test_alert_from_dict_rejects_unknown_states() -> None:
     with pytest.raises(ValueError, match="unknown alert state"):
         Alert.from_dict({"name": "R", "state": "exploded"})
