@@ -49,14 +49,16 @@ def start_jobs(jobs: Sequence[Job]) -> None:
 
 
 def wait_ready(jobs: Sequence[Job], timeout_s: float = 90.0) -> dict[str, str]:
-    """Waits for each job's ready URL; returns {job: problem} for those that never came up."""
+    """Waits (``timeout_s`` in all) for each job's ready URL; returns {job: problem} for those that never
+    came up."""
     problems = {}
+    deadline = time.monotonic() + timeout_s
     for job in jobs:
         assert job.proc is not None
         if job.ready_url is None:
             continue
         try:
-            wait_http(job.ready_url, timeout_s, job.proc)
+            wait_http(job.ready_url, max(1.0, deadline - time.monotonic()), job.proc)
         except (RuntimeError, TimeoutError) as exc:
             problems[job.name] = str(exc)
     return problems

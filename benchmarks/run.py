@@ -20,6 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +126,7 @@ def notes(res: dict[str, Any], local: bool) -> list[str]:
     if local:
         out.append("Local: no GPU here. The tick runs over the fake NVML (Python functions), so its floor is "
                    "not a driver's; daemon and dashboard replay a recording. Only the H200 numbers count.")
+    out += [f"Phase {k} failed: {v.strip().splitlines()[-1]}" for k, v in res.get("errors", {}).items()]
     out += [f"{k}: {v['error']}" for k, v in res.get("overhead", {}).items() if isinstance(v, dict) and "error" in v]
     return out
 
@@ -157,17 +160,27 @@ def main(argv: list[str] | None = None) -> int:
     recordings.make_scale_recording(scale_rec)
     recordings.make_leak_recording(leak_rec)
     load_procs = _sleepers(args.load_procs, logdir) if args.local else start_load(args.load_procs, logdir)
+    phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("tick", lambda: phase_tick(args, load_procs, out)),
+        ("scale", lambda: bench_scale(scale_rec, logdir)),
+        ("overhead", lambda: phase_overhead(args, logdir, out, leak_rec))]
     try:
         if not args.local:
             pids = wait_on_gpu(load_procs)
             _log(f"GPU load up: pids on GPU 0 {pids}")
-        if "tick" not in skip:
-            res.update(phase_tick(args, load_procs, out))
-        if "scale" not in skip:
-            res.update(bench_scale(scale_rec, logdir))
+        for name, phase in phases:
+            if name in skip:
+                continue
+            try:  # one failing phase must not cost the others: the GPU run is a scarce, single shot
+                res.update(phase())
+            except Exception:
+                res.setdefault("errors", {})[name] = traceback.format_exc()[-3000:]
+                _log(f"phase {name} failed:\n{res['errors'][name]}")
+        if "scrape_ms_8x256" in res:
             _log(f"scrape 8x256: {res['scrape_ms_8x256']} ms, {res['scrape_bytes_8x256']} bytes")
-        if "overhead" not in skip:
-            res.update(phase_overhead(args, logdir, out, leak_rec))
+    except Exception:
+        res.setdefault("errors", {})["setup"] = traceback.format_exc()[-3000:]
+        _log(f"setup failed:\n{res['errors']['setup']}")
     finally:
         stop_load(load_procs)
         collect_logs(logdir, out)
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     results[mode] = res
     report.write_benchmarks_md(out / "BENCHMARKS.md", results)
     print("\n" + report.console_table(res), flush=True)
-    return 0
+    return 1 if res.get("errors") else 0
 
 
 if __name__ == "__main__":
