@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.alerts.backtest import format_timeline, run_backtest
 from gpuwatch.alerts.promql import export_prometheus
 from gpuwatch.cli.common import CliError
+from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
 
@@ -29,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = rsub.add_parser("test", help="backtest rules over a recording: when each alert went pending/firing/resolved",
                         description="Run the rules over a recording (made by 'gpuwatch record') as fast as it "
                         "reads and print each alert's transitions with their times.")
-    t.add_argument("--replay", type=Path, required=True, metavar="TRACE", help="the recording to replay")
+    t.add_argument("--replay", type=Path, metavar="TRACE",
+                   help="the recording to replay (default: the bundled H200 recording)")
+    t.add_argument("--json", action="store_true", help="print the transitions as NDJSON, one per line")
     t.add_argument("--rules", type=Path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
     t.set_defaults(func=run_test)
@@ -65,11 +69,18 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_test(args: argparse.Namespace) -> int:
     rules = _load(args.rules)
+    trace = args.replay or bundled_recording()
+    if args.replay is None and not trace.exists():
+        raise CliError(f"no bundled recording at {trace}; give one with --replay FILE", exit_code=2)
     try:
-        bt = run_backtest(rules, iter_snapshots(args.replay))
+        bt = run_backtest(rules, iter_snapshots(trace))
     except RecordingError as exc:
         raise CliError(str(exc), exit_code=2) from None
-    sys.stdout.write(format_timeline(bt, str(args.replay)))
+    if args.json:
+        for tr in bt.transitions:
+            sys.stdout.write(json.dumps(tr.to_dict(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(format_timeline(bt, str(trace)))
     return 0
 
 

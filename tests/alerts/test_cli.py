@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,14 @@ def test_test_prints_the_timeline_of_a_recording(capsys: pytest.CaptureFixture[s
     assert lines[0].startswith(f"{recording}: 465 snapshots over 7m44s")
     assert any("+0:05:15" in ln and "firing" in ln and "GpuMemoryHeldWhileIdle" in ln for ln in lines)
     assert any("resolved  GpuMemoryHeldWhileIdle" in ln for ln in lines)
+
+
+def test_test_json_prints_one_transition_per_line(capsys: pytest.CaptureFixture[str], recording: Path) -> None:
+    code, out, _ = cli(capsys, "test", "--replay", str(recording), "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and rows
+    assert {(r["alert"]["name"], r["alert"]["state"]) for r in rows} >= {("GpuMemoryHeldWhileIdle", "firing"),
+                                                                          ("GpuMemoryHeldWhileIdle", "resolved")}
 
 
 def test_test_with_custom_rules_and_bad_inputs(capsys: pytest.CaptureFixture[str], recording: Path,
