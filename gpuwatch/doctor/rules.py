@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwatch.doctor.finding import Finding, Severity
-from gpuwatch.doctor.window import GpuWindow
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.clock_events import SEVERE_REASONS
 
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
 PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop
 SMALL_KERNELS_RATIO = 0.7  # SM activity / GPU-Util under which "busy" kernels leave SMs empty
-SMALL_KERNELS_UTIL = 50.0
+GPU_BOUND_UTIL = 95.0  # GPU-Util from which the GPU itself is the bottleneck (the batched FP32 probe: 99-100)
 LOADED_SM = 50.0  # SM activity from which the GPU is working hard
 TENSOR_IDLE = 2.0  # tensor activity under which matmuls run without tensor cores (FP32)
 DRAM_BOUND = 60.0
@@ -50,7 +50,7 @@ def _finding(code: str, title: str, severity: Severity, score: float, g: GpuWind
 
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
-    pegged = [p for p in g.processes if p.top_thread_cpu is not None and p.top_thread_cpu >= PEGGED_THREAD]
+    pegged = _pegged(g)
     if busy is None or busy >= BUSY_UTIL or not pegged:
         return None
     p = max(pegged, key=lambda q: q.top_thread_cpu or 0.0)
@@ -66,20 +66,34 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
         pid=p.pid)
 
 
+def _pegged(g: GpuWindow) -> list[ProcessWindow]:
+    return [p for p in g.processes if p.top_thread_cpu is not None and p.top_thread_cpu >= PEGGED_THREAD]
+
+
 def small_kernels(g: GpuWindow) -> Finding | None:
-    if g.util is None or g.sm_active is None or g.util < SMALL_KERNELS_UTIL:
+    """Busy but not full: kernels too small to fill the SMs, or gaps while one pegged thread syncs and
+    launches request after request (GPU-Util short of 100 %)."""
+    if g.util is None or g.sm_active is None or g.util < BUSY_UTIL:
         return None
-    if g.sm_active >= SMALL_KERNELS_RATIO * g.util:
+    thin = g.sm_active < SMALL_KERNELS_RATIO * g.util
+    pegged = _pegged(g)
+    gappy = g.util < GPU_BOUND_UTIL and bool(pegged)
+    if not (thin or gappy):
         return None
+    extra = [f"GPU-Util {g.util:.0f}% but only {g.sm_active:.0f}% of SMs active: kernels too small to fill "
+             "the GPU" if thin else None]
+    if gappy:
+        p = max(pegged, key=lambda q: q.top_thread_cpu or 0.0)
+        extra.append(f"{p.label}: busiest thread at {p.top_thread_cpu:.0f}% of one core while the GPU idles "
+                     f"{100 - g.util:.0f}% of the time between requests")
     return _finding(
-        "small_kernels", "GPU busy with small kernels: one request at a time, launch-bound", "warning",
-        g.util - g.sm_active, g,
-        _evidence(g, f"GPU-Util {g.util:.0f}% but only {g.sm_active:.0f}% of SMs active: kernels too small "
-                     "to fill the GPU"),
+        "small_kernels", "GPU fed one request at a time: small kernels, per-request copies and syncs", "warning",
+        100.0 - g.sm_active, g, _evidence(g, *extra),
         "Batch requests: collect them for a few milliseconds into one batch per length bucket (padding to "
         "fixed lengths ends dynamic shapes), copy each batch once from pinned memory with non_blocking=True "
-        "instead of a .cuda() per request; then capture the forward pass in CUDA graphs or torch.compile "
-        "to cut launch overhead.")
+        "instead of a .cuda() per request, and keep the next batch in flight instead of syncing per request; "
+        "then capture the forward pass in CUDA graphs or torch.compile to cut launch overhead.",
+        pid=pegged[0].pid if gappy else None)
 
 
 def h2d_copies(g: GpuWindow) -> Finding | None:
@@ -99,8 +113,11 @@ def fp32_no_tensor(g: GpuWindow) -> Finding | None:
         return None
     if g.sm_active < LOADED_SM or g.tensor_active >= TENSOR_IDLE:
         return None
+    # Precision is the bottleneck only once the GPU is: with gaps in GPU-Util, fix the feeding first.
+    gpu_bound = g.util is None or g.util >= GPU_BOUND_UTIL
     return _finding(
-        "fp32_no_tensor", "Matmuls in FP32: tensor cores idle under load", "warning", 0.5 * g.sm_active, g,
+        "fp32_no_tensor", "Matmuls in FP32: tensor cores idle under load", "warning" if gpu_bound else "info",
+        0.5 * g.sm_active, g,
         _evidence(g, _pct("FP32 pipe activity", g.fp32_active)),
         "Run the model in BF16 (or FP16): torch.autocast('cuda', dtype=torch.bfloat16) or "
         "model.to(torch.bfloat16), keeping LayerNorm and softmax in FP32; compare the outputs with FP32 on "

@@ -25,7 +25,7 @@ Item = tuple[float, int, int, bytes]
 
 BURST_PERIOD_S = 0.4
 BURST_ON_S = 0.2
-ATTACHMENTS = 64
+ATTACHMENTS = 8
 POOL = 48
 
 

@@ -63,9 +63,9 @@ def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int) -> Iterator[tuple[A
 
 def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) -> Result:
     torch = _import_torch()
-    from gpuwatch.workload import serve
     from gpuwatch.workload.engine import EagerEngine, make_engine
     from gpuwatch.workload.model import build_model, max_relative_error, to_bf16
+    from gpuwatch.workload.serve import Window
 
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise WorkloadError("--device cuda: torch sees no CUDA device here (torch "
@@ -91,14 +91,11 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
             if cfg.stage in ("compiled", "bf16"):
                 engine, compile_notes = make_engine(cfg.compiler, model, device, caps)
                 notes.update(compile_notes)
-            window = serve.Window(cfg.warmup_s, cfg.duration_s, on_ready)
-            if pipe is None:
-                frontend = Frontend(FrontendSpec(cfg, 0, attachments))
-                serve.serve_naive(model, device, frontend, window)
-            elif not cfg.batched:
-                serve.serve_per_request(model, device, pipe[0], pipe[1], window)
-            else:
-                serve.serve_batched(engine, device, pipe[0], pipe[1], caps, window)
+            window = Window(cfg.warmup_s, cfg.duration_s, on_ready)
+            try:
+                _serve(cfg, model, engine, device, pipe, caps, window, attachments)
+            except TimeoutError as exc:
+                raise WorkloadError(str(exc)) from None
             if device.type == "cuda":
                 torch.cuda.synchronize()
                 notes["gpu_memory_peak_bytes"] = int(torch.cuda.max_memory_allocated())
@@ -106,6 +103,18 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
         if attachments is not None:
             shutil.rmtree(attachments, ignore_errors=True)
     return summarise(cfg, window.latencies, window.elapsed, window.batches, notes)
+
+
+def _serve(cfg: WorkloadConfig, model: Any, engine: Any, device: Any, pipe: tuple[Any, Any] | None,
+           caps: dict[int, int], window: Any, attachments: Any) -> None:
+    from gpuwatch.workload import serve
+
+    if pipe is None:
+        serve.serve_naive(model, device, Frontend(FrontendSpec(cfg, 0, attachments)), window)
+    elif not cfg.batched:
+        serve.serve_per_request(model, device, pipe[0], pipe[1], window)
+    else:
+        serve.serve_batched(engine, device, pipe[0], pipe[1], caps, window)
 
 
 def _check_batch(cfg: WorkloadConfig, device: Any) -> tuple[Any, Any]:

@@ -22,13 +22,16 @@ from gpuwatch.workload.frontend import Frontend, Item
 
 MAX_IN_FLIGHT = 2
 MAX_WAIT_S = 0.005
+STARTUP_TIMEOUT_S = 120.0
 
 
 class Window:
-    """Counts only requests that finish between the end of the warm-up and the end of the run."""
+    """Counts only requests that finish between the end of the warm-up and the end of the run. The
+    warm-up starts with the first finished request, so slow worker start-up never counts."""
 
     def __init__(self, warmup_s: float, duration_s: float, on_ready: Callable[[], None]) -> None:
-        self.t0 = time.monotonic()
+        self.created = time.monotonic()
+        self.t0: float | None = None
         self.warmup_s = warmup_s
         self.duration_s = duration_s
         self.on_ready = on_ready
@@ -40,13 +43,18 @@ class Window:
     def tick(self) -> bool:
         """False once the window is over; starts it when the warm-up is done."""
         now = time.monotonic()
-        if self.start is None and now - self.t0 >= self.warmup_s:
+        if self.t0 is None and now - self.created > STARTUP_TIMEOUT_S:
+            raise TimeoutError(f"no request finished within {STARTUP_TIMEOUT_S:g} s of start: "
+                               "did the preprocessing workers start?")
+        if self.start is None and self.t0 is not None and now - self.t0 >= self.warmup_s:
             self.start, self.end = now, now + self.duration_s
             self.on_ready()
         return now < self.end
 
     def record(self, arrivals: list[float], batch: bool = True) -> None:
         now = time.monotonic()
+        if self.t0 is None:
+            self.t0 = now
         if self.start is not None and now >= self.start:
             self.latencies.extend(now - a for a in arrivals)
             self.batches += 1 if batch else len(arrivals)
@@ -133,12 +141,14 @@ def pinned_batch(bucket: int, items: list[Item], device: torch.device) -> tuple[
 def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox: Any, permits: Any,
                   caps: dict[int, int], window: Window) -> None:
     batcher = Batcher(inbox, caps)
-    in_flight: deque[tuple[Any, list[float]]] = deque()
+    # (completion event, logits in pinned host memory, arrival times) per batch on the GPU
+    in_flight: deque[tuple[Any, torch.Tensor, list[float]]] = deque()
 
     def finish_ready(block: bool) -> None:
         while in_flight and (block or in_flight[0][0].query()):
-            event, arrivals = in_flight.popleft()
+            event, logits, arrivals = in_flight.popleft()
             event.synchronize()
+            logits.argmax(dim=1)  # the answer each client gets
             window.record(arrivals)
             for _ in arrivals:
                 permits.release()
@@ -152,10 +162,10 @@ def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox
             continue
         bucket, items = batch
         ids, lengths = pinned_batch(bucket, items, device)
-        _out, event = engine.submit(ids, lengths)
-        in_flight.append((event, [it[0] for it in items]))
+        logits, event = engine.submit(ids, lengths)
+        in_flight.append((event, logits, [it[0] for it in items]))
         if len(in_flight) >= MAX_IN_FLIGHT:
             batcher.pull(timeout=0.0)  # take in what arrived, then wait for the oldest batch
             finish_ready(block=True)
-    for event, _ in in_flight:
+    for event, _, _ in in_flight:
         event.synchronize()

@@ -26,6 +26,8 @@ CASES = [
      {"fp32_no_tensor", "small_kernels", "input_cpu_bound", "throttled"}),
     ("one request at a time: GPU-Util high, SMs mostly empty", Load(util=88, sm=30, occupancy=4, thread=100),
      "small_kernels", {"input_cpu_bound"}),
+    ("one request at a time, SMs fairly full but GPU-Util gaps: feeding first, FP32 later",
+     Load(util=88, sm=75, occupancy=12, tensor=0.1, thread=100), "small_kernels", {"input_cpu_bound"}),
     ("DRAM saturated", Load(util=99, sm=90, occupancy=40, tensor=30, dram=85), "memory_bandwidth_bound", {"healthy"}),
     ("threads in D state while the GPU waits", Load(util=20, sm=8, io_wait_threads=3, thread=30), "io_wait", set()),
     ("host iowait while the GPU waits", Load(util=25, sm=10, host_iowait=22, thread=20), "io_wait", set()),
@@ -57,6 +59,12 @@ def test_a_saturated_gpu_using_tensor_cores_gets_no_warning(load: Load) -> None:
     findings = diagnose(window(load))
     assert all(f.severity == "info" for f in findings)
     assert "healthy" in {f.code for f in findings}
+
+
+def test_fp32_is_a_warning_only_once_the_gpu_is_the_bottleneck() -> None:
+    gappy = {f.code: f.severity for f in diagnose(window(Load(util=88, sm=75, tensor=0.1, thread=100)))}
+    bound = {f.code: f.severity for f in diagnose(window(BATCHED_FP32_PROBE))}
+    assert (gappy["fp32_no_tensor"], bound["fp32_no_tensor"]) == ("info", "warning")
 
 
 def test_every_finding_carries_numbers_and_a_fix() -> None:
