@@ -14,6 +14,12 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
+def _of(value: float | None, limit: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if limit is None else f"{value:.0f}/{limit:.0f}"
+
+
 def _gib(v: int | None) -> str:
     return "-" if v is None else f"{v / 2**30:.1f}"
 
@@ -31,8 +37,8 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
         gt.add_column(col, justify="left" if col in ("name", "clock events") else "right")
     for g in snap.gpus:
         mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
-        power = "-" if g.power_w is None else f"{g.power_w:.0f}/{g.power_limit_w or 0:.0f}"
-        clock = "-" if g.sm_clock_mhz is None else f"{g.sm_clock_mhz:.0f}/{g.sm_clock_max_mhz or 0:.0f}"
+        power = _of(g.power_w, g.power_limit_w)
+        clock = _of(g.sm_clock_mhz, g.sm_clock_max_mhz)
         gt.add_row(str(g.index), g.name or "-", _pct(g.gpu_util), _pct(g.sm_active), _pct(g.sm_occupancy),
                    _pct(g.tensor_active), _pct(g.dram_active), mem,
                    "-" if g.temperature_c is None else f"{g.temperature_c:.0f}C", power, clock,

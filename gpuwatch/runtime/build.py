@@ -32,6 +32,8 @@ class SamplingOptions:
     allow_bundled: bool = False
     #: Slow NVML getters (PCIe throughput, energy, ECC) every this many seconds; 0 turns them off.
     slow_interval: float = 10.0
+    #: NVML's own PCIe throughput counter costs ~21 ms a call: off unless asked for (GPM gives PCIe rates).
+    nvml_pcie_throughput: bool = False
 
 
 @dataclass
@@ -48,13 +50,15 @@ def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:
     try:
         from gpuwatch.sources.nvml import NvmlSource
 
-        sources.append(NvmlSource(slow_interval=opts.slow_interval))
+        sources.append(NvmlSource(slow_interval=opts.slow_interval, pcie_throughput=opts.nvml_pcie_throughput))
     except SourceUnavailable as exc:
         problems.append(str(exc))
     if opts.dcgm_url:
         from gpuwatch.sources.dcgm import DcgmSource
 
-        sources.append(DcgmSource(opts.dcgm_url))
+        # keep a tick near --interval even when the exporter hangs
+        sources.append(DcgmSource(opts.dcgm_url, read_timeout=min(2.0, opts.interval),
+                                  total_timeout=max(0.5, opts.interval)))
     return sources, problems
 
 

@@ -98,8 +98,14 @@ def merge_gpu_lists(base: tuple[GpuSample, ...], other: tuple[GpuSample, ...]) -
     by_index = {g.index: g for g in other}
     out = []
     for g in base:
-        match = by_uuid.get(g.uuid) or (by_index.get(g.index) if g.uuid not in by_uuid else None)
+        match = by_uuid.get(g.uuid) if g.uuid else None
+        if match is None:  # by index only where one side has no UUID: never merge two different GPUs
+            cand = by_index.get(g.index)
+            if cand is not None and (not g.uuid or not cand.uuid):
+                match = cand
         out.append(merge_gpu(g, match) if match is not None else g)
+    seen = {g.uuid for g in base}
+    out.extend(g for g in other if g.uuid and g.uuid not in seen and g.index not in {b.index for b in base})
     return tuple(out)
 
 
