@@ -76,12 +76,13 @@ def nvidia_smi_loop() -> list[str]:
 
 
 def py_spy() -> str | None:
-    """py-spy on PATH, or in the bin/ beside a PYTHONPATH entry (pip install --target puts it there)."""
+    """py-spy on PATH, in the bin/ of a PYTHONPATH entry (pip install --target puts it there), or beside
+    this Python (a virtual environment)."""
     found = shutil.which("py-spy")
     if found:
         return found
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        candidate = Path(entry) / "bin" / "py-spy"
-        if entry and candidate.exists():
-            return str(candidate)
+    beside = [Path(entry) / "bin" for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    for folder in (*beside, Path(sys.executable).parent):
+        if (folder / "py-spy").exists():
+            return str(folder / "py-spy")
     return None

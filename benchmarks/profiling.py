@@ -77,8 +77,18 @@ def _short(frame: str) -> str:
     return frame
 
 
+#: Leaf frames that mean "waiting", not working (py-spy cannot always tell a thread blocked in a system
+#: call from one running without the GIL).
+IDLE_LEAVES = ("selectors.py", "Condition.wait", "Event.wait", "(thread.py:81)", "(queue.py", "sleep (")
+
+
+def _idle(leaf: str) -> bool:
+    return any(mark in leaf for mark in IDLE_LEAVES)
+
+
 def summarize_collapsed(raw: Path, top: int = 15, keep: Callable[[str], bool] = lambda f: True) -> str:
-    """Top frames of a py-spy ``--format raw`` (collapsed stacks) file: own samples and inclusive."""
+    """Top frames of a py-spy ``--format raw`` (collapsed stacks) file: own samples and inclusive, with
+    samples that end in a wait (select, condition, queue) left out."""
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     total = 0
@@ -87,15 +97,15 @@ def summarize_collapsed(raw: Path, top: int = 15, keep: Callable[[str], bool] = 
         if not stack or not count.isdigit():
             continue
         n = int(count)
-        total += n
         frames = [_short(f) for f in stack.split(";")[1:] if keep(f)]  # the first entry names the thread
-        if frames:
+        if frames and not _idle(frames[-1]):
+            total += n
             own[frames[-1]] += n
             for f in set(frames):
                 incl[f] += n
     if total == 0:
         return "(no samples: the process was idle or py-spy could not read it)\n"
-    lines = [f"{total} samples (busy threads only)", "own samples:"]
+    lines = [f"{total} samples not waiting", "own samples:"]
     lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
     lines.append("inclusive:")
     lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in incl.most_common(top)]
