@@ -211,9 +211,11 @@ class FlappingEval(WindowEval):
 
 
 class ThrottleEval(WindowEval):
-    """Percent of samples in the window where any of ``reasons`` held the clocks down."""
+    """Percent of samples in the window where any of ``reasons`` held the clocks down. Like flapping it
+    needs a whole window of history: one capped sample after a restart is not "capped 100 % of 5 min"."""
 
     cond: Throttle
+    keep_s = LOOKBACK_S
 
     def sample(self, frame: Frame, key: Key) -> float | None:
         gpu = frame.subject(key)
@@ -224,6 +226,8 @@ class ThrottleEval(WindowEval):
         return 1.0 if names.intersection(self.cond.reasons) else 0.0
 
     def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        if window.base(now, self.window_s) is None:
+            return None
         pct = 100.0 * sum(v for _, v in window.points) / len(window.points)
         return pct if pct >= self.cond.percent else None
 

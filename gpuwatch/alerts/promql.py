@@ -8,7 +8,8 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
   volatility  ``stddev_over_time(m[w]) >= x``
   flapping    ``changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high
               and m offset w`` (a full window of history)
-  throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p``
+  throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
+              and max without (reason) (... offset w)`` (a full window of history)
   stale       ``gpuwatch_source_up{source=~".."} == 0``
 What PromQL cannot say is reported, not approximated: hysteresis (``clear``, flapping's ``low``) needs
 memory of the previous evaluation, and a stale source's age has no series.
@@ -110,8 +111,9 @@ def to_promql(cond: Condition, step: str = "") -> str:
                 f"and {name} offset {format_duration(cond.window_s)}")
     if isinstance(cond, Throttle):
         sel = f'{CLOCK_EVENT_SERIES}{{reason=~"{_regex(cond.reasons)}"}}'
-        return (f"avg_over_time((max without (reason) ({sel}))[{format_duration(cond.window_s)}:{step}]) "
-                f">= {_num(cond.percent / 100)}")
+        w = format_duration(cond.window_s)
+        return (f"(avg_over_time((max without (reason) ({sel}))[{w}:{step}]) >= {_num(cond.percent / 100)}) "
+                f"and max without (reason) ({sel} offset {w})")
     if isinstance(cond, Stale):
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
         return f"{SOURCE_UP_SERIES}{sel} == 0"

@@ -92,11 +92,12 @@ THROTTLE = '{throttle: {reasons: [power_cap, hw_thermal], percent: 50, window: 3
 
 
 @pytest.mark.parametrize(("case", "masks", "expected"), [
-    ("power cap in half the window holds", [0, 0x4, 0x4, 0, 0, 0, 0], ".XXXX.."),
-    ("idle (0x1) is not throttling", [0x1, 0x1, 0x1], "..."),
-    ("reasons not listed do not count", [0x8, 0x8, 0x8], "..."),
-    ("several reasons at once count once", [0x44, 0x44, 0], "XXX"),
-    ("an unknown mask is skipped, not counted as unthrottled", [0x40, None, None, 0x40], "X..X"),
+    ("power cap in half the window holds", [0, 0, 0, 0x4, 0x4, 0, 0, 0, 0], "....XXX.."),
+    ("no verdict before a whole window of history", [0x4, 0x4, 0x4, 0x4], "...X"),
+    ("idle (0x1) is not throttling", [0x1] * 5, "....."),
+    ("reasons not listed do not count", [0x8] * 5, "....."),
+    ("several reasons at once count once", [0x44] * 4 + [0], "...XX"),
+    ("an unknown mask is skipped, not counted as unthrottled", [0x40] * 4 + [None, None, 0x40], "...X..X"),
 ])
 def test_throttle_counts_listed_reasons_over_the_window(case: str, masks: list[int | None], expected: str) -> None:
     snaps = [snap(i * 10.0, [gpu(mask=m)]) for i, m in enumerate(masks)]

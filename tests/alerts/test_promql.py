@@ -45,8 +45,8 @@ PROMQL = [
      "(count_over_time((gpuwatch_gpu_utilization_ratio >= bool 0.5)[10m:]) - 1) >= 0.4) "
      "and gpuwatch_gpu_utilization_ratio offset 10m"),
     ('{throttle: {reasons: [power_cap, hw_thermal], percent: 50, window: 5m}}',
-     'avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~"hw_thermal|power_cap"}))[5m:])'
-     " >= 0.5"),
+     '(avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~"hw_thermal|power_cap"}))[5m:])'
+     ' >= 0.5) and max without (reason) (gpuwatch_gpu_clock_event_active{reason=~"hw_thermal|power_cap"} offset 5m)'),
     ("{stale: {source: dcgm}}", 'gpuwatch_source_up{source=~"dcgm"} == 0'),
     ("{stale: {}}", "gpuwatch_source_up == 0"),
 ]
