@@ -107,6 +107,7 @@ class GpuWatchApp(App[None]):
     def _fit(self, width: int, height: int) -> None:
         self.screen.set_class(width < 120, "-narrow")
         self.screen.set_class(height < 36, "-short")
+        self.screen.set_class(height >= 45, "-tall")
         self.query_one(ProcessTable).fit(width)
         self._render_selected()
 
@@ -161,7 +162,7 @@ class GpuWatchApp(App[None]):
             banner.update(banner_text(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}"))
             banner.add_class("-shown")
         gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
-        self.query_one(GpuPanel).show(gpu)
+        self.query_one(GpuPanel).show(gpu, snap.host)
         if state.history is not None and self.selected_gpu is not None:
             self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
         self.query_one(ProcessTable).show(snap.processes)
@@ -172,7 +173,9 @@ class GpuWatchApp(App[None]):
         if state is None:
             return
         table = self.query_one(ProcessTable)
-        text = status_line(state.snapshot, self.feed.description, paused=self.paused, sort=table.sort_key,
+        # A recording's name is on the banner already; the status line keeps its room for numbers.
+        description = "" if self.feed.mode == "recording" else self.feed.description
+        text = status_line(state.snapshot, description, paused=self.paused, sort=table.sort_key,
                            reverse=table.sort_reverse, tree=table.tree_view, gpu_filter=table.gpu_filter,
                            filter_text=table.filter_text, problem=state.status if state.problem else "")
         self.query_one("#status", Static).update(text)
@@ -210,18 +213,18 @@ class GpuWatchApp(App[None]):
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
-        self.query_one("#filter").remove_class("-shown")
+        self.query_one("#filter").display = False
         self.query_one(ProcessTable).focus()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
-        box.add_class("-shown")
+        box.display = True  # at once, not via a class: keys typed right after "/" must land in the box
         box.focus()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.value = ""
-        box.remove_class("-shown")
+        box.display = False
         self.query_one(ProcessTable).focus()
 
     def action_cycle_sort(self) -> None:

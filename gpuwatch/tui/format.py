@@ -59,8 +59,11 @@ def bar(fraction: float | None, width: int, style: str, empty_style: str = "dim"
     full, part = divmod(eighths, 8)
     text.append("█" * full, style=style)
     if full < width:
-        text.append(BLOCKS[part] if part else " ", style=style)
-        text.append("·" * (width - full - 1), style=empty_style)
+        if part:
+            text.append(BLOCKS[part], style=style)
+            text.append("·" * (width - full - 1), style=empty_style)
+        else:
+            text.append("·" * (width - full), style=empty_style)
     return text
 
 

@@ -25,7 +25,7 @@ def banner_text(description: str) -> str:
             note = f" (made{rest.split(':', 1)[0]})"
             rest = rest.split(":", 1)[1]
     name = rest.lstrip(" :").strip()
-    return f"RECORDING: {name}{note} — replayed, not live: values and pids are from the recorded machine"
+    return f"RECORDING: {name}{note} — replayed, not live"
 
 
 def kill_refusal(mode: str, description: str) -> str | None:
@@ -42,9 +42,10 @@ def status_line(snap: Snapshot | None, description: str, *, paused: bool, sort: 
                 gpu_filter: int | None, filter_text: str, problem: str = "") -> Text:
     """``host · time · what · counts · view`` with PAUSED, stale sources and connection problems marked."""
     out = Text("gpuwatch ", style="bold")
-    if snap is not None:
-        out.append(f"{snap.host.hostname} · {clock(snap.time)} · ")
-    out.append(description)
+    parts = [f"{snap.host.hostname} · {clock(snap.time)}"] if snap is not None else []
+    if description:
+        parts.append(description)
+    out.append(" · ".join(parts))
     if snap is not None:
         n = len(snap.gpus)
         shown = len(snap.processes) if gpu_filter is None else len(snap.processes_on(gpu_filter))

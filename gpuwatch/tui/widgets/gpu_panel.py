@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
-from gpuwatch.model.snapshot import GpuSample
+from gpuwatch.model.snapshot import GpuSample, HostSample
 from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
 
 LABEL = 10
@@ -23,7 +23,7 @@ class Palette:
     def __init__(self, widget: Widget) -> None:
         theme = widget.app.current_theme
         self.primary = theme.primary
-        self.secondary = theme.secondary or theme.primary
+        self.memory = theme.success or theme.primary
         self.accent = theme.accent or theme.primary
         self.ok = theme.success or "green"
         self.warning = theme.warning or "yellow"
@@ -58,7 +58,8 @@ def _frac(value: float | None, total: float | None = 100.0) -> float | None:
     return float(value) / float(total)
 
 
-def render_gpu(gpu: GpuSample | None, width: int, pal: Palette) -> Text:
+def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample | None = None,
+               height: int = LINES) -> Text:
     if gpu is None:
         return Text("waiting for the first sample…", style="dim")
     half = max(30, width // 2)
@@ -79,7 +80,7 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette) -> Text:
     clock_frac = _frac(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz)
     clock_value = f"{num(gpu.sm_clock_mhz)}/{num(gpu.sm_clock_max_mhz)} MHz"
     temp = gpu.temperature_c
-    temp_style = level_style(temp, 80, 90, pal.ok, pal.warning, pal.error)
+    temp_style = level_style(temp, 80, 90, pal.primary, pal.warning, pal.error)
     vw = 14
     rows = [
         (_half("GPU-Util", _frac(gpu.gpu_util), pct(gpu.gpu_util), pal.primary, half, vw),
@@ -87,8 +88,8 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette) -> Text:
         (_half("SM occup.", _frac(gpu.sm_occupancy), _prof_value(gpu, "sm_occupancy"), pal.accent, half, vw),
          _half("tensor", _frac(gpu.tensor_active), _prof_value(gpu, "tensor_active"), pal.accent, right_w)),
         (_half("memory", mem_ratio, mem_value,
-               level_style(_pct(mem_ratio), 90, 97, pal.secondary, pal.warning, pal.error), half, vw),
-         _half("DRAM bw", _frac(gpu.dram_active), _prof_value(gpu, "dram_active"), pal.secondary, right_w)),
+               level_style(_pct(mem_ratio), 90, 97, pal.memory, pal.warning, pal.error), half, vw),
+         _half("DRAM bw", _frac(gpu.dram_active), _prof_value(gpu, "dram_active"), pal.memory, right_w)),
         (_half("power", power_frac, power_value,
                level_style(_pct(power_frac), 95, 100, pal.primary, pal.warning, pal.error), half, vw),
          _half("temp", _frac(temp, 100.0), Text(f"{num(temp)}°C"), temp_style, right_w)),
@@ -103,7 +104,32 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette) -> Text:
         out.append_text(right)
     out.append("\n")
     out.append_text(_clock_events(gpu, pal))
+    if height > LINES and host is not None:
+        out.append("\n")
+        out.append_text(_host_line(host))
+    if height > LINES + 1:
+        out.append("\n")
+        out.append_text(_more_line(gpu))
     return out
+
+
+def _host_line(h: HostSample) -> Text:
+    text = Text("host".ljust(LABEL), style="bold")
+    parts = [f"CPU {pct(h.cpu_percent).strip()}" + (f" of {h.cpu_count} cores" if h.cpu_count else ""),
+             f"iowait {pct(h.iowait_percent).strip()}", f"load {num(h.load1, '.1f')}",
+             f"RAM {size(h.mem_used_bytes)}/{size(h.mem_total_bytes)}"]
+    text.append(" · ".join(parts))
+    return text
+
+
+def _more_line(g: GpuSample) -> Text:
+    text = Text("more".ljust(LABEL), style="bold")
+    parts = [f"mem clock {num(g.mem_clock_mhz)} MHz", f"mem ctrl {pct(g.mem_util).strip()}",
+             f"ECC {num(g.ecc_corrected)}/{num(g.ecc_uncorrected)} corr/uncorr",
+             f"energy {num(None if g.energy_j is None else g.energy_j / 1e6, '.2f')} MJ",
+             f"driver {g.driver_version or '?'}"]
+    text.append(" · ".join(parts), style="dim")
+    return text
 
 
 def _pct(ratio: float | None) -> float | None:
@@ -140,18 +166,19 @@ def _clock_events(gpu: GpuSample, pal: Palette) -> Text:
 
 
 class GpuPanel(Widget):
-    """One GPU in detail; ``show()`` is cheap when nothing changed."""
+    """One GPU in detail (plus the host line when there is room); ``show()`` is cheap when nothing changed."""
 
-    DEFAULT_CSS = f"GpuPanel {{ height: {LINES}; }}"
+    DEFAULT_CSS = "GpuPanel { height: 100%; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.gpu: GpuSample | None = None
+        self.host: HostSample | None = None
 
-    def show(self, gpu: GpuSample | None) -> None:
-        if gpu != self.gpu:
-            self.gpu = gpu
+    def show(self, gpu: GpuSample | None, host: HostSample | None = None) -> None:
+        if gpu != self.gpu or host != self.host:
+            self.gpu, self.host = gpu, host
             self.refresh()
 
     def render(self) -> Text:
-        return render_gpu(self.gpu, self.size.width, Palette(self))
+        return render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height)

@@ -49,17 +49,19 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
 class HistoryPlot(Widget):
     """Last five minutes of one GPU: GPU-Util vs SM activity, then memory used."""
 
-    DEFAULT_CSS = "HistoryPlot { height: 7; }"
+    DEFAULT_CSS = "HistoryPlot { height: 100%; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._key: tuple[int, int, int, int] | None = None
+        self._source: tuple[History, int] | None = None
         self._lines: list[Text] = []
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
         """Recompute when the newest sample, the GPU or the size changed; skip while hidden."""
-        if not self.display or not self.screen.is_current:
+        self._source = (history, gpu_index)
+        if not self.display or not self.screen.is_current or not self.size.width:
             return
         latest = history.latest()
         if latest is None:
@@ -74,6 +76,12 @@ class HistoryPlot(Widget):
 
     def invalidate(self) -> None:
         self._key = None
+
+    def on_resize(self) -> None:
+        """A new size needs new columns: recompute from the last history seen."""
+        if self._source is not None:
+            self._key = None
+            self.plot(*self._source)
 
     def _compute(self, snaps: list[Snapshot], latest: Snapshot, gpu_index: int) -> list[Text]:
         width = max(10, self.size.width - 6)
@@ -90,7 +98,7 @@ class HistoryPlot(Widget):
             series["mem"].append((s.time, None if ratio is None else ratio * 100))
         start, end = latest.time - WINDOW_S, latest.time
         theme = self.app.current_theme
-        styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.secondary or theme.primary}
+        styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
         now = latest.gpu(gpu_index)
         mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
         legend = Text(f"last {WINDOW_S / 60:.0f} min: ", style="dim")

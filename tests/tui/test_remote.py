@@ -1,0 +1,135 @@
+"""``--connect``: the fleet view over real HTTP, one row per host and GPU, alerts from the daemon's API.
+
+The server is a real aiohttp server on 127.0.0.1 speaking the daemon's API (stream, alerts, diagnosis)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from synthetic import snapshot
+
+from gpuwatch.model.codec import snapshot_to_dict
+from gpuwatch.tui.app import make_app
+from gpuwatch.tui.remote import RemoteFeed, normalise_url
+from gpuwatch.tui.widgets.fleet_table import FleetTable
+from gpuwatch.tui.widgets.process_table import ProcessTable
+
+ALERT = {"name": "GpuUnderusedCpuBound", "fingerprint": "ab12", "state": "firing",
+         "labels": {"alertname": "GpuUnderusedCpuBound", "gpu": "1", "severity": "warning"},
+         "annotations": {"summary": "GPU 1 waits on one CPU thread"}, "active_since": 1796205600.0,
+         "fired_at": 1796205630.0, "resolved_at": None, "value": 99.0}
+FINDING = {"code": "input_cpu_bound", "title": "the input pipeline is CPU-bound", "severity": "critical",
+           "score": 0.9, "gpu_index": 1, "pid": 4111, "evidence": ["busiest thread 99 % of a core"],
+           "fix": "move preprocessing out of the serving thread"}
+
+
+class FakeDaemon:
+    """Serves ``host`` with ``gpus`` GPUs: a snapshot every 50 ms on /api/v1/stream."""
+
+    def __init__(self, host: str, gpus: int) -> None:
+        self.host, self.gpus = host, gpus
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await resp.prepare(request)
+        tick = 0
+        while True:
+            await resp.write((json.dumps(snapshot_to_dict(snapshot(tick, self.gpus, host=self.host))) + "\n").encode())
+            tick += 1
+            await asyncio.sleep(0.05)
+
+    async def alerts(self, request: web.Request) -> web.Response:
+        return web.json_response({"alerts": [ALERT]})
+
+    async def diagnosis(self, request: web.Request) -> web.Response:
+        return web.json_response({"findings": [FINDING]})
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_get("/api/v1/stream", self.stream)
+        app.router.add_get("/api/v1/alerts", self.alerts)
+        app.router.add_get("/api/v1/diagnosis", self.diagnosis)
+        runner = web.AppRunner(app)
+        self.loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> FakeDaemon:
+        self.thread.start()
+        assert self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def daemons() -> Iterator[tuple[FakeDaemon, FakeDaemon]]:
+    with FakeDaemon("node-a", 2) as a, FakeDaemon("node-b", 1) as b:
+        yield a, b
+
+
+async def wait_for(pilot: Any, predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError("condition not met in time")
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("127.0.0.1:9464", "http://127.0.0.1:9464"),
+    ("http://gpu-7:9464/", "http://gpu-7:9464"),
+    (" https://x.example ", "https://x.example"),
+])
+def test_connect_urls_are_normalised(given: str, expected: str) -> None:
+    assert normalise_url(given) == expected
+
+
+async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection(daemons: Any) -> None:
+    a, b = daemons
+    app = make_app(RemoteFeed([a.url, b.url]))
+    async with app.run_test(size=(160, 50)) as pilot:
+        fleet = app.query_one(FleetTable)
+        await wait_for(pilot, lambda: fleet.row_count == 3)
+        hosts = sorted((str(fleet.get_row_at(i)[0]), str(fleet.get_row_at(i)[1])) for i in range(3))
+        assert hosts == [("node-a", "0"), ("node-a", "1"), ("node-b", "0")]
+        await wait_for(pilot, lambda: app.query_one("#alerts").counts.get("firing") == 1)  # type: ignore[attr-defined]
+        assert "GpuUnderusedCpuBound" in str(app.query_one("#alerts .body").render())
+        await wait_for(pilot, lambda: "CPU-bound" in str(app.query_one("#diagnosis .body").render()))
+        fleet.focus()
+        await pilot.press("down", "down")
+        await wait_for(pilot, lambda: app.selected_source == b.url)
+        await wait_for(pilot, lambda: {p.pid for p in app.query_one(ProcessTable).samples.values()}
+                       == {4100, 4101, 4102})
+        assert "node-b" in str(app.query_one("#status").render())
+
+
+async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_the_screen() -> None:
+    app = make_app(RemoteFeed(["127.0.0.1:9"]))
+    async with app.run_test(size=(120, 30)) as pilot:
+        fleet = app.query_one(FleetTable)
+        await wait_for(pilot, lambda: fleet.row_count == 1)
+        status = str(fleet.get_row_at(0)[-1])
+        assert "cannot connect" in status and "retrying" in status
+        await pilot.press("q")

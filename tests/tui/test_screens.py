@@ -1,0 +1,39 @@
+"""SVG snapshots of the dashboard at 80x24 and 160x50, from a recording at fixed times.
+
+The screen depends only on the recording and the tick count: times shown are the snapshots' own (UTC)
+and alert ages are measured against them. After an intended change of the look, review the new SVGs
+and accept them with ``pytest tests/tui/test_screens.py --snapshot-update``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import replay_app
+
+SMALL, LARGE = (80, 24), (160, 50)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x50"])
+@pytest.mark.parametrize("ticks", [30, 150], ids=["incident", "after-fix"])
+def test_overview(snap_compare: Callable[..., bool], recording: Path, size: tuple[int, int], ticks: int) -> None:
+    assert snap_compare(replay_app(recording, ticks), terminal_size=size)
+
+
+def test_help_screen(snap_compare: Callable[..., bool], recording: Path) -> None:
+    assert snap_compare(replay_app(recording, 30), terminal_size=SMALL, press=["question_mark"])
+
+
+def test_filtered_tree_sorted_by_cpu(snap_compare: Callable[..., bool], recording: Path) -> None:
+    async def setup(pilot: Any) -> None:
+        await pilot.press("slash", *list("serve"), "enter", "t")
+        for _ in range(2):
+            await pilot.press("s")
+
+    assert snap_compare(replay_app(recording, 45), terminal_size=LARGE, run_before=setup)
+
+
+def test_two_gpus_with_the_second_picked(snap_compare: Callable[..., bool], recording_2gpu: Path) -> None:
+    assert snap_compare(replay_app(recording_2gpu, 48), terminal_size=LARGE, press=["2"])
