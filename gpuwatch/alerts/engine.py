@@ -13,6 +13,8 @@ not dead processes). Resolved alerts stay listed for ``resolved_retention_s``.
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -22,6 +24,8 @@ from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
 from gpuwatch.alerts.templates import render
 from gpuwatch.model.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
 
 MAX_GAP_S = 300.0
 RESOLVED_RETENTION_S = 900.0
@@ -87,6 +91,9 @@ class AlertEngine:
 
     def evaluate(self, snapshot: Snapshot) -> list[Transition]:
         """Advance to ``snapshot`` (call once per Snapshot, in time order); the state changes it caused."""
+        if not math.isfinite(snapshot.time):
+            log.warning("alert engine: skipped a snapshot with time %r", snapshot.time)
+            return []
         with self._lock:
             now, gap = self._advance(snapshot.time)
             frame = Frame(snapshot, now)

@@ -85,6 +85,13 @@ def test_clock_stepping_back_counts_as_one_interval_and_keeps_for_running() -> N
     assert alert.active_since == snaps[-1].time - 40
 
 
+def test_a_snapshot_without_a_usable_time_is_skipped() -> None:
+    engine = engine_for(LOW, for_="20s")
+    states = [LETTER[s] for s in states_over(engine, [snap(0, [gpu(util=10)]), snap(math.nan, [gpu(util=10)]),
+                                                      snap(math.inf, [gpu(util=50)]), snap(20, [gpu(util=10)])])]
+    assert states == ["p", "p", "p", "F"]
+
+
 def test_a_long_gap_restarts_for_but_keeps_a_firing_alert() -> None:
     pending = engine_for(LOW, for_="60s")
     assert [LETTER[s] for s in states_over(pending, [*utils([10, 10, 10, 10]), snap(1000, [gpu(util=10)])])] \
