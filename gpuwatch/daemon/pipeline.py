@@ -1,10 +1,13 @@
 """From the sampler thread to everything the daemon serves: latest snapshot, streams, alerts, notifier.
 
-The sampler calls :meth:`Pipeline.offer` on its own thread; that only appends to a bounded inbox and,
-when needed, schedules one drain on the event loop (``call_soon_threadsafe``), so the sampler never
-waits on the daemon and a burst (a fast replay) cannot flood the loop. Alert rules and the notifier's
-SQLite writes run on one worker thread, one snapshot at a time and in order; when they fall behind,
-the oldest waiting snapshot is skipped and counted rather than memory growing.
+The sampler calls :meth:`Pipeline.offer` on its own thread. That never waits: it appends the snapshot
+to two bounded queues and returns.
+  * The event loop drains the first (one ``call_soon_threadsafe`` per burst, not per snapshot) to update
+    the latest snapshot and feed /api/v1/stream clients.
+  * The alert worker thread drains the second: rules and the notifier's SQLite writes, one snapshot at a
+    time and in order, independent of how busy the event loop is.
+When either falls behind (a replay at full speed), the oldest waiting snapshot is skipped and counted
+rather than memory growing.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.model.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Engine(Protocol):
@@ -53,21 +56,26 @@ class Pipeline:
         self.evaluated = 0
         self.skipped = 0
         self.first_snapshot = asyncio.Event()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuwatch-alerts")
-        self._inbox: deque[Snapshot] = deque()
         self._backlog = backlog
-        self._lock = threading.Lock()
+        self._inbox: deque[Snapshot] = deque()
         self._scheduled = False
         self._pending: deque[Snapshot] = deque()
-        self._wake = asyncio.Event()
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._engine_lock = threading.Lock()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._evaluate_loop, name="gpuwatch-alerts", daemon=True)
+        self._worker.start()
 
     def offer(self, snap: Snapshot) -> None:
         """Sampler thread: hand a snapshot over without waiting."""
         with self._lock:
-            if len(self._inbox) >= self._backlog:
-                self._inbox.popleft()
-                self.skipped += 1
-            self._inbox.append(snap)
+            for queue in (self._inbox, self._pending):
+                if len(queue) >= self._backlog:
+                    queue.popleft()
+                    self.skipped += 1
+                queue.append(snap)
+            self._work.notify()
             if self._scheduled:
                 return
             self._scheduled = True
@@ -85,44 +93,44 @@ class Pipeline:
             self.latest = snap
             self.received += 1
             self.hub.publish(snap)
-            if len(self._pending) >= self._backlog:
-                self._pending.popleft()
-                self.skipped += 1
-            self._pending.append(snap)
         if items:
             self.last_received = time.monotonic()
             self.first_snapshot.set()
-            self._wake.set()
 
-    def _evaluate(self, snap: Snapshot) -> tuple[list[Any], int]:
-        transitions = self.engine.evaluate(snap)
-        alerts = self.engine.alerts()
-        queued = self.notifier.handle(transitions, alerts, snap.time) if self.notifier is not None else 0
-        return alerts, queued
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Evaluate waiting snapshots in order until ``stop``; finishes the one in hand."""
-        while not stop.is_set():
-            if not self._pending:
-                self._wake.clear()
-                waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                for w in waiters:
-                    w.cancel()
-                continue
-            snap = self._pending.popleft()
+    def _evaluate_loop(self) -> None:
+        while True:
+            with self._work:
+                while not self._pending and not self._stopping:
+                    self._work.wait()
+                if self._stopping:
+                    return
+                snap = self._pending.popleft()
             try:
-                self.alerts, queued = await self.loop.run_in_executor(self.executor, self._evaluate, snap)
+                with self._engine_lock:
+                    transitions = self.engine.evaluate(snap)
+                    self.alerts = self.engine.alerts()
+                    queued = self.notifier.handle(transitions, self.alerts, snap.time) if self.notifier else 0
             except Exception:
                 log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
                 continue
             self.evaluated += 1
             if queued:
-                self.on_queued()
+                try:
+                    self.loop.call_soon_threadsafe(self.on_queued)
+                except RuntimeError:
+                    pass
 
-    async def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` on the alert worker thread, between two evaluations (rule reloads)."""
-        return await self.loop.run_in_executor(self.executor, fn)
+    def _locked(self, fn: Callable[[], T]) -> T:
+        with self._engine_lock:
+            return fn()
 
-    def close(self) -> None:
-        self.executor.shutdown(wait=True)
+    async def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` between two evaluations (rule reloads), without blocking the event loop."""
+        return await self.loop.run_in_executor(None, self._locked, fn)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the alert worker after the evaluation in hand (the rest of the backlog is dropped)."""
+        with self._work:
+            self._stopping = True
+            self._work.notify()
+        self._worker.join(timeout)

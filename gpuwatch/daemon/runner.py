@@ -84,7 +84,7 @@ class Daemon:
 
         def swap() -> None:
             self.engine.replace_rules(rules)
-            self.notify.receivers = list(new.receivers)
+            self.notify.set_receivers(new.receivers)
 
         await self.pipeline.call(swap)
         self.deliverer.targets = targets
@@ -164,8 +164,7 @@ class Daemon:
         self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
         self._install_signals(loop, stop)
         self.sampler.start()
-        tasks = [loop.create_task(self.pipeline.run(stop)), loop.create_task(self.deliverer.run(stop)),
-                 loop.create_task(self._watchdog(stop))]
+        tasks = [loop.create_task(self.deliverer.run(stop)), loop.create_task(self._watchdog(stop))]
         try:
             await asyncio.wait_for(self.pipeline.first_snapshot.wait(), FIRST_SNAPSHOT_WAIT_S)
         except asyncio.TimeoutError:
@@ -180,10 +179,10 @@ class Daemon:
     async def _shutdown(self, runner: web.AppRunner, tasks: list[asyncio.Task[None]]) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.sampler.stop)
+        await loop.run_in_executor(None, self.pipeline.close)
         self.pipeline.hub.close()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()
-        self.pipeline.close()
         left = await self.deliverer.flush(FLUSH_TIMEOUT_S)
         if left:
             log.warning("%d notification(s) still undelivered; they go out after the next start", left)

@@ -62,11 +62,33 @@ class Notifier:
         self.external_url = external_url
         self.resolve_grace_s = resolve_grace_s
         self._first_time: float | None = None
+        # In-memory mirror of the database, so the common tick (nothing changed, nothing due) costs no I/O.
+        self._firing: set[str] | None = None
+        self._next_due = float("-inf")
+
+    def set_receivers(self, receivers: Sequence[ReceiverConfig]) -> None:
+        """New receivers (a reload): the next evaluation re-checks every group against them."""
+        self.receivers = list(receivers)
+        self._next_due = float("-inf")
+
+    def _quiet(self, transitions: list[TransitionLike], active: list[AlertLike], now: float) -> bool:
+        """True when this evaluation can change nothing: no transition, no repeat due, no orphan to resolve."""
+        if self._firing is None or now >= self._next_due:
+            return False
+        if any(t.alert.state in ("firing", "resolved") for t in transitions):
+            return False
+        if self._firing and self._first_time is not None and now - self._first_time >= self.resolve_grace_s:
+            live = {a.fingerprint for a in active if a.state in ("pending", "firing")}
+            return self._firing <= live
+        return True
 
     def handle(self, transitions: Iterable[TransitionLike], active: Iterable[AlertLike], now: float) -> int:
         """Record firing/resolved changes and queue what they cause, in one transaction; returns rows queued."""
         if self._first_time is None:
             self._first_time = now
+        transitions, active = list(transitions), list(active)
+        if self._quiet(transitions, active, now):
+            return 0
         with self.outbox.transaction() as conn:
             stored = {fp: (state, json.loads(data)) for fp, state, data in
                       conn.execute("SELECT fingerprint, state, data FROM alert_state")}
@@ -84,6 +106,7 @@ class Notifier:
                 stored[fp] = (data["state"], data)
             queued = self._queue(conn, stored, changed, now)
             conn.execute("DELETE FROM alert_state WHERE state != 'firing'")
+        self._firing = {fp for fp, (state, _) in stored.items() if state == "firing"}
         return queued
 
     def _orphans(self, stored: Mapping[str, tuple[str, Any]], active: Iterable[AlertLike],
@@ -96,33 +119,48 @@ class Notifier:
                 out[fp] = {**data, "state": "resolved", "resolved_at": now}
         return out
 
+    def _groups(self, receiver: ReceiverConfig, stored: Mapping[str, tuple[str, Any]],
+                changed: Mapping[str, Any]) -> dict[str, tuple[dict[str, str], list[dict[str, Any]], bool]]:
+        """group key -> (group labels, member alerts, changed in this evaluation) for one receiver."""
+        groups: dict[str, tuple[dict[str, str], list[dict[str, Any]], bool]] = {}
+        for fp, (state, data) in stored.items():
+            if not _matches(receiver, data["labels"]):
+                continue
+            if state == "resolved" and (fp not in changed or not receiver.send_resolved):
+                continue
+            key, labels = _group(receiver, data["labels"])
+            _, members, dirty = groups.setdefault(key, (labels, [], False))
+            groups[key] = (labels, [*members, data], dirty or fp in changed)
+        return groups
+
     def _queue(self, conn: sqlite3.Connection, stored: Mapping[str, tuple[str, Any]],
                changed: Mapping[str, Any], now: float) -> int:
         queued = 0
+        self._next_due = float("inf")
         last_sent = {(r, k): t for r, k, t in conn.execute("SELECT receiver, group_key, last_sent FROM groups")}
         for receiver in self.receivers:
-            groups: dict[str, tuple[dict[str, str], list[dict[str, Any]], bool]] = {}
-            for fp, (state, data) in stored.items():
-                if not _matches(receiver, data["labels"]):
-                    continue
-                if state == "resolved" and (fp not in changed or not receiver.send_resolved):
-                    continue
-                key, labels = _group(receiver, data["labels"])
-                _, members, dirty = groups.setdefault(key, (labels, [], False))
-                groups[key] = (labels, [*members, data], dirty or fp in changed)
-            for key, (labels, members, dirty) in groups.items():
+            firing_keys = set()
+            for key, (labels, members, dirty) in self._groups(receiver, stored, changed).items():
                 firing = any(m["state"] == "firing" for m in members)
-                due = firing and now - last_sent.get((receiver.name, key), now) >= receiver.repeat_interval
+                sent = last_sent.get((receiver.name, key))
+                # A firing group never sent (a receiver added by a reload) is due at once.
+                due = firing and (sent is None or now - sent >= receiver.repeat_interval)
+                if firing:
+                    firing_keys.add(key)
                 if not (dirty or due):
                     continue
                 members.sort(key=lambda m: (m["state"] != "firing", m["name"], m["fingerprint"]))
                 body = build_body(receiver.kind, receiver.name, key, labels, members, self.external_url)
                 self.outbox.enqueue(conn, f"msg_{uuid.uuid4().hex}", receiver.name, body, time.time())
                 conn.execute("INSERT OR REPLACE INTO groups VALUES (?,?,?)", (receiver.name, key, now))
+                last_sent[(receiver.name, key)] = now
                 queued += 1
-            still_firing = {k for k, (_, members, _) in groups.items() if any(m["state"] == "firing" for m in members)}
-            for r, k in last_sent:
-                if r == receiver.name and k not in still_firing:
+            for r, k in list(last_sent):
+                if r != receiver.name:
+                    continue
+                if k in firing_keys:
+                    self._next_due = min(self._next_due, last_sent[(r, k)] + receiver.repeat_interval)
+                else:
                     conn.execute("DELETE FROM groups WHERE receiver=? AND group_key=?", (r, k))
         if queued:
             log.info("queued %d notification(s)", queued)
