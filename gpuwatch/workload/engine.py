@@ -7,6 +7,7 @@ then returns an event to poll: the CPU goes on forming the next batch while the 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -71,47 +72,55 @@ def graph_sizes(cap: int) -> list[int]:
     return sorted(sizes)
 
 
+Capture = Callable[[Callable[[], torch.Tensor], Any], tuple[Callable[[], Any], torch.Tensor]]
+
+
+def cuda_graph(fn: Callable[[], torch.Tensor], pool: Any) -> tuple[Callable[[], Any], torch.Tensor]:
+    """``fn()`` captured as a CUDA graph: (replay, its static output). One eager run on a side stream first,
+    so lazy cuBLAS/attention initialisation is not captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn()
+    return graph.replay, out  # the bound method keeps the graph alive
+
+
 class GraphEngine:
     """One CUDA graph per (bucket, batch size): a whole forward pass is one launch. Batches are padded up
     to the next captured size; the graphs share one memory pool (they never run at the same time)."""
 
     name = "cuda-graphs"
 
-    def __init__(self, model: Encoder, device: torch.device, caps: dict[int, int]) -> None:
+    def __init__(self, model: Encoder, device: torch.device, caps: dict[int, int],
+                 capture: Capture = cuda_graph) -> None:
         self.device = device
-        self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor,
-                                                  torch.Tensor]] = {}
+        self.graphs: dict[tuple[int, int], tuple[Callable[[], Any], torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.sizes = {bucket: graph_sizes(cap) for bucket, cap in caps.items()}
-        pool = torch.cuda.graph_pool_handle()
+        pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
         with torch.inference_mode():
             for bucket in sorted(caps, reverse=True):  # largest first, so later captures reuse its memory
                 for size in sorted(self.sizes[bucket], reverse=True):
-                    self.graphs[(bucket, size)] = self._capture(model, bucket, size, pool)
-        torch.cuda.synchronize()
-
-    def _capture(self, model: Encoder, bucket: int, size: int,
-                 pool: Any) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]:
-        ids = torch.full((size, bucket), PAD, dtype=torch.int32, device=self.device)
-        lengths = torch.ones(size, dtype=torch.int32, device=self.device)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            model(ids, lengths)  # warm-up: lazy cuBLAS/attention initialisation must not be captured
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            out = model(ids, lengths)
-        return graph, ids, lengths, out
+                    ids = torch.full((size, bucket), PAD, dtype=torch.int32, device=device)
+                    lengths = torch.ones(size, dtype=torch.int32, device=device)
+                    replay, out = capture(functools.partial(model, ids, lengths), pool)
+                    self.graphs[(bucket, size)] = (replay, ids, lengths, out)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
 
     def submit(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, Completion]:
         n, bucket = ids.shape
         size = next(s for s in self.sizes[bucket] if s >= n)
-        graph, s_ids, s_len, s_out = self.graphs[(bucket, size)]
-        # Rows past n keep the previous batch's (valid) data: computed, then ignored.
-        s_ids[:n].copy_(ids, non_blocking=True)
-        s_len[:n].copy_(lengths, non_blocking=True)
-        graph.replay()
-        return _to_host(s_out[:n], self.device)
+        replay, s_ids, s_len, s_out = self.graphs[(bucket, size)]
+        with torch.inference_mode():  # the static buffers are inference tensors: update them in that mode
+            # Rows past n keep the previous batch's (valid) data: computed, then ignored.
+            s_ids[:n].copy_(ids, non_blocking=True)
+            s_len[:n].copy_(lengths, non_blocking=True)
+            replay()
+            return _to_host(s_out[:n], self.device)
 
 
 def make_engine(compiler: str, model: Encoder, device: torch.device,

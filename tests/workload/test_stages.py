@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
 
-from gpuwatch.cli.main import main
-from gpuwatch.workload.config import STAGES, WorkloadConfig
-from gpuwatch.workload.engine import graph_sizes
-from gpuwatch.workload.run import batch_caps
+torch = pytest.importorskip("torch")
 
-pytest.importorskip("torch")
-
-from gpuwatch.workload.run import run_stage
+from gpuwatch.cli.main import main  # noqa: E402
+from gpuwatch.workload.config import SIZES, STAGES, WorkloadConfig  # noqa: E402
+from gpuwatch.workload.engine import GraphEngine, graph_sizes  # noqa: E402
+from gpuwatch.workload.model import build_model  # noqa: E402
+from gpuwatch.workload.run import batch_caps, run_stage  # noqa: E402
 
 
 def quick(stage: str, **kw: object) -> WorkloadConfig:
@@ -91,3 +91,24 @@ def test_without_torch_the_cli_says_which_extra_to_install(monkeypatch: pytest.M
 def test_bad_options_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["workload", "--device", "cpu", *argv]) == 1
     assert message in capsys.readouterr().err
+
+
+def eager_capture(fn: Callable[[], torch.Tensor], pool: object) -> tuple[Callable[[], object], torch.Tensor]:
+    """A stand-in for a CUDA graph on the CPU: replay recomputes into the same static output."""
+    out = fn()
+    return (lambda: out.copy_(fn())), out
+
+
+def test_graph_engine_pads_to_a_captured_size_and_returns_only_the_real_rows() -> None:
+    model = build_model(SIZES["tiny"], "cpu")
+    engine = GraphEngine(model, torch.device("cpu"), {16: 8, 32: 4}, capture=eager_capture)
+    assert sorted(engine.graphs) == [(16, 1), (16, 4), (16, 8), (32, 1), (32, 2), (32, 4)]
+    torch.manual_seed(1)
+    for n in (3, 2, 8):  # 3 rows run in the 4-row graph, then 2 rows in it reuse 2 stale (valid) rows
+        ids = torch.randint(4, 100, (n, 16), dtype=torch.int32)
+        lengths = torch.randint(1, 17, (n,), dtype=torch.int32)
+        logits, done = engine.submit(ids, lengths)
+        done.synchronize()
+        with torch.inference_mode():
+            expected = model(ids, lengths)
+        assert logits.shape == (n, 16) and torch.allclose(logits, expected, atol=1e-5)
