@@ -6,7 +6,7 @@ anything that changes state needs ``Authorization: Bearer <token>``.
     GET  /api/v1/snapshot     the latest Snapshot as JSON
     GET  /api/v1/stream       NDJSON: the latest Snapshot, then one per tick
     GET  /api/v1/alerts       {"alerts": [...]} pending, firing and recently resolved
-    GET  /api/v1/diagnosis    {"findings": [...]} from the recent history (?pid=N for one process)
+    GET  /api/v1/diagnosis    {"findings": [...]} over the last ?window=S seconds (default 300), ?pid=N
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import importlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -24,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from gpuwatch.daemon.pipeline import Pipeline
+from gpuwatch.doctor import diagnose
 from gpuwatch.exporter import CONTENT_TYPE, Exporter, render
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.model.snapshot import Snapshot
@@ -42,6 +42,7 @@ class Services:
 
 
 SERVICES = web.AppKey("services", Services)
+DIAGNOSIS_WINDOW_S = 300.0
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -102,25 +103,22 @@ async def alerts(request: web.Request) -> web.Response:
 
 
 def _diagnose(history: list[Snapshot], pid: int | None) -> list[dict[str, Any]]:
-    try:
-        diagnose = importlib.import_module("gpuwatch.doctor").diagnose
-    except (ImportError, AttributeError):
-        raise web.HTTPServiceUnavailable(text='{"error":"the doctor is not available in this build"}',
-                                         content_type="application/json") from None
     return [f.to_dict() for f in diagnose(history, pid=pid)]
 
 
 async def diagnosis(request: web.Request) -> web.Response:
     s = request.app[SERVICES]
-    pid_text = request.query.get("pid")
-    if pid_text is not None and not pid_text.isdigit():
-        return _json({"error": f"pid must be a number, got '{pid_text}'"}, 400)
+    try:
+        pid = int(request.query["pid"]) if "pid" in request.query else None
+        window = float(request.query.get("window", DIAGNOSIS_WINDOW_S))
+    except ValueError:
+        return _json({"error": "pid must be a whole number and window a number of seconds"}, 400)
     history = s.history()
     if not history:
         return _json({"error": "no snapshot yet"}, 503)
-    pid = int(pid_text) if pid_text is not None else None
-    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, history, pid)
-    return _json({"findings": findings, "snapshots": len(history)})
+    recent = [snap for snap in history if snap.time >= history[-1].time - window]
+    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, recent, pid)
+    return _json({"findings": findings, "snapshots": len(recent), "window_s": window})
 
 
 async def reload(request: web.Request) -> web.Response:

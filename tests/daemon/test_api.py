@@ -97,13 +97,19 @@ def test_a_stalled_stream_client_neither_blocks_sampling_nor_grows_its_queue(tmp
     assert d.daemon.sampler.ticks == 200
 
 
-def test_diagnosis_serves_the_doctors_findings(running: RunningDaemon) -> None:
-    running.wait_evaluated(120)
-    r = requests.get(running.url + "/api/v1/diagnosis", timeout=30)
-    if r.status_code == 503 and "not available" in r.text:
-        pytest.skip("gpuwatch.doctor is not built yet")
-    assert r.status_code == 200 and isinstance(r.json()["findings"], list)
-    assert requests.get(running.url + "/api/v1/diagnosis?pid=x", timeout=5).status_code == 400
+def test_diagnosis_names_the_cpu_bound_serving_process_of_the_incident(tmp_path: Path) -> None:
+    recording = write_recording(tmp_path / "r.ndjson.gz", n=120, recovers=False)  # starved from tick 30 on
+    d = RunningDaemon(Config(daemon=DaemonConfig(listen="127.0.0.1:0", state_dir=str(tmp_path / "s"))), recording)
+    try:
+        d.wait_evaluated(120)
+        recent = requests.get(d.url + "/api/v1/diagnosis?window=60", timeout=30).json()
+        bad = requests.get(d.url + "/api/v1/diagnosis?pid=x", timeout=5)
+    finally:
+        d.stop()
+    assert recent["snapshots"] == 61 and recent["window_s"] == 60
+    top = recent["findings"][0]
+    assert (top["code"], top["pid"], top["severity"]) == ("input_cpu_bound", 4000, "critical")
+    assert bad.status_code == 400
 
 
 @pytest.mark.parametrize(("token_file", "header", "status"), [
