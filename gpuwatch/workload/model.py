@@ -7,7 +7,9 @@ the matmuls only, which is where tensor cores pay.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,6 +17,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpuwatch.workload.config import ModelSize
+
+
+def _attention_kernels() -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """Flash, memory-efficient or math attention: the kernels that are known to be CUDA-graph safe with a
+    padding mask (cuDNN attention is left out: some torch versions pick it and then fail on a mask)."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3: every backend it has is fine
+        return contextlib.nullcontext
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return lambda: sdpa_kernel(backends)
+
+
+ATTENTION_KERNELS = _attention_kernels()
 
 
 class FP32LayerNorm(nn.LayerNorm):
@@ -56,6 +72,10 @@ class Encoder(nn.Module):
         self.head = nn.Linear(size.d_model, classes)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        with ATTENTION_KERNELS():
+            return self._forward(ids, lengths)
+
+    def _forward(self, ids: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         n = ids.shape[1]
         x = self.embed(ids) + self.pos[:n]
         if lengths is None:  # one unpadded request
