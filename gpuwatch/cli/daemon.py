@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
@@ -17,6 +18,7 @@ from gpuwatch.config import (
     load_config,
     override,
 )
+from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
 
@@ -45,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", metavar="DIR", help="where the notification outbox lives")
     p.add_argument("--check-config", action="store_true",
                    help="validate the config, rules and secrets, print a summary and exit")
+    p.add_argument("--print-config", action="store_true",
+                   help="print a documented example config (all defaults) and exit")
     add_sampling_args(p)
     p.set_defaults(func=run, interval=None)
 
@@ -67,6 +71,9 @@ def _check(config: Config) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        sys.stdout.write(render_example())
+        return 0
     try:
         config = _configure(args)
         if args.check_config:

@@ -21,8 +21,6 @@ def _opt(parse: Any, help: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class SamplerConfig:
     interval: float = _opt(f.positive_float, "seconds between samples", default=1.0)
-    slow_interval: float = _opt(f.duration, "seconds between slow NVML reads (PCIe, energy, ECC); 0 = off",
-                                default=10.0)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from daemon.incident import write_recording
-from gpuwatch.config import ConfigError, default_config_path, load_config, override
+from gpuwatch.config import Config, ConfigError, default_config_path, load_config, override
+from gpuwatch.config.example import render_example
 
 GOOD = """\
 [sampler]
@@ -133,3 +134,13 @@ def test_check_config_summarises_a_good_config(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert "OK; listen 127.0.0.1:9464" in result.stdout
+
+
+def test_the_printed_example_is_a_valid_config_that_changes_nothing(tmp_path: Path) -> None:
+    example = render_example()
+    assert load_config(write(tmp_path, example), env={}) == Config(path=tmp_path / "config.toml")
+    receiver = "\n".join(line[2:].split("  #")[0] for line in example.splitlines()
+                         if line.startswith("# ") and "=" in line and "[[receivers]]" not in line
+                         and line.split()[1] in {"name", "kind", "url", "secret_file", "group_by"})
+    (r,) = load_config(write(tmp_path, "[[receivers]]\n" + receiver), env={}).receivers
+    assert (r.name, r.kind, r.group_by) == ("ops", "alertmanager", ("alertname",))
