@@ -58,6 +58,15 @@ class Evaluator:
         raise NotImplementedError
 
 
+def _crossed(c: Threshold, v: float, latched: bool) -> bool:
+    """``v op value``; with ``clear``, an already-true condition holds on until ``v`` passes ``clear``."""
+    if COMPARE[c.op](v, c.value):
+        return True
+    if c.clear is None or not latched:
+        return False
+    return v > c.clear if c.op in (">", ">=") else v < c.clear
+
+
 class ThresholdEval(Evaluator):
     cond: Threshold
 
@@ -68,18 +77,18 @@ class ThresholdEval(Evaluator):
     def evaluate(self, frame: Frame) -> Results:
         c = self.cond
         out: Results = {}
+        latched: set[Key] = set()
         for key in frame.keys(self.scope):
             v = _read(frame, key, c.metric)
             if v is None:
+                if key in self._latched:
+                    latched.add(key)  # no data: not true now, but the latch survives it
                 continue
-            active = COMPARE[c.op](v, c.value)
-            if c.clear is not None:
-                if not active and key in self._latched:
-                    active = v > c.clear if c.op in (">", ">=") else v < c.clear
-                (self._latched.add if active else self._latched.discard)(key)
-            if active:
+            if _crossed(c, v, key in self._latched):
                 out[key] = v
-        self._latched.intersection_update(frame.keys(self.scope))
+                latched.add(key)
+        if c.clear is not None:
+            self._latched = latched
         return out
 
 
@@ -115,9 +124,9 @@ class WindowEval(Evaluator):
 
     keep_s = 0.0
 
-    def __init__(self, cond: Jitter | Volatility | Flapping | Throttle) -> None:
+    def __init__(self, cond: Threshold | Jitter | Volatility | Flapping | Throttle) -> None:
         super().__init__(cond)
-        self.window_s = cond.window_s
+        self.window_s = (cond.avg_s or 0.0) if isinstance(cond, Threshold) else cond.window_s
         self._windows: dict[Key, Window] = {}
         self._latched: set[Key] = set()
 
@@ -151,6 +160,26 @@ class WindowEval(Evaluator):
                     del self._windows[key]  # gone for longer than the window: forget it
                     self._latched.discard(key)
         return out
+
+
+class AverageThresholdEval(WindowEval):
+    """A threshold on the mean over ``avg`` (``avg_over_time(m[avg]) op value``): one noisy sample
+    neither starts nor restarts anything."""
+
+    cond: Threshold
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return _read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        values = window.values()
+        mean = sum(values) / len(values)
+        if not _crossed(self.cond, mean, key in self._latched):
+            self._latched.discard(key)
+            return None
+        if self.cond.clear is not None:
+            self._latched.add(key)
+        return mean
 
 
 class JitterEval(WindowEval):
@@ -282,4 +311,6 @@ _EVALUATORS: dict[type, Callable[..., Evaluator]] = {
 
 
 def build(cond: Condition) -> Evaluator:
+    if isinstance(cond, Threshold) and cond.avg_s:
+        return AverageThresholdEval(cond)
     return _EVALUATORS[type(cond)](cond)

@@ -28,7 +28,7 @@ from gpuwatch.model.metrics import metric
 
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required fields, optional fields)
-    "threshold": (("metric", "op", "value"), ("clear",)),
+    "threshold": (("metric", "op", "value"), ("clear", "avg")),
     "jitter": (("metric", "rise", "window"), ("fall",)),
     "volatility": (("metric", "stddev", "window"), ()),
     "flapping": (("metric", "op", "value", "window", "high"), ("low",)),
@@ -104,7 +104,8 @@ class ConditionParser:
         f = _Fields(body, kind, self.report)
         cond: Condition | None
         if kind == "threshold":
-            cond = Threshold(f.metric(), f.op(), f.number("value"), f.number("clear", None))
+            cond = Threshold(f.metric(), f.op(), f.number("value"), f.number("clear", None),
+                             f.duration("avg") if "avg" in body else None)
         elif kind == "jitter":
             rise = f.number("rise", positive=True)
             cond = Jitter(f.metric(), rise, f.duration("window"), f.number("fall", rise, positive=True))

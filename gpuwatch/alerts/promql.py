@@ -2,7 +2,8 @@
 Alertmanager can do the alerting across a fleet with the same rules the daemon runs locally.
 
 Each condition becomes the PromQL that gives the same answer on the exporter's series:
-  threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3)
+  threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3); with ``avg``:
+              ``avg_over_time(metric[avg]) op value``
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (hostname, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
@@ -80,6 +81,8 @@ def to_promql(cond: Condition, step: str = "") -> str:
         if cond.clear is not None:
             raise Unexpressible("its 'clear' level is hysteresis, which needs the previous evaluation's state")
         name, scale = _series(cond.metric)
+        if cond.avg_s:
+            name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
         return f"{name} {cond.op} {_num(cond.value * scale)}"
     if isinstance(cond, AllOf):
         scope = scope_of(cond)

@@ -2,7 +2,8 @@
 ``keep_firing_for``, labels and annotations. Loading and validation live in :mod:`gpuwatch.alerts.loader`.
 
 Condition kinds (each names what it measures, so a rule reads like the sentence an SRE would say):
-  * ``threshold``: a metric against a value, per GPU, process or host; ``clear`` adds hysteresis;
+  * ``threshold``: a metric (or its mean over ``avg``) against a value, per GPU, process or host;
+    ``clear`` adds hysteresis;
   * ``all`` / ``any``: compound conditions (a process-level child joins its GPU-level siblings by GPU);
   * ``jitter``: rose by at least ``rise`` over ``window`` and has fallen back by ``fall`` (a spike);
   * ``volatility``: standard deviation over ``window`` at least ``stddev``;
@@ -42,6 +43,8 @@ class Threshold:
     value: float
     #: Hysteresis: once true, stays true until the metric crosses back over ``clear``.
     clear: float | None = None
+    #: Compare the mean over this many seconds instead of the latest sample.
+    avg_s: float | None = None
     kind: str = field(default="threshold", init=False)
 
 

@@ -48,6 +48,12 @@ THRESHOLD = [
     ("a missing value interrupts but does not reset the latch",
      '{threshold: {metric: gpu.util, op: ">", value: 90, clear: 80}}', [95, None, 85, NAN, 85], "X.X.X"),
     ("equality compares exactly", '{threshold: {metric: gpu.util, op: "==", value: 0}}', [0, 0.5, 0], "X.X"),
+    ("avg compares the mean over [t-avg, t]: one spike does not break a low run",
+     '{threshold: {metric: gpu.util, op: "<", value: 30, avg: 30s}}', [10, 10, 50, 10, 10, 10, 10], "XXXXXXX"),
+    ("without avg the same spike breaks the run",
+     '{threshold: {metric: gpu.util, op: "<", value: 30}}', [10, 10, 50, 10, 10, 10, 10], "XX.XXXX"),
+    ("avg with clear holds on while the mean stays beyond clear",
+     '{threshold: {metric: gpu.util, op: ">", value: 80, clear: 50, avg: 10s}}', [90, 90, 40, 40, 90], "XXX.."),
 ]
 
 

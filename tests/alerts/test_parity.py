@@ -70,6 +70,10 @@ groups:
         condition: {stale: {}}
         for: 1m
         annotations: {summary: "{{ $labels.source }} is down"}
+      - alert: UtilLowOnAverage
+        condition: {threshold: {metric: gpu.util, op: "<", value: 40.3, avg: 3m}}
+        for: 1m
+        annotations: {summary: "mean {{ $value }}"}
       - alert: PowerHigh
         condition: {threshold: {metric: gpu.power_w, op: ">", value: 600}}
         annotations: {summary: "{{ $value }} drawn"}

@@ -23,6 +23,8 @@ def cond(text: str) -> object:
 PROMQL = [
     ('{threshold: {metric: gpu.util, op: "<", value: 30}}', "gpuwatch_gpu_utilization_ratio < 0.3"),
     ('{threshold: {metric: gpu.mem_used_bytes, op: ">", value: 1e9}}', "gpuwatch_gpu_memory_used_bytes > 1000000000"),
+    ('{threshold: {metric: gpu.util, op: "<", value: 30, avg: 2m}}',
+     "avg_over_time(gpuwatch_gpu_utilization_ratio[2m]) < 0.3"),
     ('{threshold: {metric: gpu.sm_clock_mhz, op: "<", value: 1000}}', "gpuwatch_gpu_sm_clock_hertz < 1000000000"),
     ('{all: [{threshold: {metric: gpu.mem_used_percent, op: ">=", value: 70}}, '
      '{threshold: {metric: gpu.util, op: "<", value: 30}}]}',
