@@ -1,0 +1,57 @@
+"""``gpuwatch validate`` on the CPU: every stage as its own process under the sampler, the table written out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwatch.model.recording import load, read_header
+from gpuwatch.validate.runner import StageRun
+
+pytest.importorskip("torch")
+
+KEYS = ["stage", "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "req_per_s", "p99_ms", "top_finding"]
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("validate")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-m", "gpuwatch", "validate", "--device", "cpu", "--duration", "1",
+                           "--stages", "naive,batched", "--workers", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc.stdout
+
+
+def test_the_table_has_a_row_per_stage_with_the_incident_columns(validated: tuple[Path, str]) -> None:
+    out, stdout = validated
+    rows = json.loads((out / "validation.json").read_text())
+    assert [r["stage"] for r in rows] == ["naive", "batched"]
+    for row in rows:
+        assert list(row) == KEYS
+        assert row["req_per_s"] > 0 and row["p99_ms"] > 0
+        assert row["top_finding"]  # on a machine without a GPU: says there were no GPU metrics
+    for name in ("naive", "batched", "SM occupancy", "top finding"):
+        assert name in stdout
+
+
+def test_markdown_details_and_a_replayable_recording_are_written(validated: tuple[Path, str]) -> None:
+    out, _ = validated
+    md = (out / "VALIDATION.md").read_text()
+    assert "| stage | GPU-Util % |" in md and "### batched" in md
+    details = json.loads((out / "validation-details.json").read_text())
+    assert [s["workload"]["stage"] for s in details["stages"]] == ["naive", "batched"]
+    assert read_header(out / "validate-run.ndjson.gz").meta["stages"] == ["naive", "batched"]
+    assert len(load(out / "validate-run.ndjson.gz")) >= 4
+
+
+def test_a_stage_that_fails_keeps_its_row_and_says_why() -> None:
+    row = StageRun("bf16", error="RuntimeError: CUDA error: out of memory").row()
+    assert row["top_finding"] == "failed: RuntimeError: CUDA error: out of memory"
+    assert row["req_per_s"] is None and list(row) == KEYS
