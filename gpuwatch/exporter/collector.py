@@ -98,10 +98,17 @@ def _host_families(snap: Snapshot) -> Iterator[Metric]:
             if value is not None:
                 family.add_metric([snap.host.hostname], value * spec.prom_scale)
             yield family
-    cpus = GaugeMetricFamily("gpuwatch_host_cpus", "logical CPUs", labels=["hostname"])
-    if snap.host.cpu_count is not None:
-        cpus.add_metric([snap.host.hostname], snap.host.cpu_count)
-    yield cpus
+    host = snap.host
+    for name, doc, value in (("gpuwatch_host_cpus", "logical CPUs", host.cpu_count),
+                             ("gpuwatch_host_load5", "5-minute load average", host.load5),
+                             ("gpuwatch_host_load15", "15-minute load average", host.load15),
+                             ("gpuwatch_host_memory_total_bytes", "host memory size", host.mem_total_bytes),
+                             ("gpuwatch_host_memory_available_bytes", "host memory available to new work",
+                              host.mem_available_bytes)):
+        family = GaugeMetricFamily(name, doc, labels=["hostname"])
+        if value is not None:
+            family.add_metric([host.hostname], float(value))
+        yield family
 
 
 def _source_families(snap: Snapshot) -> Iterator[Metric]:

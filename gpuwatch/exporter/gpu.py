@@ -77,6 +77,8 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
                             labels=GPU_LABELS)
     width = GaugeMetricFamily("gpuwatch_gpu_pcie_link_width", "current PCIe link width (lanes)", labels=GPU_LABELS)
     mig = GaugeMetricFamily("gpuwatch_gpu_mig_mode_enabled", "1 when MIG mode is on", labels=GPU_LABELS)
+    reserved = GaugeMetricFamily("gpuwatch_gpu_memory_reserved_bytes", "device memory the driver reserves",
+                                 labels=GPU_LABELS)
     for gpu in snap.gpus:
         base = gpu_values(snap, gpu)
         info.add_metric([*base, gpu.pci_bus_id or "", gpu.driver_version or "", *values_for(extra, gpu.labels)], 1)
@@ -86,7 +88,9 @@ def _identity(snap: Snapshot) -> Iterator[Metric]:
             width.add_metric(base, gpu.pcie_link_width)
         if gpu.mig_mode is not None:
             mig.add_metric(base, 1.0 if gpu.mig_mode else 0.0)
-    yield from (info, gen, width, mig)
+        if gpu.mem_reserved_bytes is not None:
+            reserved.add_metric(base, gpu.mem_reserved_bytes)
+    yield from (info, gen, width, mig, reserved)
 
 
 def _extras(snap: Snapshot) -> Iterator[Metric]:

@@ -59,6 +59,10 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_source_age_seconds", {"source": "dcgm"}, 4.5),
     ("gpuwatch_gpu_info", {"gpu": "0", "pod": "infer-0", "namespace": "serving"}, 1),
     ("gpuwatch_up", {}, 1),
+    ("gpuwatch_gpu_memory_reserved_bytes", {"gpu": "0"}, 645_922_816),
+    ("gpuwatch_gpu_pcie_link_width", {"gpu": "1"}, 16),
+    ("gpuwatch_host_memory_available_bytes", {"hostname": "gpu-node-1"}, 115_964_116_992),
+    ("gpuwatch_gpu_processes", {"gpu": "1"}, 1),
 ])
 def test_series_carry_snapshot_values_in_base_units(name: str, labels: dict[str, str], expected: float) -> None:
     assert value(scrape(full_snapshot()), name, **labels) == pytest.approx(expected)
