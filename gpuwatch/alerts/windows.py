@@ -1,0 +1,185 @@
+"""Conditions over a time window: a threshold on the mean (``avg``), jitter, volatility, flapping and
+throttle. Windows hold the samples in ``[now - window, now]`` (the closed range of Prometheus 2.x) so the
+exported PromQL sees the same points, plus the latest sample before the window for ``offset`` lookups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+
+from gpuwatch.alerts.conditions import COMPARE, LOOKBACK_S, Evaluator, Results, crossed, read
+from gpuwatch.alerts.entities import Frame, Key
+from gpuwatch.alerts.rules import Flapping, Jitter, Threshold, Throttle, Volatility
+from gpuwatch.model.clock_events import decode
+from gpuwatch.model.snapshot import GpuSample
+
+
+class Window:
+    """The samples of one entity in ``[now - window, now]``, plus the latest one before that (kept while
+    it is within ``keep`` seconds): what ``m offset window`` would return in PromQL."""
+
+    __slots__ = ("before", "points")
+
+    def __init__(self) -> None:
+        self.points: deque[tuple[float, float]] = deque()
+        self.before: tuple[float, float] | None = None
+
+    def advance(self, now: float, window_s: float, keep_s: float) -> None:
+        start = now - window_s
+        while self.points and self.points[0][0] < start:
+            self.before = self.points.popleft()
+        if self.before is not None and self.before[0] < start - keep_s:
+            self.before = None
+
+    def base(self, now: float, window_s: float) -> float | None:
+        """The latest value at or before the window's start, None without one."""
+        if self.points and self.points[0][0] <= now - window_s:
+            return self.points[0][1]
+        return None if self.before is None else self.before[1]
+
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+
+class WindowEval(Evaluator):
+    """Keeps a :class:`Window` per entity; subclasses reduce it to a value (or None: not holding)."""
+
+    keep_s = 0.0
+
+    def __init__(self, cond: Threshold | Jitter | Volatility | Flapping | Throttle) -> None:
+        super().__init__(cond)
+        self.window_s = (cond.avg_s or 0.0) if isinstance(cond, Threshold) else cond.window_s
+        self._windows: dict[Key, Window] = {}
+        self._latched: set[Key] = set()
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        raise NotImplementedError
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        raise NotImplementedError
+
+    def evaluate(self, frame: Frame) -> Results:
+        now = frame.now
+        out: Results = {}
+        keys = frame.keys(self.scope)
+        for key in keys:
+            window = self._windows.get(key) or self._windows.setdefault(key, Window())
+            v = self.sample(frame, key)
+            if v is not None:
+                window.points.append((now, v))
+            window.advance(now, self.window_s, self.keep_s)
+            if v is None:
+                continue  # no current value: no result, as an absent series
+            value = self.reduce(key, window, now)
+            if value is not None:
+                out[key] = value
+        if len(self._windows) > len(keys):
+            present = set(keys)
+            for key in [k for k in self._windows if k not in present]:
+                window = self._windows[key]
+                window.advance(now, self.window_s, self.keep_s)
+                if not window.points and window.before is None:
+                    del self._windows[key]  # gone for longer than the window: forget it
+                    self._latched.discard(key)
+        return out
+
+
+class AverageThresholdEval(WindowEval):
+    """A threshold on the mean over ``avg`` (``avg_over_time(m[avg]) op value``): one noisy sample
+    neither starts nor restarts anything."""
+
+    cond: Threshold
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        values = window.values()
+        mean = sum(values) / len(values)
+        if not crossed(self.cond, mean, key in self._latched):
+            self._latched.discard(key)
+            return None
+        if self.cond.clear is not None:
+            self._latched.add(key)
+        return mean
+
+
+class JitterEval(WindowEval):
+    """Rose by ``rise`` since the window started and has fallen ``fall`` back from the window's peak:
+    ``max_over_time(m[w]) - m >= fall and max_over_time(m[w]) - m offset w >= rise``."""
+
+    cond: Jitter
+    keep_s = LOOKBACK_S
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        base = window.base(now, self.window_s)
+        if base is None:
+            return None
+        peak, current = max(v for _, v in window.points), window.points[-1][1]
+        fall = peak - current
+        return fall if fall >= self.cond.fall and peak - base >= self.cond.rise else None
+
+
+class VolatilityEval(WindowEval):
+    """Population standard deviation over the window (Prometheus' ``stddev_over_time``)."""
+
+    cond: Volatility
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return read(frame, key, self.cond.metric)
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        values = window.values()
+        mean = sum(values) / len(values)
+        sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in values) / len(values)))
+        return sd if sd >= self.cond.stddev else None
+
+
+class FlappingEval(WindowEval):
+    """Percent of state changes of ``metric op value`` between consecutive samples in the window; starts
+    at ``high`` and, once started, stops only below ``low`` (Nagios' flap detection, unweighted). Needs a
+    sample from a window ago (``... and m offset w`` in PromQL), so a short history is not called flapping."""
+
+    cond: Flapping
+    keep_s = LOOKBACK_S
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        v = read(frame, key, self.cond.metric)
+        return None if v is None else float(COMPARE[self.cond.op](v, self.cond.value))
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        states = window.values()
+        if len(states) < 2 or window.base(now, self.window_s) is None:
+            return None  # like Nagios, judge flapping only over a full window of history
+        pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
+        limit = self.cond.low if key in self._latched else self.cond.high
+        active = pct >= limit
+        (self._latched.add if active else self._latched.discard)(key)
+        return pct if active else None
+
+
+class ThrottleEval(WindowEval):
+    """Percent of samples in the window where any of ``reasons`` held the clocks down. Like flapping it
+    needs a whole window of history: one capped sample after a restart is not "capped 100 % of 5 min"."""
+
+    cond: Throttle
+    keep_s = LOOKBACK_S
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        gpu = frame.subject(key)
+        assert isinstance(gpu, GpuSample)
+        if gpu.clock_event_mask is None and not gpu.clock_events:
+            return None
+        names = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
+        return 1.0 if names.intersection(self.cond.reasons) else 0.0
+
+    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+        if window.base(now, self.window_s) is None:
+            return None
+        pct = 100.0 * sum(v for _, v in window.points) / len(window.points)
+        return pct if pct >= self.cond.percent else None
