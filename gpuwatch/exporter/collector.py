@@ -15,8 +15,7 @@ from typing import Protocol
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gpuwatch.exporter.gpu import gpu_families
-from gpuwatch.exporter.labels import union_label_names, values_for
+from gpuwatch.exporter.gpu import gpu_families, union_label_names, values_for
 from gpuwatch.exporter.processes import process_families, select
 from gpuwatch.model.metrics import METRICS, read_metric
 from gpuwatch.model.snapshot import Snapshot

@@ -1,5 +1,5 @@
 """Per-GPU metric families: the catalogue's GPU metrics in base units, one series per clock-event reason,
-profiling counters per backend, identity and PCIe link.
+profiling counters per backend, identity and PCIe link, and the label helpers the other families share.
 
 Profiling (SM activity, occupancy, tensor, DRAM...): the catalogue name (``gpuwatch_gpu_sm_active_ratio``)
 carries one series per GPU from the preferred backend (GPM, else DCGM) so alert rules match exactly one
@@ -10,14 +10,46 @@ value, for comparing them when both run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gpuwatch.exporter.labels import GPU_LABELS, gpu_values, label_name, union_label_names, values_for
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS, decode
 from gpuwatch.model.metrics import METRICS, read_metric
-from gpuwatch.model.snapshot import PROFILING_SOURCES, Profiling, Snapshot
+from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, Profiling, Snapshot
+
+#: Labels on every per-GPU series: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host.
+GPU_LABELS = ("gpu", "uuid", "name", "hostname")
+
+_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def label_name(key: str) -> str:
+    """A valid Prometheus label name for ``key`` (``app.kubernetes.io/name`` -> ``app_kubernetes_io_name``)."""
+    name = _BAD.sub("_", key)
+    if not name or name[0].isdigit():
+        name = "_" + name
+    if name.startswith("__"):
+        name = "x" + name
+    return name
+
+
+def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
+    return [str(gpu.index), gpu.uuid, gpu.name or "", snap.host.hostname]
+
+
+def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:
+    """Sorted union of the sanitised keys of ``maps``: one label set for a family whose members differ."""
+    skip = set(exclude)
+    names = {label_name(k) for m in maps for k in m}
+    return sorted(names - skip)
+
+
+def values_for(names: list[str], mapping: Mapping[str, str]) -> list[str]:
+    clean = {label_name(k): v for k, v in mapping.items()}
+    return [str(clean.get(n, "")) for n in names]
+
 
 CLOCK_REASONS = tuple(name for name, _ in CLOCK_EVENT_BITS.values())
 _PROFILING_RATIOS = tuple(f.name for f in dataclasses.fields(Profiling) if f.name.endswith("_active")
