@@ -93,15 +93,21 @@ class WorkloadConfig:
     def batched(self) -> bool:
         return self.stage in ("batched", "compiled", "bf16")
 
+    def caps(self) -> dict[int, int]:
+        """Largest batch per length bucket: max_batch, fewer rows for long buckets (a token budget)."""
+        size = self.model
+        return {b: max(1, min(size.max_batch, size.max_batch_tokens // b)) for b in size.buckets}
+
     def in_flight(self) -> int:
-        """Requests the load generator keeps outstanding: enough for two batches on the GPU and one forming."""
+        """Requests the load generator keeps outstanding: two full batches (one on the GPU, one queued
+        behind it) and half of the next one forming."""
         if self.concurrency > 0:
             return self.concurrency
         if self.stage == "naive":
             return 1
         if self.stage == "workers":
             return 2 * self.workers
-        return 3 * self.model.max_batch
+        return 5 * max(self.caps().values()) // 2
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import shutil
 import warnings
 from collections.abc import Callable, Iterator
@@ -21,12 +22,6 @@ INSTALL_HINT = "install the extra with `pip install 'gpuwatch-monitor[workload]'
 
 class WorkloadError(RuntimeError):
     """The workload cannot run here (no torch, no CUDA device): the message says what to do."""
-
-
-def batch_caps(cfg: WorkloadConfig) -> dict[int, int]:
-    """Largest batch per length bucket: max_batch, fewer rows for long buckets (a token budget)."""
-    size = cfg.model
-    return {b: max(1, min(size.max_batch, size.max_batch_tokens // b)) for b in size.buckets}
 
 
 def _import_torch() -> Any:
@@ -71,6 +66,9 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
         raise WorkloadError("--device cuda: torch sees no CUDA device here (torch "
                             f"{torch.__version__}); use --device cpu, or a CUDA build of torch")
     device = torch.device(cfg.device)
+    if device.type == "cpu" and cfg.uses_workers:
+        # The model's thread pool spins between ops: leave the preprocessing workers their cores.
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) - cfg.workers))
     attachments = AttachmentStore.create() if cfg.io else None
     notes: dict[str, Any] = {"workers": cfg.workers if cfg.uses_workers else 0,
                              "in_flight": cfg.in_flight(), "torch": torch.__version__}
@@ -79,7 +77,7 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
             pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1))
                     if cfg.uses_workers else None)
             model = build_model(cfg.model, cfg.device, seed=cfg.seed)
-            caps = batch_caps(cfg)
+            caps = cfg.caps()
             if cfg.stage == "bf16":
                 half = to_bf16(model)
                 ids, lengths = _check_batch(cfg, device)

@@ -13,7 +13,7 @@ from gpuwatch.cli.main import main  # noqa: E402
 from gpuwatch.workload.config import SIZES, STAGES, WorkloadConfig  # noqa: E402
 from gpuwatch.workload.engine import GraphEngine, graph_sizes  # noqa: E402
 from gpuwatch.workload.model import build_model  # noqa: E402
-from gpuwatch.workload.run import batch_caps, run_stage  # noqa: E402
+from gpuwatch.workload.run import run_stage  # noqa: E402
 
 
 def quick(stage: str, **kw: object) -> WorkloadConfig:
@@ -65,7 +65,7 @@ def test_cuda_graphs_are_captured_for_few_batch_sizes_with_at_most_double_paddin
 @pytest.mark.parametrize(("size", "caps"), [("tiny", {16: 32, 32: 32, 64: 16}),
                                             ("base", {64: 256, 128: 256, 256: 128})])
 def test_long_buckets_get_smaller_batches(size: str, caps: dict[int, int]) -> None:
-    assert batch_caps(WorkloadConfig(size=size)) == caps
+    assert WorkloadConfig(size=size).caps() == caps
 
 
 def test_cli_prints_json_for_scripts(capsys: pytest.CaptureFixture[str]) -> None:
