@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=default_workers(), metavar="N",
                    help=f"preprocessing processes from the workers stage on (default {default_workers()})")
     p.add_argument("--concurrency", type=int, default=0, metavar="N",
-                   help="requests in flight (default: 1 naive, 2 per worker, 3 batches batched)")
+                   help="requests in flight (default: 1 naive, 2 per worker, 2.5 batches from batched on)")
     p.add_argument("--compiler", choices=("auto", "graphs", "inductor", "none"), default="auto",
                    help="compiled/bf16 stages: CUDA graphs, torch.compile, or none (default: graphs on cuda)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
