@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import struct
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
+
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 
 # Makes the pty the controlling terminal, as a terminal emulator would, then becomes the program.
 _PTY_SHIM = ("import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
@@ -57,6 +60,7 @@ class Started:
         self.pid = popen.pid
         self.ps = psutil.Process(popen.pid)
         self.pty_bytes = 0
+        self._tail = b""  # the last screen bytes of a pty program: its only log when it crashes
         self._master = master_fd
         if master_fd is not None:
             threading.Thread(target=self._drain, name=f"pty-{name}", daemon=True).start()
@@ -72,12 +76,16 @@ class Started:
             if not chunk:
                 return
             self.pty_bytes += len(chunk)
+            self._tail = (self._tail + chunk)[-8192:]
 
     def alive(self) -> bool:
         return self.popen.poll() is None
 
     def log_tail(self, chars: int = 1500) -> str:
-        if self.log is None or not self.log.exists():
+        if self.log is None:
+            text = _ANSI.sub("", self._tail.decode(errors="replace"))
+            return " ".join(text.split())[-chars:] or "(no output)"
+        if not self.log.exists():
             return "(no log)"
         return self.log.read_text(errors="replace")[-chars:]
 

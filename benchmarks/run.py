@@ -126,6 +126,7 @@ def notes(res: dict[str, Any], local: bool) -> list[str]:
     if local:
         out.append("Local: no GPU here. The tick runs over the fake NVML (Python functions), so its floor is "
                    "not a driver's; daemon and dashboard replay a recording. Only the H200 numbers count.")
+    out += [f"Anchor {k} could not run: {v}" for k, v in res.get("tick_details", {}).get("anchor_errors", {}).items()]
     out += [f"Phase {k} failed: {v.strip().splitlines()[-1]}" for k, v in res.get("errors", {}).items()]
     out += [f"{k}: {v['error']}" for k, v in res.get("overhead", {}).items() if isinstance(v, dict) and "error" in v]
     return out
