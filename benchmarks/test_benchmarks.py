@@ -1,0 +1,115 @@
+"""Specifications of the benchmark harness's own logic (fast, no GPU): statistics, the traced raw floor,
+verdicts, profile summaries and pty handling. Run: ``.venv/bin/python -m pytest benchmarks -q``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for _p in (ROOT / "tests", ROOT):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks.procs import Meter, start_in_pty  # noqa: E402
+from benchmarks.profiling import summarize_collapsed  # noqa: E402
+from benchmarks.raw_floor import TracingNvml, describe, nvml_floor, typical_calls  # noqa: E402
+from benchmarks.report import rows  # noqa: E402
+from benchmarks.stats import interleaved, percentile, ratio  # noqa: E402
+
+
+@pytest.mark.parametrize(("values", "q", "expected"), [
+    ([1.0], 90, 1.0),
+    ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90, 9.0),
+    ([10.0, 1.0, 5.0], 50, 5.0),
+    ([3.0, 1.0, 2.0], 100, 3.0),
+])
+def test_percentile_is_an_observed_value_by_nearest_rank(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == expected
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [(3.0, 2.0, 1.5), (None, 2.0, None), (1.0, 0.0, None)])
+def test_ratio_is_none_when_it_cannot_be_formed(a: float | None, b: float | None, expected: float | None) -> None:
+    assert ratio(a, b) == expected
+
+
+def test_interleaved_calls_each_candidate_its_own_number_of_times() -> None:
+    counts = {"a": 0, "b": 0}
+
+    def bump(name: str) -> None:
+        counts[name] += 1
+
+    timings = interleaved({"a": (lambda: bump("a"), 5), "b": (lambda: bump("b"), 2)}, warmup=1)
+    assert (timings["a"].n, timings["b"].n) == (5, 2)
+    assert counts == {"a": 6, "b": 3}
+
+
+def test_raw_floor_replays_exactly_the_nvml_calls_a_tick_made() -> None:
+    from fakes.fake_pynvml import make_fake_nvml
+
+    from gpuwatch.sources.nvml import NvmlSource
+
+    fake = make_fake_nvml(gpus=1, processes_per_gpu=4)
+    tracer = TracingNvml(fake)
+    source = NvmlSource(nvml=tracer)
+    clock = [time.monotonic()]
+
+    def tick() -> None:
+        clock[0] += 0.2
+        source.poll(clock[0], ())
+
+    calls = typical_calls(tracer, tick, ticks=3, gap_s=0.0)
+    names = describe(calls)
+    assert names["nvmlGpmSampleGet"] == 1 and names["nvmlGpmMetricsGet"] == 1
+    assert names["nvmlDeviceGetComputeRunningProcesses"] == 1
+    before = dict(fake.calls)
+    nvml_floor(calls, fake.NVMLError)()
+    made = {k: v - before.get(k, 0) for k, v in fake.calls.items() if v != before.get(k, 0)}
+    assert made == names
+
+
+@pytest.mark.parametrize(("result", "verdicts"), [
+    ({"tick_ms": 2.0, "nvitop_refresh_ms": 50.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 1.5}, ["met", "met"]),
+    ({"tick_ms": 6.0, "nvitop_refresh_ms": 50.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 3.0}, ["MISSED", "MISSED"]),
+    ({"tick_ms": 2.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 1.5}, ["n/a", "met"]),
+])
+def test_tick_verdicts_follow_the_issue_targets(result: dict, verdicts: list[str]) -> None:
+    assert [row[4] for row in rows(result)[:2]] == verdicts
+
+
+@pytest.mark.parametrize(("cpu", "rss", "verdict"), [(0.2, 45.0, "met"), (0.4, 45.0, "MISSED"), (0.2, 61.0, "MISSED")])
+def test_daemon_verdict_needs_both_cpu_and_memory_targets(cpu: float, rss: float, verdict: str) -> None:
+    row = rows({"daemon_cpu_pct_1s": cpu, "daemon_rss_mib": rss})[0]
+    assert row[4] == verdict
+
+
+def test_profile_summary_leaves_out_waiting_samples(tmp_path: Path) -> None:
+    raw = tmp_path / "p.raw"
+    raw.write_text("thread (1);main (a.py:1);work (a.py:5) 30\n"
+                   "thread (1);main (a.py:1);select (/usr/lib/selectors.py:468) 70\n")
+    text = summarize_collapsed(raw)
+    assert text.startswith("30 samples not waiting")
+    assert "100.0%  work (a.py:5)" in text and "selectors" not in text
+
+
+def test_a_pty_program_sees_the_requested_size_and_its_last_screen_is_kept() -> None:
+    code = "import os; print('size', *os.get_terminal_size(1))"
+    proc = start_in_pty("size", [sys.executable, "-c", code], cols=160, rows=50)
+    proc.popen.wait(10)
+    time.sleep(0.2)
+    assert "size 160 50" in proc.log_tail()
+    proc.stop()
+
+
+def test_meter_reports_cpu_of_a_busy_child_in_percent_of_one_core() -> None:
+    busy = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
+    proc = start_in_pty("busy", [sys.executable, "-c", busy])
+    meter = Meter(proc)
+    meter.begin()
+    time.sleep(1.0)
+    meter.end()
+    proc.stop()
+    assert meter.cpu_pct is not None and 30.0 < meter.cpu_pct <= 110.0
