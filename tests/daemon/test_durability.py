@@ -21,8 +21,11 @@ from gpuwatch.notify import new_secret, parse_secret, verify
 def outbox_rows(db: Path) -> list[tuple[str, str, bytes]]:
     if not db.exists():
         return []
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return conn.execute("SELECT webhook_id, status, body FROM outbox ORDER BY id").fetchall()
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT webhook_id, status, body FROM outbox ORDER BY id").fetchall()
+    except sqlite3.OperationalError:  # the daemon is creating the file right now
+        return []
 
 
 def start(config: Path, recording: Path, log: Path) -> subprocess.Popen[bytes]:
