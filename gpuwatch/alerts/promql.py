@@ -12,8 +12,9 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
               and max without (reason) (... offset w)`` (a full window of history)
   stale       ``gpuwatch_source_up{source=~".."} == 0``
-What PromQL cannot say is reported, not approximated: hysteresis (``clear``, flapping's ``low``) needs
-memory of the previous evaluation, and a stale source's age has no series.
+A rule that is a single threshold with ``clear`` keeps its hysteresis through ``ALERTS`` (the alert's own
+state at the previous evaluation). What PromQL cannot say is reported, not approximated: hysteresis inside
+a compound or flapping's ``low`` needs state PromQL does not keep, and a stale source's age has no series.
 """
 
 from __future__ import annotations
@@ -128,10 +129,29 @@ def _wrap(expr: str) -> str:
     return expr if simple else f"({expr})"
 
 
+def _latched_threshold(rule: Rule) -> str:
+    """A rule that is one threshold with ``clear``: the latch is the alert itself, which Prometheus keeps
+    in ``ALERTS`` (pending or firing at the previous evaluation), so
+    ``m > value or (m > clear and ignoring(...) ALERTS{alertname="X"})`` is the same hysteresis.
+    Not with ``keep_firing_for``: a held alert is not a held condition."""
+    cond = rule.condition
+    assert isinstance(cond, Threshold) and cond.clear is not None
+    if rule.keep_firing_for_s:
+        raise Unexpressible("its 'clear' level (hysteresis) together with keep_firing_for has no PromQL form")
+    name, scale = _series(cond.metric)
+    if cond.avg_s:
+        name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
+    ignored = ", ".join(["alertname", "alertstate", *sorted(rule.labels)])
+    return (f"{name} {cond.op} {_num(cond.value * scale)} or ({name} {cond.op[0]} {_num(cond.clear * scale)} "
+            f'and ignoring ({ignored}) ALERTS{{alertname="{rule.name}"}})')
+
+
 def rule_to_prometheus(rule: Rule, step: str = "") -> dict[str, object]:
     """One Prometheus alerting rule (a mapping ready for YAML); Unexpressible when it has none."""
     unit = value_unit(rule.condition)
-    out: dict[str, object] = {"alert": rule.name, "expr": to_promql(rule.condition, step)}
+    latched = isinstance(rule.condition, Threshold) and rule.condition.clear is not None
+    expr = _latched_threshold(rule) if latched else to_promql(rule.condition, step)
+    out: dict[str, object] = {"alert": rule.name, "expr": expr}
     if rule.for_s:
         out["for"] = format_duration(rule.for_s)
     if rule.keep_firing_for_s:

@@ -98,7 +98,7 @@ def test_export_writes_what_is_committed_and_lists_the_rest(capsys: pytest.Captu
     code, out, err = cli(capsys, "export", "--format", "prometheus")
     committed = (DEFAULT_RULES.parent / "prometheus" / "gpuwatch-rules.yml").read_text(encoding="utf-8")
     assert code == 0 and out == committed
-    assert "not exported: GpuHot" in err and "hysteresis" in err
+    assert "not exported: GpuMemoryFlapping" in err and "hysteresis" in err
     target = tmp_path / "rules.yml"
     assert cli(capsys, "export", "-o", str(target))[0] == 0
     assert target.read_text(encoding="utf-8") == committed

@@ -74,6 +74,11 @@ groups:
         condition: {threshold: {metric: gpu.util, op: "<", value: 40.3, avg: 3m}}
         for: 1m
         annotations: {summary: "mean {{ $value }}"}
+      - alert: HotWithHysteresis
+        condition: {threshold: {metric: gpu.temperature_c, op: ">=", value: 82, clear: 74}}
+        for: 1m
+        labels: {severity: critical}
+        annotations: {summary: "{{ $value }}"}
       - alert: PowerHigh
         condition: {threshold: {metric: gpu.power_w, op: ">", value: 600}}
         annotations: {summary: "{{ $value }} drawn"}

@@ -70,6 +70,17 @@ def test_what_promql_cannot_express_is_refused_with_the_reason(condition: str, w
         to_promql(cond(condition))  # type: ignore[arg-type]
 
 
+def test_a_single_threshold_keeps_its_hysteresis_through_alerts_state() -> None:
+    text = ("groups:\n- name: g\n  rules:\n  - alert: Hot\n"
+            "    condition: {threshold: {metric: gpu.temperature_c, op: '>=', value: 85, clear: 80}}\n"
+            "    labels: {severity: critical}\n")
+    export = export_prometheus(parse_rules(text))
+    assert ("expr: gpuwatch_gpu_temperature_celsius >= 85 or (gpuwatch_gpu_temperature_celsius > 80 and "
+            'ignoring (alertname, alertstate, severity) ALERTS{alertname="Hot"})') in export.text
+    held = export_prometheus(parse_rules(text + "    keep_firing_for: 1m\n"))
+    assert held.exported == [] and "together with keep_firing_for" in held.skipped[0][2]
+
+
 def test_subqueries_use_the_group_interval_as_step() -> None:
     rules = parse_rules("groups:\n- name: g\n  interval: 15s\n  rules:\n  - alert: R\n"
                         "    condition: {throttle: {percent: 50, window: 5m}}\n")
@@ -80,7 +91,8 @@ def test_subqueries_use_the_group_interval_as_step() -> None:
 def test_export_lists_skipped_rules_with_reasons_and_translates_value_templates() -> None:
     rules = parse_rules(
         "groups:\n- name: g\n  rules:\n"
-        "  - alert: Hot\n    condition: {threshold: {metric: gpu.temperature_c, op: '>', value: 85, clear: 80}}\n"
+        "  - alert: Hot\n"
+        "    condition: {all: [{threshold: {metric: gpu.temperature_c, op: '>', value: 85, clear: 80}}]}\n"
         "  - alert: Full\n    condition: {threshold: {metric: gpu.mem_used_bytes, op: '>', value: 1e9}}\n"
         "    annotations: {summary: 'GPU {{ $labels.gpu }} uses {{ $value }}'}\n"
         "  - alert: Gone\n    condition: {stale: {}}\n    annotations: {summary: 'stale {{ $value }}'}\n",
