@@ -165,9 +165,11 @@ class Daemon:
         self._install_signals(loop, stop)
         self.sampler.start()
         tasks = [loop.create_task(self.deliverer.run(stop)), loop.create_task(self._watchdog(stop))]
-        try:
-            await asyncio.wait_for(self.pipeline.first_snapshot.wait(), FIRST_SNAPSHOT_WAIT_S)
-        except asyncio.TimeoutError:
+        first = [asyncio.ensure_future(self.pipeline.first_snapshot.wait()), asyncio.ensure_future(stop.wait())]
+        await asyncio.wait(first, timeout=FIRST_SNAPSHOT_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in first:
+            waiter.cancel()
+        if not self.pipeline.first_snapshot.is_set() and not stop.is_set():
             log.warning("no snapshot within %.0f s; reporting ready anyway", FIRST_SNAPSHOT_WAIT_S)
         log.info("gpuwatch daemon serving on http://%s:%d (%s)", self.host, self.bound_port, self.description)
         self.sd.ready(f"serving on {self.host}:{self.bound_port}, {self.description}")
