@@ -37,6 +37,12 @@ from benchmarks.procs import Started  # noqa: E402
 from benchmarks.scale import bench_scale  # noqa: E402
 from benchmarks.tick import bench_tick  # noqa: E402
 
+#: The keys issue 8 asks for: always present in the results (null where a phase could not measure it).
+REQUIRED_KEYS = ("tick_ms", "raw_nvml_ms", "nvitop_refresh_ms", "gpustat_query_ms", "nvidia_smi_ms",
+                 "daemon_cpu_pct_1s", "daemon_cpu_pct_100ms", "daemon_rss_mib", "tui_cpu_pct",
+                 "nvitop_tui_cpu_pct", "tui_rss_mib", "scrape_ms_8x256", "scrape_bytes_8x256",
+                 "rss_growth_mib_100k")
+
 
 def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -186,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         stop_load(load_procs)
         collect_logs(logdir, out)
     res["notes"] = notes(res, args.local)
+    for key in REQUIRED_KEYS:
+        res.setdefault(key, None)
     (out / f"results-{mode}.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     results = report.load_results(report.HERE)
     results[mode] = res
