@@ -5,15 +5,20 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from core.factories import full_process, full_snapshot
 from prometheus_client.parser import text_string_to_metric_families
 from tools import require_tool
 
+from gpuwatch.data import bundled_recording
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
+from gpuwatch.model.recording import load
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sources.dcgm.convert import to_gpu_samples
+from gpuwatch.sources.dcgm.parse import parse_body
 
 
 @dataclass(frozen=True)
@@ -130,3 +135,34 @@ def test_a_scrape_is_clean_under_promtool_check_metrics() -> None:
                             capture_output=True, timeout=30, check=False)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
     assert result.stdout.decode().strip() == "" and result.stderr.decode().strip() == ""
+
+
+@pytest.mark.parametrize("sample", ["dcgm-exporter-sample.prom", "dcgm-exporter-sample-h200-k8s.prom"])
+def test_gpus_read_from_a_real_dcgm_exporter_body_export_cleanly(sample: str) -> None:
+    promtool = require_tool("promtool")
+    body_path = Path(__file__).resolve().parents[2] / "shared" / "reference" / sample
+    if not body_path.exists():
+        body_path = Path("/work/shared/reference") / sample
+    if not body_path.exists():
+        pytest.skip(f"{sample} not available here")
+    gpus = to_gpu_samples(parse_body(body_path.read_text()))
+    snap = dataclasses.replace(full_snapshot(), gpus=gpus, processes=())
+    samples = scrape(snap)
+    assert {dict(ls)["source"] for (n, ls) in samples if n.startswith("gpuwatch_gpu_profiling_")} <= {"dcgm"}
+    exporter = Exporter(SnapshotCollector(lambda: snap))
+    check = subprocess.run([promtool, "check", "metrics"], input=render(exporter.registry), capture_output=True,
+                           timeout=30, check=False)
+    assert check.returncode == 0 and not check.stdout and not check.stderr, check.stdout + check.stderr
+
+
+def test_the_bundled_recording_exports_cleanly_at_every_step() -> None:
+    promtool = require_tool("promtool")
+    if not bundled_recording().exists():
+        pytest.skip("the bundled recording is not in this checkout")
+    snaps = load(bundled_recording())
+    picked = [snaps[0], max(snaps, key=lambda s: len(s.processes)), snaps[-1]]
+    for snap in picked:
+        exporter = Exporter(SnapshotCollector(lambda snap=snap: snap))
+        check = subprocess.run([promtool, "check", "metrics"], input=render(exporter.registry),
+                               capture_output=True, timeout=30, check=False)
+        assert check.returncode == 0 and not check.stdout and not check.stderr, check.stdout + check.stderr
