@@ -129,6 +129,11 @@ def notes(res: dict[str, Any], local: bool) -> list[str]:
            f"Scale: {res.get('scale_nvml')}; {res.get('scrape_how')}.",
            f"Leak: {res.get('leak_command')}; the alert worker evaluated {health.get('evaluated')} of "
            f"{health.get('ticks')} snapshots (it skips the oldest when a replay outruns it)."]
+    tick, cpu_1s, cpu_01 = res.get("tick_ms"), res.get("daemon_cpu_pct_1s"), res.get("daemon_cpu_pct_100ms")
+    if tick is not None and cpu_1s is not None and not local:
+        out.append(f"Daemon: a {tick:.2f} ms tick is {tick / 10:.2f} % of a core at 1 s and {tick:.1f} % at 0.1 s "
+                   f"by itself (wall time, at most its CPU time); measured {cpu_1s:.2f} % and {cpu_01} %: the "
+                   f"rest is the pipeline, alert rules, /metrics and the event loop.")
     if local:
         out.append("Local: no GPU here. The tick runs over the fake NVML (Python functions), so its floor is "
                    "not a driver's; daemon and dashboard replay a recording. Only the H200 numbers count.")
