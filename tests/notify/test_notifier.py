@@ -133,3 +133,23 @@ def test_every_kind_builds_its_documented_body(db: Path, kind: str) -> None:
         assert body["attachments"][0]["title"] == "[FIRING] GpuStarved gpu=0"
     else:
         assert body["alerts"][0] == a.to_dict() and body["group_labels"] == {"alertname": "GpuStarved"}
+
+
+def test_a_quiet_evaluation_writes_nothing(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(repeat_interval=3600.0)], "http://x")
+    a = alert("GpuStarved", "firing")
+    n.handle([fire(a, 100)], [a], 100)
+    writes = n.outbox.conn.total_changes
+    for t in range(101, 200):  # still firing, nothing due: no transaction at all
+        assert n.handle([], [a], t) == 0
+    assert n.outbox.conn.total_changes == writes
+    assert n.handle([], [a], 3700) == 1  # but the repeat still comes when due
+
+
+def test_a_receiver_added_by_a_reload_hears_of_alerts_already_firing(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver("ops")], "http://x")
+    a = alert("GpuStarved", "firing")
+    n.handle([fire(a, 100)], [a], 100)
+    n.set_receivers([receiver("ops"), receiver("pager")])
+    assert n.handle([], [a], 101) == 1
+    assert [q["receiver"] for q in queued(n.outbox)] == ["ops", "pager"]
