@@ -25,6 +25,7 @@ from gpuwatch.notify.signing import Secret, signed_headers
 log = logging.getLogger(__name__)
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+PRUNE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,12 @@ class Deliverer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; woken early by :attr:`wake` when rows are queued."""
+        last_prune = float("-inf")
         async with aiohttp.ClientSession() as session:
             while not stop.is_set():
+                if self.clock() - last_prune >= PRUNE_EVERY_S:  # delivered/dead rows older than a week go
+                    self.outbox.prune(self.clock())
+                    last_prune = self.clock()
                 try:
                     while await self.deliver_due(session):
                         if stop.is_set():

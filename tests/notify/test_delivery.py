@@ -126,3 +126,12 @@ def test_flush_at_shutdown_tries_pending_rows_once_more_without_waiting(tmp_path
     d.outbox.conn.execute("UPDATE outbox SET next_attempt = ?", (time.time() + 3600,))  # in backoff
     left = asyncio.run(d.flush(5.0))
     assert left == 0 and len(receiver.delivered()) == 2
+
+
+def test_finished_rows_are_kept_a_week_then_pruned(tmp_path: Path, receiver: Receiver) -> None:
+    d = make(tmp_path, receiver)
+    queue(d, b'{"n":0}', b'{"n":1}')
+    asyncio.run(drain(d, 5))
+    d.outbox.conn.execute("UPDATE outbox SET finished = ? WHERE webhook_id = 'msg_0'", (time.time() - 8 * 86400,))
+    d.outbox.prune()
+    assert statuses(d) == {"msg_1": "delivered"}
