@@ -66,6 +66,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
         out.append(("daemon at 0.1 s: CPU, RSS",
                     f"{_f(r.get('daemon_cpu_pct_100ms'), '%')} {_f(r.get('daemon_rss_mib_100ms'), ' MiB', 0)}",
                     "", "", ""))
+    if r.get("alerts_eval_ms_1s") is not None:
+        out.append(("alert rules with full windows, 1 GPU: per snapshot, CPU",
+                    f"1 s: {_f(r.get('alerts_eval_ms_1s'), ' ms')}, {_f(r.get('alerts_cpu_pct_1s'), '%', 3)}",
+                    f"0.1 s: {_f(r.get('alerts_eval_ms_100ms'), ' ms')}, {_f(r.get('alerts_cpu_pct_100ms'), '%')}",
+                    "(part of the daemon's)", ""))
     if "tui_cpu_pct" in r:
         beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 0)}"
                            for name, k in (("nvitop -i 1", "nvitop_tui"), ("nvitop", "nvitop_default_tui"),

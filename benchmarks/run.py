@@ -31,6 +31,7 @@ for _p in (ROOT / "tests", ROOT):
         sys.path.insert(0, str(_p))
 
 from benchmarks import environment, jobs, overhead, profiling, recordings, report  # noqa: E402
+from benchmarks.alerts_cost import bench_alert_windows  # noqa: E402
 from benchmarks.gpu_load import start_load, stop_load, wait_on_gpu  # noqa: E402
 from benchmarks.leaks import LeakRun  # noqa: E402
 from benchmarks.procs import Started  # noqa: E402
@@ -134,6 +135,10 @@ def notes(res: dict[str, Any], local: bool) -> list[str]:
         out.append(f"Daemon: a {tick:.2f} ms tick is {tick / 10:.2f} % of a core at 1 s and {tick:.1f} % at 0.1 s "
                    f"by itself (wall time, at most its CPU time); measured {cpu_1s:.2f} % and {cpu_01} %: the "
                    f"rest is the pipeline, alert rules, /metrics and the event loop.")
+    if res.get("alerts_cpu_pct_1s") is not None:
+        out.append(f"Alert rules: the daemon window starts seconds after launch, while the shipped rules look back up "
+                   f"to 10 min; with full windows, evaluation alone costs {res['alerts_cpu_pct_1s']} % of a core at "
+                   f"1 s and {res.get('alerts_cpu_pct_100ms')} % at 0.1 s per GPU ({res.get('alerts_how')}).")
     if local:
         out.append("Local: no GPU here. The tick runs over the fake NVML (Python functions), so its floor is "
                    "not a driver's; daemon and dashboard replay a recording. Only the H200 numbers count.")
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--leak-timeout", type=float, default=240.0, help="most seconds to reach 100 000 ticks")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                    help="py-spy profiled duplicates of the daemon and dashboard (default: on the GPU only)")
-    p.add_argument("--skip", default="", help="comma-separated phases to leave out: tick,scale,overhead")
+    p.add_argument("--skip", default="", help="comma-separated phases to leave out: tick,scale,alerts,overhead")
     args = p.parse_args(argv)
     args.window = args.window or (30.0 if args.local else 60.0)
     args.profile = (not args.local) if args.profile is None else args.profile
@@ -175,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("tick", lambda: phase_tick(args, load_procs, out)),
         ("scale", lambda: bench_scale(scale_rec, logdir)),
+        ("alerts", lambda: bench_alert_windows(leak_rec)),
         ("overhead", lambda: phase_overhead(args, logdir, out, leak_rec))]
     try:
         if not args.local:
