@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"preprocessing processes from the workers stage on (default {default_workers()})")
     p.add_argument("--concurrency", type=int, default=0, metavar="N",
                    help="requests in flight (default: 1 naive, 2 per worker, 2.5 batches from batched on)")
+    p.add_argument("--rate", type=float, default=0.0, metavar="R",
+                   help="open loop: R requests/s arrive on a Poisson schedule whatever the server manages, so "
+                   "p99 includes queueing (compare stages at the same R); default: closed loop, full load")
     p.add_argument("--compiler", choices=("auto", "graphs", "inductor", "none"), default="auto",
                    help="compiled/bf16 stages: CUDA graphs, torch.compile, or none (default: graphs on cuda)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -55,7 +58,7 @@ def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
     return WorkloadConfig(stage=args.stage, device=args.device, size=size, duration_s=args.duration,
                           warmup_s=max(0.0, warmup), traffic=args.traffic, io=args.io,
                           io_latency_ms=args.io_latency, cache=args.cache, workers=args.workers,
-                          concurrency=args.concurrency, compiler=args.compiler)
+                          concurrency=args.concurrency, compiler=args.compiler, rate=max(0.0, args.rate))
 
 
 def _ready() -> None:

@@ -89,7 +89,7 @@ class _Workload:
 
 def workload_argv(stage: str, device: str, duration: float, extra: list[str]) -> list[str]:
     # The workload measures a little longer than the sampler watches, so the window falls inside it.
-    return [sys.executable, "-m", "gpuwatch", "workload", "--stage", stage, "--device", device,
+    return [sys.executable, "-m", "gpuwatch.workload", "--stage", stage, "--device", device,
             "--duration", f"{duration + 0.3:g}", "--json", *extra]
 
 

@@ -77,6 +77,8 @@ class WorkloadConfig:
     workers: int = field(default_factory=default_workers)
     #: Requests in flight at once (the load generator's clients); 0 picks one per stage.
     concurrency: int = 0
+    #: Requests per second arriving on a Poisson schedule (open loop); 0: as fast as the server takes them.
+    rate: float = 0.0
     #: "graphs" (CUDA graphs), "inductor" (torch.compile) or "none"; "auto" picks graphs on CUDA.
     compiler: str = "auto"
     seed: int = 0
@@ -103,6 +105,8 @@ class WorkloadConfig:
         behind it) and half of the next one forming."""
         if self.concurrency > 0:
             return self.concurrency
+        if self.rate > 0:  # open loop: the permits only bound memory, a backlog shows as latency
+            return max(64, int(self.rate * 2))
         if self.stage == "naive":
             return 1
         if self.stage == "workers":

@@ -10,6 +10,7 @@ No torch here: worker processes must start fast and never touch the GPU.
 from __future__ import annotations
 
 import os
+import random
 import tempfile
 import time
 from array import array
@@ -81,6 +82,9 @@ class Frontend:
                       if cfg.io and spec.attachments is not None else None)
         self.bursty = cfg.traffic == "bursty"
         self.count = spec.index * 7919
+        self.rate = cfg.rate / (cfg.workers if cfg.uses_workers else 1)
+        self.rng = random.Random(cfg.seed * 7 + spec.index)
+        self.next_at: float | None = None
 
     def wait_for_burst(self) -> float:
         """Seconds until traffic is on again (0 when on): bursty traffic is on 200 ms of every 400 ms."""
@@ -89,8 +93,22 @@ class Frontend:
         phase = time.monotonic() % BURST_PERIOD_S
         return 0.0 if phase < BURST_ON_S else BURST_PERIOD_S - phase
 
+    def arrive(self) -> float:
+        """When the next request arrives: now (closed loop), or on a Poisson schedule at ``rate`` (open loop:
+        a server that falls behind makes requests wait, and their latency counts the wait)."""
+        now = time.monotonic()
+        if self.rate <= 0:
+            return now
+        if self.next_at is None:
+            self.next_at = now
+        arrival = self.next_at
+        self.next_at += self.rng.expovariate(self.rate)
+        if arrival > now:
+            time.sleep(arrival - now)
+        return arrival
+
     def make(self) -> Item:
-        arrival = time.monotonic()
+        arrival = self.arrive()
         self.count += 1
         if self.store is not None:
             self.store.read(self.count)

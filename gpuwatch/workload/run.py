@@ -66,12 +66,15 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
         raise WorkloadError("--device cuda: torch sees no CUDA device here (torch "
                             f"{torch.__version__}); use --device cpu, or a CUDA build of torch")
     device = torch.device(cfg.device)
-    if device.type == "cpu" and cfg.uses_workers:
-        # The model's thread pool spins between ops: leave the preprocessing workers their cores.
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) - cfg.workers))
+    if device.type == "cpu":
+        # The model's thread pool spins between ops: leave the preprocessing workers their cores; a tiny
+        # model gains nothing from threads and stalls when a busy machine deschedules one of them.
+        spare = (os.cpu_count() or 2) - (cfg.workers if cfg.uses_workers else 0)
+        torch.set_num_threads(1 if cfg.size == "tiny" else max(1, spare))
     attachments = AttachmentStore.create() if cfg.io else None
     notes: dict[str, Any] = {"workers": cfg.workers if cfg.uses_workers else 0,
-                             "in_flight": cfg.in_flight(), "torch": torch.__version__}
+                             "in_flight": cfg.in_flight(), "torch": torch.__version__,
+                             "offered_rate": cfg.rate or "closed loop"}
     try:
         with contextlib.ExitStack() as stack:
             pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1))

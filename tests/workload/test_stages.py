@@ -112,3 +112,21 @@ def test_graph_engine_pads_to_a_captured_size_and_returns_only_the_real_rows() -
         with torch.inference_mode():
             expected = model(ids, lengths)
         assert logits.shape == (n, 16) and torch.allclose(logits, expected, atol=1e-5)
+
+
+def test_open_loop_rate_sets_the_offered_load() -> None:
+    result = run_stage(quick("naive", rate=40.0, duration_s=1.0))
+    assert 20 <= result.req_per_s <= 60  # Poisson arrivals at 40/s: well within three standard deviations
+    assert result.notes["offered_rate"] == 40.0
+
+
+def test_the_workload_runs_as_a_module_without_the_other_commands() -> None:
+    import json
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "gpuwatch.workload", "--stage", "naive", "--device", "cpu",
+                           "--duration", "0.3", "--warmup", "0.1", "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["requests"] > 0
+    assert "gpuwatch-workload: ready" in proc.stderr
