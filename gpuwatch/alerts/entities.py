@@ -16,6 +16,12 @@ HOST_KEY: Key = ("host",)
 Subject = GpuSample | ProcessSample | HostSample | SourceStatus
 
 
+#: The labels an alert about each kind of entity carries (besides ``alertname`` and the rule's labels).
+SCOPE_LABELS: dict[str, tuple[str, ...]] = {
+    "gpu": ("gpu", "uuid", "name", "hostname"), "process": ("pid", "gpu", "user", "command", "hostname"),
+    "host": ("hostname",), "source": ("source",)}
+
+
 def gpu_labels(gpu: GpuSample, hostname: str) -> dict[str, str]:
     return {"gpu": str(gpu.index), "uuid": gpu.uuid, "name": gpu.name or "", "hostname": hostname}
 

@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from gpuwatch.alerts.conditions_schema import ConditionParser
-from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duration, value_units_clash
+from gpuwatch.alerts.entities import SCOPE_LABELS
+from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duration, scope_of, value_units_clash
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 
@@ -30,6 +31,7 @@ def _default_rules() -> Path:
 DEFAULT_RULES = _default_rules()
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_REF = re.compile(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)")
 _RULE_KEYS = ("alert", "condition", "for", "keep_firing_for", "labels", "annotations")
 _GROUP_KEYS = ("name", "interval", "rules")
 
@@ -190,6 +192,20 @@ def load_rules(paths: Iterable[Path | str]) -> RuleSet:
     if errors:
         raise RuleError(errors)
     return RuleSet(tuple(groups))
+
+
+def lint(rules: RuleSet) -> list[str]:
+    """Warnings that do not stop a rule from working: annotations naming labels its alerts never have
+    here (they render empty; Prometheus may add some, such as ``instance``, after export)."""
+    out = []
+    for rule in rules.rules:
+        scope = scope_of(rule.condition)
+        known = {"alertname", *SCOPE_LABELS[scope], *rule.labels}
+        for key, text in rule.annotations.items():
+            for name in sorted(set(_LABEL_REF.findall(text)) - known):
+                out.append(f"{rule.origin}: rule '{rule.name}': annotations.{key} uses $labels.{name}, which "
+                           f"{scope} alerts do not have (they have {', '.join(sorted(known))}); it renders empty")
+    return out
 
 
 def _expand(paths: list[Path], errors: list[str]) -> list[Path]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.alerts.backtest import format_timeline, run_backtest
+from gpuwatch.alerts.loader import lint
 from gpuwatch.alerts.promql import export_prometheus
 from gpuwatch.cli.common import CliError
 from gpuwatch.data import bundled_recording
@@ -61,6 +62,8 @@ def _load(paths: list[Path] | None) -> RuleSet:
 
 def run_check(args: argparse.Namespace) -> int:
     rules = _load(args.paths)
+    for warning in lint(rules):
+        print(f"warning: {warning}", file=sys.stderr)
     export = export_prometheus(rules)
     print(f"OK: {len(rules)} rules in {len(rules.groups)} groups "
           f"({len(export.exported)} expressible in PromQL)")

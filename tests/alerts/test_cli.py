@@ -54,6 +54,17 @@ def test_check_fails_on_a_typo_naming_file_and_line(capsys: pytest.CaptureFixtur
     assert "Traceback" not in err
 
 
+def test_check_warns_about_labels_an_alert_never_has(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yml"
+    odd.write_text("groups:\n  - name: g\n    rules:\n      - alert: Odd\n"
+                   "        condition: {threshold: {metric: gpu.util, op: '<', value: 30}}\n"
+                   "        annotations: {summary: '{{ $labels.pid }} on {{ $labels.gpu }}'}\n")
+    code, _, err = cli(capsys, "check", str(odd))
+    assert code == 0
+    assert f"warning: {odd}:4: rule 'Odd': annotations.summary uses $labels.pid, which gpu alerts do not have" in err
+    assert cli(capsys, "check")[2] == ""  # the shipped rules use only labels their alerts have
+
+
 def test_check_from_the_real_entry_point_prints_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "mine.yml"
     bad.write_text(TYPO.replace("value: 30", "value: thirty"))

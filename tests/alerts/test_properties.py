@@ -1,6 +1,6 @@
 """Properties of the alert state machine over arbitrary traces (hypothesis): legal transitions only, never
 firing before ``for``, resolved only after firing, the same answer every run, and agreement with a
-ten-line model of Prometheus' rule evaluation."""
+ten-line model of Prometheus' rule evaluation (plus the engine's one rule for gaps)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ LOW = '{threshold: {metric: gpu.util, op: "<", value: 30}}'
 LEGAL = {("inactive", "pending"), ("inactive", "firing"), ("pending", "firing"), ("pending", "inactive"),
          ("firing", "resolved")}
 
-steps = st.lists(st.tuples(st.floats(0.5, 120.0), st.one_of(st.none(), st.floats(0, 100))), min_size=1,
-                 max_size=60)
+#: Mostly ordinary sampling intervals, sometimes a gap longer than the engine's 5-minute limit.
+gaps = st.one_of(st.floats(0.5, 120.0), st.floats(0.5, 120.0), st.floats(0.5, 120.0), st.floats(301.0, 3000.0))
+steps = st.lists(st.tuples(gaps, st.one_of(st.none(), st.floats(0, 100))), min_size=1, max_size=60)
 durations = st.sampled_from([0, 5, 30, 60, 300])
 
 
@@ -40,11 +41,11 @@ def evaluate(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -
 
 def model(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -> list[str]:
     """Prometheus' alerting-rule evaluation for one series, written independently of the engine."""
-    state, since, keep_since, t, out = "-", 0.0, None, 0.0, []
+    state, since, keep_since, resolved_at, t, out = "-", 0.0, None, 0.0, 0.0, []
     for dt, value in items:
         t += dt
         if value is not None and value < 30:
-            if state in ("-", "resolved"):
+            if state in ("-", "resolved") or (state == "pending" and dt > 300):  # nobody looked: restart for
                 state, since = "pending", t
             keep_since = None
             if state == "pending" and t - since >= for_s:
@@ -54,7 +55,9 @@ def model(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -> l
         elif state == "firing":
             keep_since = t if keep_since is None else keep_since
             if not (keep_s and t - keep_since < keep_s):
-                state = "resolved"
+                state, resolved_at = "resolved", t
+        elif state == "resolved" and t - resolved_at > 900:  # listed for 15 minutes after resolving
+            state = "-"
         out.append(state)
     return out
 
