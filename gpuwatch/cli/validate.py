@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", choices=tuple(SIZES), help="model size (default: base on cuda, tiny on cpu)")
     p.add_argument("--traffic", choices=TRAFFIC, default="steady", help="traffic shape (default steady)")
     p.add_argument("--workers", type=int, metavar="N", help="preprocessing processes (default: cores - 2, at most 12)")
+    p.add_argument("--rate", type=positive_float, metavar="R",
+                   help="offer every stage the same open-loop load of R requests/s (p99 then includes "
+                   "queueing); default: each stage at full load")
     p.set_defaults(func=run)
 
 
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     duration = args.duration if args.duration is not None else (20.0 if args.device == "cuda" else 3.0)
     interval = max(0.2, min(1.0, duration / 6))
     extra = [*(["--size", args.size] if args.size else []), "--traffic", args.traffic,
-             *(["--workers", str(args.workers)] if args.workers else [])]
+             *(["--workers", str(args.workers)] if args.workers else []),
+             *(["--rate", f"{args.rate:g}"] if args.rate else [])]
     producer, description = _producer(args.device, interval)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -113,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     gpu_names = sorted({g.name for r in runs for s in r.snapshots[:1] for g in s.gpus if g.name})
     meta = {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
             "sampling": description, "seconds sampled per stage": duration,
+            "load": f"open loop, {args.rate:g} requests/s" if args.rate else
+            "closed loop at full load (naive: 1 request in flight; workers: 2 per worker; batched on: 2.5 batches)",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     paths = report.write(args.out, runs, meta)
     out = Console(width=max(140, Console().width))

@@ -39,6 +39,8 @@ def terminal_table(runs: Sequence[StageRun], title: str) -> Table:
 def speedup(runs: Sequence[StageRun]) -> float | None:
     """The last stage's req/s against the first's."""
     table = rows(runs)
+    if len(table) < 2:
+        return None
     first, last = table[0]["req_per_s"], table[-1]["req_per_s"]
     return round(last / first, 1) if first and last else None
 
