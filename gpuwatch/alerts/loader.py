@@ -71,6 +71,8 @@ def _string_map(errors: _Errors, rule: LineDict, key: str, where: str, templates
         line = line_of(raw, name)
         if not isinstance(name, str) or not _NAME.match(name):
             errors.add(line, where, f"{key} name '{name}' is not a valid label name ([A-Za-z_][A-Za-z0-9_]*)")
+        elif key == "labels" and (name == "alertname" or name.startswith("__")):
+            errors.add(line, where, f"label '{name}' is reserved; the rule's 'alert' name is its alertname")
         elif isinstance(value, (dict, list)) or value is None:
             errors.add(line, where, f"{key}.{name} must be a string")
         else:

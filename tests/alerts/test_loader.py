@@ -61,6 +61,8 @@ BAD = [
      "        condition:\n          any: [{threshold: {metric: gpu.util, op: '>', value: 1}},"
      " {threshold: {metric: gpu.power_w, op: '>', value: 1}}]\n        annotations: {summary: '{{ $value }}'}\n",
      "r.yml:7: rule 'R': {{ $value }} is ambiguous: 'any' conditions report values in different units"),
+    ("reserved label", "        condition: {stale: {}}\n        labels: {alertname: X}\n",
+     "r.yml:6: rule 'R': label 'alertname' is reserved"),
     ("key given twice", "        condition: {stale: {}}\n        for: 1m\n        for: 2m\n",
      "r.yml:7: rule 'R': key 'for' appears twice"),
 ]
