@@ -10,8 +10,9 @@ Run with: python3 scripts/incident_load.py --naive 345 --batched 45 --bf16 45 --
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import random
+import subprocess
+import sys
 import time
 
 
@@ -55,7 +56,7 @@ def server(idle: float, naive: float, batched: float, bf16: float) -> None:
     with torch.no_grad():
         while time.monotonic() < end:  # one request at a time, dynamic shape, a copy per request
             text = " ".join(random.choice(words) * random.randint(1, 40) for _ in range(random.randint(200, 600)))
-            ids = _tokenize(text)[:512]
+            ids = _tokenize(text)[:192]
             x = torch.tensor(ids).unsqueeze(0).cuda()
             model(emb(x))
             torch.cuda.synchronize()
@@ -81,19 +82,27 @@ def main() -> None:
     ap.add_argument("--batched", type=float, default=45)
     ap.add_argument("--bf16", type=float, default=45)
     ap.add_argument("--hold", type=float, default=0.75, help="fraction of GPU memory the holder reserves")
+    ap.add_argument("--role", choices=["server", "holder"], help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    ctx = mp.get_context("spawn")
+    if a.role == "server":
+        server(a.idle, a.naive, a.batched, a.bf16)
+        return
+    if a.role == "holder":
+        holder(a.hold, a.seconds)
+        return
     total = 2 * a.idle + a.naive + a.batched + a.bf16
-    # The holder starts with the naive phase and leaves with the server, as a real pool does.
-    srv = ctx.Process(target=server, args=(a.idle, a.naive, a.batched, a.bf16), name="incident-server")
-    srv.start()
+    # Separate processes with readable command lines, as a real service's would be.
+    me = [sys.executable, __file__]
+    srv = subprocess.Popen([*me, "--role", "server", "--idle", str(a.idle), "--naive", str(a.naive),
+                            "--batched", str(a.batched), "--bf16", str(a.bf16)])
     time.sleep(a.idle)
-    hold = ctx.Process(target=holder, args=(a.hold, total - 2 * a.idle), name="incident-kvcache")
-    hold.start()
+    # The holder starts with the naive phase and leaves with the server, as a real memory pool does.
+    hold = subprocess.Popen([*me, "--role", "holder", "--hold", str(a.hold), "--seconds", str(total - 2 * a.idle)])
     print(f"phases: idle 0-{a.idle:g}s, naive {a.idle:g}-{a.idle + a.naive:g}s, batched fp32 "
           f"-{a.idle + a.naive + a.batched:g}s, bf16 -{total - a.idle:g}s, idle -{total:g}s", flush=True)
-    srv.join()
-    hold.join()
+    srv.wait()
+    hold.wait()
 
 
 if __name__ == "__main__":
