@@ -121,11 +121,11 @@ def run_stage(stage: str, device: str, duration: float, sampler: Sampler, interv
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
         work.kill()
-    _diagnose(result)
+    diagnose_stage(result)
     return result
 
 
-def _diagnose(result: StageRun) -> None:
+def diagnose_stage(result: StageRun) -> None:
     snaps = result.snapshots
     if not snaps:
         return

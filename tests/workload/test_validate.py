@@ -55,3 +55,16 @@ def test_a_stage_that_fails_keeps_its_row_and_says_why() -> None:
     row = StageRun("bf16", error="RuntimeError: CUDA error: out of memory").row()
     assert row["top_finding"] == "failed: RuntimeError: CUDA error: out of memory"
     assert row["req_per_s"] is None and list(row) == KEYS
+
+
+def test_a_stage_row_takes_the_workload_gpu_medians_and_the_doctor_top_finding() -> None:
+    from doctor.synthetic import Load, window
+
+    from gpuwatch.validate.runner import diagnose_stage
+
+    run = StageRun("naive", workload={"pid": 471, "req_per_s": 131.26, "p99_ms": 9.04},
+                   snapshots=window(Load(util=31, sm=22, occupancy=3, tensor=0, thread=99, pid=471)))
+    diagnose_stage(run)
+    assert run.row() == {"stage": "naive", "gpu_util": 31.0, "sm_active": 22.0, "sm_occupancy": 3.0,
+                         "tensor_active": 0.0, "req_per_s": 131.3, "p99_ms": 9.0,
+                         "top_finding": "Input pipeline CPU-bound: one thread feeds the GPU and it is full"}
