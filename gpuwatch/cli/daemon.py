@@ -33,7 +33,8 @@ outbox, and serve on http://{DEFAULT_LISTEN} (the default; change it with --list
   POST /api/v1/reload re-read config and rules (Authorization: Bearer TOKEN); SIGHUP does the same
 
 Config: {default_config_path()} (or --config FILE; GPUWATCH_<SECTION>_<KEY> variables override it).
-A non-loopback --listen needs --allow-remote and a token file."""
+A non-loopback --listen needs --allow-remote and a token file; there, reads (all but /healthz) need the
+token too unless [daemon] token_for_reads = false. Prometheus sends it with authorization: credentials_file."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -45,6 +45,8 @@ class DaemonConfig:
                               default=False)
     token_file: str | None = _opt(f.text, "file holding the bearer token for state-changing requests",
                                   default=None)
+    token_for_reads: bool | None = _opt(f.boolean, "reads need the token too (default: only on a non-loopback "
+                                        "listen address)", default=None)
     state_dir: str | None = _opt(f.text, "where the outbox database lives (default: $STATE_DIRECTORY or "
                                  "~/.local/state/gpuwatch)", default=None)
     max_process_series: int = _opt(f.positive_int, "most processes exported on /metrics per scrape",

@@ -1,5 +1,6 @@
-"""The HTTP API (aiohttp). Reads are open to whoever can reach the socket (loopback by default);
-anything that changes state needs ``Authorization: Bearer <token>``.
+"""The HTTP API (aiohttp). Anything that changes state needs ``Authorization: Bearer <token>``. Reads are
+open on a loopback address; on any other address (``--allow-remote``) they need the token too, except
+/healthz, unless ``[daemon] token_for_reads = false`` (process names and users are in the snapshot).
 
     GET  /metrics             Prometheus text exposition
     GET  /healthz             200 once a snapshot is flowing, 503 before or when sampling stalled
@@ -39,6 +40,8 @@ class Services:
     health: Callable[[], tuple[bool, dict[str, Any]]]
     reload: Callable[[], Awaitable[tuple[bool, str]]]
     token: str | None = None
+    #: Reads (everything but /healthz) need the token as well.
+    token_for_reads: bool = False
 
 
 SERVICES = web.AppKey("services", Services)
@@ -130,8 +133,19 @@ async def reload(request: web.Request) -> web.Response:
     return _json({"reloaded": ok, "message": message}, 200 if ok else 422)
 
 
+@web.middleware
+async def _read_guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                      ) -> web.StreamResponse:
+    s = request.app[SERVICES]
+    if s.token_for_reads and request.method == "GET" and request.path != "/healthz":
+        denied = _authorised(request, s.token)
+        if denied is not None:
+            return denied
+    return await handler(request)
+
+
 def build_app(services: Services) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[_read_guard])
     app[SERVICES] = services
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gpuwatch.alerts import AlertEngine
 from gpuwatch.config import Config, ConfigError, check_listen
+from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import parts
 from gpuwatch.daemon.app import Services, build_app
 from gpuwatch.daemon.pipeline import Pipeline
@@ -113,8 +114,11 @@ class Daemon:
         self.exporter = Exporter(collector)
         self.sampler.observe_tick_duration(self.exporter.observe_tick)
         self.sampler.subscribe(self.pipeline.offer)
+        reads = self.config.daemon.token_for_reads
+        if reads is None:
+            reads = not is_loopback(self.host)
         return build_app(Services(self.pipeline, self.exporter, self._history, self._health, self.reload,
-                                  self.token))
+                                  self.token, token_for_reads=reads))
 
     async def _watchdog(self, stop: asyncio.Event) -> None:
         interval = self.sd.watchdog_interval()

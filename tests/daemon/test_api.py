@@ -147,3 +147,28 @@ def test_a_non_loopback_address_needs_allow_remote_and_a_token(tmp_path: Path, r
     config = Config(daemon=DaemonConfig(listen=listen, allow_remote=allow_remote, state_dir=str(tmp_path)))
     with pytest.raises(StartError, match=message):
         Daemon(config, ReplayProducer(recording), "r", True, reload_config=lambda: config)
+
+
+@pytest.mark.parametrize(("listen", "token_for_reads", "guarded"), [
+    ("127.0.0.1:0", None, False),  # loopback: reads are open
+    ("127.0.0.1:0", True, True),
+    ("0.0.0.0:0", None, True),  # reachable from other machines: reads need the token by default
+    ("0.0.0.0:0", False, False),
+])
+def test_reads_need_the_token_on_a_remote_address_unless_opened(tmp_path: Path, recording: Path, listen: str,
+                                                                token_for_reads: bool | None, guarded: bool) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-0123456789")
+    config = Config(daemon=DaemonConfig(listen=listen, allow_remote=True, token_file=str(token),
+                                        token_for_reads=token_for_reads, state_dir=str(tmp_path / "s")))
+    d = RunningDaemon(config, recording)
+    try:
+        plain = {p: requests.get(d.url + p, timeout=5).status_code for p in ("/metrics", "/api/v1/snapshot")}
+        bearer = {"Authorization": "Bearer s3cret-token-0123456789"}
+        with_token = requests.get(d.url + "/metrics", headers=bearer, timeout=5).status_code
+        health = requests.get(d.url + "/healthz", timeout=5).status_code
+    finally:
+        d.stop()
+    assert plain == ({"/metrics": 401, "/api/v1/snapshot": 401} if guarded else {"/metrics": 200,
+                                                                                 "/api/v1/snapshot": 200})
+    assert (with_token, health) == (200, 200)
