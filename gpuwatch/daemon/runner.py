@@ -78,6 +78,7 @@ class Daemon:
             new = self.reload_config()
             rules = parts.build_rules(new)
             targets = parts.build_targets(new)
+            token = parts.read_token(new)
         except (ConfigError, parts.StartError) as exc:
             log.error("reload failed, keeping the running config and rules: %s", exc)
             self.sd.ready(f"reload failed: {exc}")
@@ -89,8 +90,12 @@ class Daemon:
 
         await self.pipeline.call(swap)
         self.deliverer.targets = targets
-        if new.daemon.listen != self.config.daemon.listen:
-            log.warning("daemon.listen changed to %s: that takes a restart", new.daemon.listen)
+        self.services.token = token
+        self.exporter.collector.max_process_series = new.daemon.max_process_series
+        for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
+                                          ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
+            if old_value != new_value:
+                log.warning("%s changed to %s: that takes a restart", key, new_value)
         self.config = new
         message = f"reloaded: {len(rules)} rule(s), {len(targets)} receiver(s)"
         log.info("%s", message)
@@ -117,8 +122,9 @@ class Daemon:
         reads = self.config.daemon.token_for_reads
         if reads is None:
             reads = not is_loopback(self.host)
-        return build_app(Services(self.pipeline, self.exporter, self._history, self._health, self.reload,
-                                  self.token, token_for_reads=reads))
+        self.services = Services(self.pipeline, self.exporter, self._history, self._health, self.reload,
+                                 self.token, token_for_reads=reads)
+        return build_app(self.services)
 
     async def _watchdog(self, stop: asyncio.Event) -> None:
         interval = self.sd.watchdog_interval()
