@@ -79,6 +79,8 @@ class Daemon:
             rules = parts.build_rules(new)
             targets = parts.build_targets(new)
             token = parts.read_token(new)
+            if token is None and not is_loopback(self.host):
+                raise parts.StartError(f"the daemon serves on {self.host}, which needs a token: keep token_file")
         except (ConfigError, parts.StartError) as exc:
             log.error("reload failed, keeping the running config and rules: %s", exc)
             self.sd.ready(f"reload failed: {exc}")
