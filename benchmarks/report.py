@@ -43,10 +43,10 @@ def _cmp(a: Any, b: Any, test: Callable[[float, float], bool]) -> bool | None:
 def rows(r: dict[str, Any]) -> list[Row]:
     """The table: one row per measured thing, our number beside the anchors'."""
     out: list[Row] = []
-    if "tick_ms" in r:
+    if r.get("tick_ms") is not None:
         anchors = ", ".join(f"{name} {_ms(r, key)}" for name, key in (
             ("nvitop", "nvitop_refresh_ms"), ("gpustat", "gpustat_query_ms"), ("nvidia-smi", "nvidia_smi_ms"))
-            if key in r) or "none here"
+            if r.get(key) is not None) or "none here"
         out.append(("tick, median / p90", _ms(r, "tick_ms"), anchors, "<= nvitop / 10",
                     _verdict(_cmp(r.get("tick_ms"), r.get("nvitop_refresh_ms"), lambda a, b: a * 10 <= b))))
         out.append(("raw floor: NVML calls / + host reads", _ms(r, "raw_nvml_ms"), _ms(r, "raw_nvml_host_ms"),
@@ -54,36 +54,37 @@ def rows(r: dict[str, Any]) -> list[Row]:
                                                         lambda a, b: a <= 1.5 * b))))
         out.append(("tick / floor (NVML+host), tick / NVML", _f(r.get("tick_over_raw_nvml_host"), "x"),
                     _f(r.get("tick_over_raw_nvml"), "x"), "", ""))
-    if "daemon_cpu_pct_1s" in r:
-        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 0)}"
+    if r.get("daemon_cpu_pct_1s") is not None:
+        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 1)}"
                            for name, k in (("nvidia-smi -l 1", "nvidia_smi_loop"),
-                                           ("nvitop-exporter 1 s", "nvitop_exporter")) if k + "_cpu_pct" in r)
+                                           ("nvitop-exporter 1 s", "nvitop_exporter"))
+                           if r.get(k + "_cpu_pct") is not None)
         out.append(("daemon at 1 s: CPU of one core, RSS",
-                    f"{_f(r.get('daemon_cpu_pct_1s'), '%')} {_f(r.get('daemon_rss_mib'), ' MiB', 0)}",
+                    f"{_f(r.get('daemon_cpu_pct_1s'), '%')} {_f(r.get('daemon_rss_mib'), ' MiB', 1)}",
                     beside or "-", "<= 0.3 %, <= 60 MiB",
                     _verdict(_cmp(r.get("daemon_cpu_pct_1s"), r.get("daemon_rss_mib"),
                                   lambda c, m: c <= 0.3 and m <= 60))))
         out.append(("daemon at 0.1 s: CPU, RSS",
-                    f"{_f(r.get('daemon_cpu_pct_100ms'), '%')} {_f(r.get('daemon_rss_mib_100ms'), ' MiB', 0)}",
+                    f"{_f(r.get('daemon_cpu_pct_100ms'), '%')} {_f(r.get('daemon_rss_mib_100ms'), ' MiB', 1)}",
                     "", "", ""))
     if r.get("alerts_eval_ms_1s") is not None:
         out.append(("alert rules with full windows, 1 GPU: per snapshot, CPU",
                     f"1 s: {_f(r.get('alerts_eval_ms_1s'), ' ms')}, {_f(r.get('alerts_cpu_pct_1s'), '%', 3)}",
                     f"0.1 s: {_f(r.get('alerts_eval_ms_100ms'), ' ms')}, {_f(r.get('alerts_cpu_pct_100ms'), '%')}",
                     "(part of the daemon's)", ""))
-    if "tui_cpu_pct" in r:
-        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 0)}"
+    if r.get("tui_cpu_pct") is not None:
+        beside = "; ".join(f"{name} {_f(r.get(k + '_cpu_pct'), '%')} {_f(r.get(k + '_rss_mib'), ' MiB', 1)}"
                            for name, k in (("nvitop -i 1", "nvitop_tui"), ("nvitop", "nvitop_default_tui"),
-                                           ("gpustat -i 1", "gpustat_tui")) if k + "_cpu_pct" in r)
+                                           ("gpustat -i 1", "gpustat_tui")) if r.get(k + "_cpu_pct") is not None)
         out.append(("dashboard at 1 s, 160x50 pty: CPU, RSS",
-                    f"{_f(r.get('tui_cpu_pct'), '%')} {_f(r.get('tui_rss_mib'), ' MiB', 0)}", beside or "-",
+                    f"{_f(r.get('tui_cpu_pct'), '%')} {_f(r.get('tui_rss_mib'), ' MiB', 1)}", beside or "-",
                     "<= nvitop CPU", _verdict(_cmp(r.get("tui_cpu_pct"), r.get("nvitop_tui_cpu_pct"),
                                                     lambda a, b: a <= b))))
-    if "scrape_ms_8x256" in r:
+    if r.get("scrape_ms_8x256") is not None:
         out.append(("/metrics scrape, 8 GPUs x 256 procs (fake NVML)",
                     f"{_f(r.get('scrape_ms_8x256'), ' ms')} / p90 {_f(r.get('scrape_p90_ms_8x256'), ' ms')}",
                     f"{_f(r.get('scrape_bytes_8x256'))} bytes", "", ""))
-    if "leak_ticks" in r:
+    if r.get("leak_ticks") is not None:
         growth = r.get("rss_growth_mib_100k", r.get("rss_growth_mib_partial"))
         warm = r.get("rss_growth_mib_10k_to_end")
         out.append((f"daemon RSS growth, tick {r.get('leak_ticks_base')} -> {r.get('leak_ticks')}",
