@@ -31,10 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"gpuwatch.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("gpuwatch.cli."):
-                continue  # a command not built yet
-            raise
+        except ImportError as exc:
+            # One command whose dependency is missing (e.g. textual not installed) must not take the
+            # others down with it: leave it out of this run and say why.
+            logging.getLogger(__name__).warning("command %s unavailable: %s", name.replace("_", "-"), exc)
+            continue
         module.register(sub)
     return parser
 
