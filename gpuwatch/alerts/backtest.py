@@ -94,7 +94,7 @@ def format_timeline(bt: Backtest, title: str = "") -> str:
     """The timeline as text: one line per transition, then a summary per alert."""
     if bt.start is None or bt.end is None:
         return f"{title}: no snapshots\n" if title else "no snapshots\n"
-    lines = [f"{title or 'trace'}: {bt.snapshots} snapshots over {format_duration(bt.end - bt.start)}, "
+    lines = [f"{title or 'trace'}: {bt.snapshots} snapshots over {format_duration(round(bt.end - bt.start))}, "
              f"from {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(bt.start))} UTC"]
     if not bt.transitions:
         lines.append("no alert went pending or firing")
@@ -110,6 +110,6 @@ def format_timeline(bt: Backtest, title: str = "") -> str:
         lines.append("fired:")
         for s in fired:
             first = _clock(s.first_fired_at or bt.start, bt.start).split()[0]
-            lines.append(f"  {s.name} {_who(s.labels)}: {s.fired}x, {format_duration(s.firing_s)} firing in all, "
-                         f"first at {first}")
+            total = format_duration(round(s.firing_s))
+            lines.append(f"  {s.name} {_who(s.labels)}: {s.fired}x, {total} firing in all, first at {first}")
     return "\n".join(lines) + "\n"

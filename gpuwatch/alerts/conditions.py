@@ -4,7 +4,9 @@ for right now, with the condition's value. This module has the base, the instant
 stale), all/any and :func:`build`; :mod:`gpuwatch.alerts.windows` has the ones over a time window.
 
 Missing data (None, NaN, an entity absent from the snapshot) never makes a condition true: like an
-absent series in Prometheus, it simply has no result.
+absent series in Prometheus, it simply has no result. Hysteresis (a threshold's ``clear``, flapping's
+``low``) holds while the rule's alert for the entity is active (``Frame.active``), as ``ALERTS`` does in
+the exported PromQL, so both stop at the same moment.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Evaluator:
 
 
 def crossed(c: Threshold, v: float, latched: bool) -> bool:
-    """``v op value``; with ``clear``, an already-true condition holds on until ``v`` passes ``clear``."""
+    """``v op value``; with ``clear``, while the alert is active it holds on until ``v`` passes ``clear``."""
     if COMPARE[c.op](v, c.value):
         return True
     if c.clear is None or not latched:
@@ -63,27 +65,18 @@ def crossed(c: Threshold, v: float, latched: bool) -> bool:
 
 
 class ThresholdEval(Evaluator):
-    cond: Threshold
+    """``metric op value`` per entity. Hysteresis (``clear``) latches on the rule's own alert being
+    pending or firing, exactly what ``ALERTS`` gives the exported PromQL."""
 
-    def __init__(self, cond: Threshold) -> None:
-        super().__init__(cond)
-        self._latched: set[Key] = set()
+    cond: Threshold
 
     def evaluate(self, frame: Frame) -> Results:
         c = self.cond
         out: Results = {}
-        latched: set[Key] = set()
         for key in frame.keys(self.scope):
             v = read(frame, key, c.metric)
-            if v is None:
-                if key in self._latched:
-                    latched.add(key)  # no data: not true now, but the latch survives it
-                continue
-            if crossed(c, v, key in self._latched):
+            if v is not None and crossed(c, v, key in frame.active):
                 out[key] = v
-                latched.add(key)
-        if c.clear is not None:
-            self._latched = latched
         return out
 
 

@@ -125,6 +125,7 @@ class AlertEngine:
 
     def _step_rule(self, rt: _RuleRuntime, frame: Frame, gap: bool) -> list[Transition]:
         rule, now, out = rt.rule, frame.now, []
+        frame.active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
         hits = rt.evaluator.evaluate(frame)
         seen: set[str] = set()
         for key, value in hits.items():

@@ -15,7 +15,16 @@ import yaml
 
 from gpuwatch.alerts.conditions_schema import ConditionParser
 from gpuwatch.alerts.entities import SCOPE_LABELS
-from gpuwatch.alerts.rules import Group, Rule, RuleError, RuleSet, parse_duration, scope_of, value_units_clash
+from gpuwatch.alerts.rules import (
+    Group,
+    Rule,
+    RuleError,
+    RuleSet,
+    latching,
+    parse_duration,
+    scope_of,
+    value_units_clash,
+)
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 
@@ -124,6 +133,13 @@ def _rule(errors: _Errors, raw: Any, line: int, group: str) -> Rule | None:
         raw["condition"], line_of(raw, "condition"))
     if condition is None or len(errors.messages) > count:
         return None
+    scope = scope_of(condition)
+    for part in latching(condition):
+        if scope_of(part) != scope:
+            errors.add(line_of(raw, "condition"), where, f"hysteresis on '{part.metric}' holds while the alert is "
+                       f"active, so it must be about the alert's own {scope}, not its {scope_of(part)}: "
+                       "drop 'clear'/'low' there")
+            return None
     clash = value_units_clash(condition)
     if clash and any("$value" in text for text in annotations.values()):
         errors.add(line_of(raw, "annotations"), where, f"{{{{ $value }}}} is ambiguous: {clash}; "

@@ -7,14 +7,14 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (hostname, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
-  flapping    ``changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high
-              and m offset w`` (a full window of history)
+  flapping    ``(changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high)
+              and m offset w`` (a full window of history; ``low`` as hysteresis below)
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
               and max without (reason) (... offset w)`` (a full window of history)
   stale       ``gpuwatch_source_up{source=~".."} == 0``
-A rule that is a single threshold with ``clear`` keeps its hysteresis through ``ALERTS`` (the alert's own
-state at the previous evaluation). What PromQL cannot say is reported, not approximated: hysteresis inside
-a compound or flapping's ``low`` needs state PromQL does not keep, and a stale source's age has no series.
+Hysteresis (``clear``, flapping's ``low``) holds while the rule's own alert is active, which Prometheus
+keeps in ``ALERTS``: ``(m > value or (m > clear and ignoring(alertname, alertstate, ...) ALERTS{...}))``.
+What PromQL cannot say is reported, not approximated: a metric without a series, a stale source's age.
 """
 
 from __future__ import annotations
@@ -76,27 +76,31 @@ def _regex(names: tuple[str, ...]) -> str:
     return "|".join(sorted(names))
 
 
-def to_promql(cond: Condition, step: str = "") -> str:
-    """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval)."""
+def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
+    """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval); ``latch``
+    the selector of the rule's own active alerts (``ALERTS``), which hysteresis needs."""
     if isinstance(cond, Threshold):
-        if cond.clear is not None:
-            raise Unexpressible("its 'clear' level is hysteresis, which needs the previous evaluation's state")
         name, scale = _series(cond.metric)
         if cond.avg_s:
             name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
-        return f"{name} {cond.op} {_num(cond.value * scale)}"
+        expr = f"{name} {cond.op} {_num(cond.value * scale)}"
+        if cond.clear is None:
+            return expr
+        if not latch:
+            raise Unexpressible("its 'clear' level is hysteresis, which needs the rule's ALERTS state")
+        return f"{expr} or ({name} {cond.op[0]} {_num(cond.clear * scale)} and {latch})"
     if isinstance(cond, AllOf):
         scope = scope_of(cond)
         lead = next(c for c in cond.conditions if scope_of(c) == scope)
-        expr = _wrap(to_promql(lead, step))
+        expr = _wrap(to_promql(lead, step, latch))
         for c in cond.conditions:
             if c is lead:
                 continue
             on = JOIN_LABELS.get((scope, scope_of(c)))
-            expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step))}"
+            expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step, latch))}"
         return expr
     if isinstance(cond, AnyOf):
-        return " or ".join(_wrap(to_promql(c, step)) for c in cond.conditions)
+        return " or ".join(_wrap(to_promql(c, step, latch)) for c in cond.conditions)
     if isinstance(cond, Jitter):
         name, scale = _series(cond.metric)
         w = format_duration(cond.window_s)
@@ -106,13 +110,15 @@ def to_promql(cond: Condition, step: str = "") -> str:
         name, scale = _series(cond.metric)
         return f"stddev_over_time({name}[{format_duration(cond.window_s)}]) >= {_num(cond.stddev * scale)}"
     if isinstance(cond, Flapping):
-        if cond.low != cond.high:
-            raise Unexpressible("its 'low' threshold is hysteresis (flapping stops only below it), which needs "
-                                "the previous evaluation's state")
         name, scale = _series(cond.metric)
         state = f"({name} {cond.op} bool {_num(cond.value * scale)})[{format_duration(cond.window_s)}:{step}]"
-        return (f"(changes({state}) / (count_over_time({state}) - 1) >= {_num(cond.high / 100)}) "
-                f"and {name} offset {format_duration(cond.window_s)}")
+        pct = f"changes({state}) / (count_over_time({state}) - 1)"
+        flapping = f"{pct} >= {_num(cond.high / 100)}"
+        if cond.low < cond.high:
+            if not latch:
+                raise Unexpressible("its 'low' threshold is hysteresis, which needs the rule's ALERTS state")
+            flapping = f"{flapping} or ({pct} >= {_num(cond.low / 100)} and {latch})"
+        return f"({flapping}) and {name} offset {format_duration(cond.window_s)}"
     if isinstance(cond, Throttle):
         sel = f'{CLOCK_EVENT_SERIES}{{reason=~"{_regex(cond.reasons)}"}}'
         w = format_duration(cond.window_s)
@@ -129,29 +135,12 @@ def _wrap(expr: str) -> str:
     return expr if simple else f"({expr})"
 
 
-def _latched_threshold(rule: Rule) -> str:
-    """A rule that is one threshold with ``clear``: the latch is the alert itself, which Prometheus keeps
-    in ``ALERTS`` (pending or firing at the previous evaluation), so
-    ``m > value or (m > clear and ignoring(...) ALERTS{alertname="X"})`` is the same hysteresis.
-    Not with ``keep_firing_for``: a held alert is not a held condition."""
-    cond = rule.condition
-    assert isinstance(cond, Threshold) and cond.clear is not None
-    if rule.keep_firing_for_s:
-        raise Unexpressible("its 'clear' level (hysteresis) together with keep_firing_for has no PromQL form")
-    name, scale = _series(cond.metric)
-    if cond.avg_s:
-        name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
-    ignored = ", ".join(["alertname", "alertstate", *sorted(rule.labels)])
-    return (f"{name} {cond.op} {_num(cond.value * scale)} or ({name} {cond.op[0]} {_num(cond.clear * scale)} "
-            f'and ignoring ({ignored}) ALERTS{{alertname="{rule.name}"}})')
-
-
 def rule_to_prometheus(rule: Rule, step: str = "") -> dict[str, object]:
     """One Prometheus alerting rule (a mapping ready for YAML); Unexpressible when it has none."""
     unit = value_unit(rule.condition)
-    latched = isinstance(rule.condition, Threshold) and rule.condition.clear is not None
-    expr = _latched_threshold(rule) if latched else to_promql(rule.condition, step)
-    out: dict[str, object] = {"alert": rule.name, "expr": expr}
+    ignored = ", ".join(["alertname", "alertstate", *sorted(rule.labels)])
+    latch = f'ignoring ({ignored}) ALERTS{{alertname="{rule.name}"}}'
+    out: dict[str, object] = {"alert": rule.name, "expr": to_promql(rule.condition, step, latch)}
     if rule.for_s:
         out["for"] = format_duration(rule.for_s)
     if rule.keep_firing_for_s:

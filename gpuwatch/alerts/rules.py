@@ -3,12 +3,12 @@
 
 Condition kinds (each names what it measures, so a rule reads like the sentence an SRE would say):
   * ``threshold``: a metric (or its mean over ``avg``) against a value, per GPU, process or host;
-    ``clear`` adds hysteresis;
+    ``clear`` adds hysteresis (while the rule's alert is active, it holds until the metric passes it);
   * ``all`` / ``any``: compound conditions (a process-level child joins its GPU-level siblings by GPU);
   * ``jitter``: rose by at least ``rise`` over ``window`` and has fallen back by ``fall`` (a spike);
   * ``volatility``: standard deviation over ``window`` at least ``stddev``;
   * ``flapping``: Nagios-style percent of state changes of ``metric op value`` over ``window``,
-    starting at ``high`` and stopping below ``low``;
+    starting at ``high`` and, while the alert is active, stopping only below ``low``;
   * ``throttle``: any of ``reasons`` (clock-event reasons) active for at least ``percent`` of ``window``;
   * ``stale``: a source (or any source) not ``ok``.
 """
@@ -214,3 +214,14 @@ def value_units_clash(cond: Condition) -> str | None:
     if isinstance(cond, (AllOf, AnyOf)):
         return next((why for c in cond.conditions if (why := value_units_clash(c))), None)
     return None
+
+
+def latching(cond: Condition) -> list[Threshold | Flapping]:
+    """The parts of ``cond`` with hysteresis (a threshold's ``clear``, flapping's ``low`` under ``high``)."""
+    if isinstance(cond, (AllOf, AnyOf)):
+        return [part for c in cond.conditions for part in latching(c)]
+    if isinstance(cond, Threshold) and cond.clear is not None:
+        return [cond]
+    if isinstance(cond, Flapping) and cond.low < cond.high:
+        return [cond]
+    return []

@@ -52,7 +52,7 @@ class WindowEval(Evaluator):
         super().__init__(cond)
         self.window_s = (cond.avg_s or 0.0) if isinstance(cond, Threshold) else cond.window_s
         self._windows: dict[Key, Window] = {}
-        self._latched: set[Key] = set()
+        self.active: frozenset[Key] = frozenset()
 
     def sample(self, frame: Frame, key: Key) -> float | None:
         raise NotImplementedError
@@ -62,6 +62,7 @@ class WindowEval(Evaluator):
 
     def evaluate(self, frame: Frame) -> Results:
         now = frame.now
+        self.active = frame.active
         out: Results = {}
         keys = frame.keys(self.scope)
         for key in keys:
@@ -82,7 +83,6 @@ class WindowEval(Evaluator):
                 window.advance(now, self.window_s, self.keep_s)
                 if not window.points and window.before is None:
                     del self._windows[key]  # gone for longer than the window: forget it
-                    self._latched.discard(key)
         return out
 
 
@@ -98,12 +98,7 @@ class AverageThresholdEval(WindowEval):
     def reduce(self, key: Key, window: Window, now: float) -> float | None:
         values = window.values()
         mean = sum(values) / len(values)
-        if not crossed(self.cond, mean, key in self._latched):
-            self._latched.discard(key)
-            return None
-        if self.cond.clear is not None:
-            self._latched.add(key)
-        return mean
+        return mean if crossed(self.cond, mean, key in self.active) else None
 
 
 class JitterEval(WindowEval):
@@ -142,7 +137,8 @@ class VolatilityEval(WindowEval):
 
 class FlappingEval(WindowEval):
     """Percent of state changes of ``metric op value`` between consecutive samples in the window; starts
-    at ``high`` and, once started, stops only below ``low`` (Nagios' flap detection, unweighted). Needs a
+    at ``high`` and, while the alert is active, stops only below ``low`` (Nagios' flap detection,
+    unweighted). Needs a
     sample from a window ago (``... and m offset w`` in PromQL), so a short history is not called flapping."""
 
     cond: Flapping
@@ -157,10 +153,8 @@ class FlappingEval(WindowEval):
         if len(states) < 2 or window.base(now, self.window_s) is None:
             return None  # like Nagios, judge flapping only over a full window of history
         pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
-        limit = self.cond.low if key in self._latched else self.cond.high
-        active = pct >= limit
-        (self._latched.add if active else self._latched.discard)(key)
-        return pct if active else None
+        limit = self.cond.low if key in self.active else self.cond.high
+        return pct if pct >= limit else None
 
 
 class ThrottleEval(WindowEval):

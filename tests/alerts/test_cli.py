@@ -108,11 +108,16 @@ def test_export_writes_what_is_committed_and_lists_the_rest(capsys: pytest.Captu
                                                             tmp_path: Path) -> None:
     code, out, err = cli(capsys, "export", "--format", "prometheus")
     committed = (DEFAULT_RULES.parent / "prometheus" / "gpuwatch-rules.yml").read_text(encoding="utf-8")
-    assert code == 0 and out == committed
-    assert "not exported: GpuMemoryFlapping" in err and "hysteresis" in err
+    assert code == 0 and out == committed and "not exported" not in err
     target = tmp_path / "rules.yml"
     assert cli(capsys, "export", "-o", str(target))[0] == 0
     assert target.read_text(encoding="utf-8") == committed
+    local = tmp_path / "local.yml"
+    local.write_text("groups:\n  - name: g\n    rules:\n      - alert: ClockLow\n"
+                     "        condition: {threshold: {metric: gpu.sm_clock_percent, op: '<', value: 50}}\n")
+    code, out, err = cli(capsys, "export", "--rules", str(local))
+    assert code == 0 and "groups: []" in out
+    assert f"not exported: ClockLow ({local}:4): metric 'gpu.sm_clock_percent' has no Prometheus series" in err
 
 
 def test_metrics_lists_every_key_with_its_prometheus_name(capsys: pytest.CaptureFixture[str]) -> None:

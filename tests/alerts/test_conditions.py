@@ -24,10 +24,18 @@ def condition(text: str) -> Condition:
     return rules.rules[0].condition
 
 
-def pattern(text: str, snaps: list[Snapshot], key_index: int = 0) -> str:
-    """Feed the snapshots; X where the condition holds for any entity."""
+def pattern(text: str, snaps: list[Snapshot]) -> str:
+    """Feed the snapshots; X where the condition holds for any entity. Hysteresis latches on the alert
+    being active, which (as for a rule without ``for``) is where the condition held one sample before."""
     ev = build(condition(text))
-    return "".join("X" if ev.evaluate(Frame(s, s.time)) else "." for s in snaps)
+    out, active = "", frozenset()
+    for s in snaps:
+        frame = Frame(s, s.time)
+        frame.active = active
+        result = ev.evaluate(frame)
+        active = frozenset(result)
+        out += "X" if result else "."
+    return out
 
 
 def utils(values: list[float | None], step: float = 10.0, **kw: float) -> list[Snapshot]:
@@ -45,8 +53,8 @@ THRESHOLD = [
      '{threshold: {metric: gpu.util, op: ">=", value: 90, clear: 80}}', [85, 95, 85, 81, 80, 85, 91], ".XXX..X"),
     ("hysteresis on a low threshold mirrors it",
      '{threshold: {metric: gpu.util, op: "<", value: 30, clear: 40}}', [35, 25, 35, 39, 40, 35], ".XXX.."),
-    ("a missing value interrupts but does not reset the latch",
-     '{threshold: {metric: gpu.util, op: ">", value: 90, clear: 80}}', [95, None, 85, NAN, 85], "X.X.X"),
+    ("missing data ends the alert, and with it the latch (as in Prometheus)",
+     '{threshold: {metric: gpu.util, op: ">", value: 90, clear: 80}}', [95, None, 85, NAN, 95, 85], "X...XX"),
     ("equality compares exactly", '{threshold: {metric: gpu.util, op: "==", value: 0}}', [0, 0.5, 0], "X.X"),
     ("avg compares the mean over [t-avg, t]: one spike does not break a low run",
      '{threshold: {metric: gpu.util, op: "<", value: 30, avg: 30s}}', [10, 10, 50, 10, 10, 10, 10], "XXXXXXX"),

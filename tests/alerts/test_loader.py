@@ -63,6 +63,12 @@ BAD = [
      "r.yml:7: rule 'R': {{ $value }} is ambiguous: 'any' conditions report values in different units"),
     ("reserved label", "        condition: {stale: {}}\n        labels: {alertname: X}\n",
      "r.yml:6: rule 'R': label 'alertname' is reserved"),
+    ("hysteresis on a coarser part of a compound",
+     "        condition:\n          all:\n"
+     "            - threshold: {metric: process.top_thread_cpu_percent, op: '>=', value: 90}\n"
+     "            - threshold: {metric: gpu.util, op: '<', value: 30, clear: 50}\n",
+     "r.yml:5: rule 'R': hysteresis on 'gpu.util' holds while the alert is active, so it must be about the "
+     "alert's own process, not its gpu"),
     ("key given twice", "        condition: {stale: {}}\n        for: 1m\n        for: 2m\n",
      "r.yml:7: rule 'R': key 'for' appears twice"),
 ]
@@ -102,7 +108,7 @@ def test_the_shipped_rules_load_with_every_required_rule() -> None:
     assert incident is not None and incident.for_s == 300
     assert isinstance(incident.condition, AllOf)
     assert incident.condition.conditions == (Threshold("gpu.mem_used_percent", ">=", 70),
-                                             Threshold("gpu.util", "<", 30))
+                                             Threshold("gpu.util", "<", 30, clear=50))
     throttle = rules.rule("GpuClockThrottled")
     assert throttle is not None and isinstance(throttle.condition, Throttle)
     assert "gpu_idle" not in throttle.condition.reasons

@@ -36,7 +36,7 @@ groups:
     rules:
       - alert: MemoryHeldIdle
         condition: {all: [{threshold: {metric: gpu.mem_used_percent, op: ">=", value: 70}},
-                          {threshold: {metric: gpu.util, op: "<", value: 30}}]}
+                          {threshold: {metric: gpu.util, op: "<", value: 30, clear: 50}}]}
         for: 3m
         keep_firing_for: 2m
         labels: {severity: warning}
@@ -60,7 +60,8 @@ groups:
         for: 2m
         annotations: {summary: "sd {{ $value }}"}
       - alert: UtilFlapping
-        condition: {flapping: {metric: gpu.util, op: ">=", value: 50, window: 10m, high: 35}}
+        condition: {flapping: {metric: gpu.util, op: ">=", value: 50, window: 10m, high: 35, low: 15}}
+        keep_firing_for: 1m
         annotations: {summary: "{{ $value }} changes"}
       - alert: Throttled
         condition: {throttle: {reasons: [power_cap, hw_thermal], percent: 45, window: 5m}}

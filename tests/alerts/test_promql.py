@@ -65,20 +65,21 @@ def test_each_condition_has_a_faithful_promql(condition: str, expected: str) -> 
     ('{threshold: {metric: gpu.sm_clock_percent, op: "<", value: 50}}', "has no Prometheus series"),
     ('{all: [{threshold: {metric: gpu.util, op: ">", value: 1, clear: 0}}]}', "hysteresis"),
 ])
-def test_what_promql_cannot_express_is_refused_with_the_reason(condition: str, why: str) -> None:
+def test_what_promql_cannot_express_on_its_own_is_refused_with_the_reason(condition: str, why: str) -> None:
     with pytest.raises(Unexpressible, match=why):
         to_promql(cond(condition))  # type: ignore[arg-type]
 
 
-def test_a_single_threshold_keeps_its_hysteresis_through_alerts_state() -> None:
-    text = ("groups:\n- name: g\n  rules:\n  - alert: Hot\n"
-            "    condition: {threshold: {metric: gpu.temperature_c, op: '>=', value: 85, clear: 80}}\n"
-            "    labels: {severity: critical}\n")
+def test_hysteresis_holds_through_the_rules_own_alerts_state() -> None:
+    text = ("groups:\n- name: g\n  rules:\n  - alert: Idle\n    condition: {all: ["
+            "{threshold: {metric: gpu.mem_used_percent, op: '>=', value: 70}}, "
+            "{threshold: {metric: gpu.util, op: '<', value: 30, clear: 50}}]}\n"
+            "    keep_firing_for: 1m\n    labels: {severity: warning, team: ml}\n")
     export = export_prometheus(parse_rules(text))
-    assert ("expr: gpuwatch_gpu_temperature_celsius >= 85 or (gpuwatch_gpu_temperature_celsius > 80 and "
-            'ignoring (alertname, alertstate, severity) ALERTS{alertname="Hot"})') in export.text
-    held = export_prometheus(parse_rules(text + "    keep_firing_for: 1m\n"))
-    assert held.exported == [] and "together with keep_firing_for" in held.skipped[0][2]
+    assert export.skipped == []
+    assert ("expr: gpuwatch_gpu_memory_used_ratio >= 0.7 and (gpuwatch_gpu_utilization_ratio < 0.3 or "
+            "(gpuwatch_gpu_utilization_ratio < 0.5 and ignoring (alertname, alertstate, severity, team) "
+            'ALERTS{alertname="Idle"}))') in export.text
 
 
 def test_subqueries_use_the_group_interval_as_step() -> None:
@@ -92,7 +93,7 @@ def test_export_lists_skipped_rules_with_reasons_and_translates_value_templates(
     rules = parse_rules(
         "groups:\n- name: g\n  rules:\n"
         "  - alert: Hot\n"
-        "    condition: {all: [{threshold: {metric: gpu.temperature_c, op: '>', value: 85, clear: 80}}]}\n"
+        "    condition: {all: [{threshold: {metric: gpu.sm_clock_percent, op: '<', value: 50}}]}\n"
         "  - alert: Full\n    condition: {threshold: {metric: gpu.mem_used_bytes, op: '>', value: 1e9}}\n"
         "    annotations: {summary: 'GPU {{ $labels.gpu }} uses {{ $value }}'}\n"
         "  - alert: Gone\n    condition: {stale: {}}\n    annotations: {summary: 'stale {{ $value }}'}\n",
@@ -101,7 +102,7 @@ def test_export_lists_skipped_rules_with_reasons_and_translates_value_templates(
     assert export.exported == ["Full"]
     assert [(name, origin) for name, origin, _ in export.skipped] == [("Hot", "r.yml:4"), ("Gone", "r.yml:9")]
     assert "uses {{ $value | humanize1024 }}B" in export.text
-    assert "# Not exported: Hot (r.yml:4): its 'clear' level is hysteresis" in export.text
+    assert "# Not exported: Hot (r.yml:4): metric 'gpu.sm_clock_percent' has no Prometheus series" in export.text
 
 
 def test_committed_rule_file_is_what_export_generates() -> None:
