@@ -56,7 +56,7 @@ def test_timeline_tells_the_incident_story() -> None:
     assert all(t >= batched[0] for name, t in fired.items() if name == "GpuClockThrottled")
     text = format_timeline(bt, "incident")
     assert "firing    GpuMemoryHeldWhileIdle" in text
-    assert "holds 75% of its memory but GPU-Util is under 30%" in text
+    assert "holds 75% of its memory while GPU-Util stays low" in text
     assert text.splitlines()[0].startswith("incident: 465 snapshots over 7m44s")
 
 
