@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.reactive import reactive
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
@@ -28,7 +29,9 @@ from gpuwatch.tui.widgets.gpu_panel import GpuPanel
 from gpuwatch.tui.widgets.help_screen import HelpScreen
 from gpuwatch.tui.widgets.history_plot import HistoryPlot
 from gpuwatch.tui.widgets.kill_dialog import KillDialog
+from gpuwatch.tui.widgets.lines import TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
+from gpuwatch.tui.widgets.row_table import RowTable
 
 
 @dataclass
@@ -74,7 +77,7 @@ class GpuWatchApp(App[None]):
 
     # -- layout ----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield TextLine(id="status")
         yield Static(id="banner")
         yield FleetTable(id="fleet")
         with Horizontal(id="top"):
@@ -92,9 +95,12 @@ class GpuWatchApp(App[None]):
         if self.feed.mode == "recording":
             banner.update(banner_text(self.feed.description))
             banner.add_class("-shown")
-        self.query_one("#fleet").set_class(self.feed.mode == "remote", "-shown")
+        fleet = self.query_one(FleetTable)
+        fleet.set_class(self.feed.mode == "remote", "-shown")
+        fleet.set_source_order(getattr(self.feed, "urls", []))
         self._fit(self.size.width, self.size.height)
-        self.query_one("#status", Static).update(f"gpuwatch · {self.feed.description} · waiting for the first sample")
+        waiting = Text(f" gpuwatch · {self.feed.description} · waiting for the first sample")
+        self.query_one("#status", TextLine).show(waiting)
         self.query_one(ProcessTable).focus()
         self.feed.start(self)
 
@@ -178,20 +184,20 @@ class GpuWatchApp(App[None]):
         text = status_line(state.snapshot, description, paused=self.paused, sort=table.sort_key,
                            reverse=table.sort_reverse, tree=table.tree_view, gpu_filter=table.gpu_filter,
                            filter_text=table.filter_text, problem=state.status if state.problem else "")
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", TextLine).show(text)
 
     def on_screen_resume(self) -> None:
         self.query_one(HistoryPlot).invalidate()
         self._render_selected()
 
     # -- user input --------------------------------------------------------------------------------------
-    @on(DataTable.HeaderSelected, "#procs")
-    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
-        self.query_one(ProcessTable).sort_by(str(event.column_key.value))
+    @on(RowTable.HeaderClicked, "#procs")
+    def _header_clicked(self, event: RowTable.HeaderClicked) -> None:
+        self.query_one(ProcessTable).sort_by(event.column)
         self._render_status()
 
-    @on(DataTable.RowHighlighted, "#fleet")
-    def _fleet_row(self, event: DataTable.RowHighlighted) -> None:
+    @on(RowTable.CursorMoved, "#fleet")
+    def _fleet_row(self, event: RowTable.CursorMoved) -> None:
         picked = self.query_one(FleetTable).selected()
         if picked is None:
             return
@@ -239,7 +245,7 @@ class GpuWatchApp(App[None]):
     def action_tree(self) -> None:
         table = self.query_one(ProcessTable)
         table.tree_view = not table.tree_view
-        table.show(table._all)
+        table.refilter()
         self._render_status()
 
     def action_pause(self) -> None:

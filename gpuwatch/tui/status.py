@@ -41,7 +41,7 @@ def kill_refusal(mode: str, description: str) -> str | None:
 def status_line(snap: Snapshot | None, description: str, *, paused: bool, sort: str, reverse: bool, tree: bool,
                 gpu_filter: int | None, filter_text: str, problem: str = "") -> Text:
     """``host · time · what · counts · view`` with PAUSED, stale sources and connection problems marked."""
-    out = Text("gpuwatch ", style="bold")
+    out = Text(" gpuwatch ", style="bold")
     parts = [f"{snap.host.hostname} · {clock(snap.time)}"] if snap is not None else []
     if description:
         parts.append(description)

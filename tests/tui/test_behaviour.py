@@ -8,13 +8,14 @@ import pytest
 from conftest import live_app, replay_app
 
 from gpuwatch.tui.widgets.help_screen import HelpScreen
+from gpuwatch.tui.widgets.lines import TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
 
 SIZE = (160, 50)
 
 
 def pids_in_order(table: ProcessTable) -> list[int]:
-    return [int(str(table.get_row_at(i)[0])) for i in range(table.row_count)]
+    return [table.samples[k].pid for k in table.keys]
 
 
 def header_x(table: ProcessTable, key: str) -> int:
@@ -29,8 +30,7 @@ def header_x(table: ProcessTable, key: str) -> int:
 
 def column_values(table: ProcessTable, key: str) -> list[float]:
     spec = next(c for c in table.columns_shown if c.key == key)
-    return [spec.sort_value(table.samples[str(table.coordinate_to_cell_key((i, 0)).row_key.value)])
-            for i in range(table.row_count)]
+    return [spec.sort_value(table.samples[k]) for k in table.keys]
 
 
 async def test_opens_sorted_by_gpu_memory_largest_first(recording: Path) -> None:
@@ -101,12 +101,12 @@ async def test_t_shows_children_under_their_parent_and_t_again_returns_to_the_fl
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("t")
-        commands = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        commands = [str(table.cells[k][-1]) for k in table.keys]
         assert pids_in_order(table)[0] == 4100  # the parent first
         assert commands[0].startswith("[4000] python3")
         assert [c[:3] for c in commands[1:]] == ["├─ ", "└─ "]
         await pilot.press("t")
-        assert not any(str(table.get_row_at(i)[-1]).startswith(("├", "└")) for i in range(table.row_count))
+        assert not any(str(table.cells[k][-1]).startswith(("├", "└")) for k in table.keys)
 
 
 @pytest.mark.parametrize(("key", "expected_gpu", "expected_filter", "expected_pids"), [
@@ -141,10 +141,10 @@ async def test_p_pauses_sampling_and_says_so_and_p_again_resumes() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("p")
         assert app.paused and app.feed.sampler.paused  # type: ignore[attr-defined]
-        assert "PAUSED" in str(app.query_one("#status").render())
+        assert "PAUSED" in app.query_one("#status", TextLine).plain
         await pilot.press("p")
         assert not app.paused and not app.feed.sampler.paused  # type: ignore[attr-defined]
-        assert "PAUSED" not in str(app.query_one("#status").render())
+        assert "PAUSED" not in app.query_one("#status", TextLine).plain
 
 
 async def test_question_mark_opens_help_and_escape_closes_it(recording: Path) -> None:

@@ -18,7 +18,9 @@ from synthetic import snapshot
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.tui.app import make_app
 from gpuwatch.tui.remote import RemoteFeed, normalise_url
+from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.fleet_table import FleetTable
+from gpuwatch.tui.widgets.lines import TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
 
 ALERT = {"name": "GpuUnderusedCpuBound", "fingerprint": "ab12", "state": "firing",
@@ -112,17 +114,18 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
     async with app.run_test(size=(160, 50)) as pilot:
         fleet = app.query_one(FleetTable)
         await wait_for(pilot, lambda: fleet.row_count == 3)
-        hosts = sorted((str(fleet.get_row_at(i)[0]), str(fleet.get_row_at(i)[1])) for i in range(3))
+        hosts = sorted((str(fleet.cells[k][0]), str(fleet.cells[k][1])) for k in fleet.keys)
         assert hosts == [("node-a", "0"), ("node-a", "1"), ("node-b", "0")]
         await wait_for(pilot, lambda: app.query_one("#alerts").counts.get("firing") == 1)  # type: ignore[attr-defined]
-        assert "GpuUnderusedCpuBound" in str(app.query_one("#alerts .body").render())
+        alerts = app.query_one("#alerts", AlertsPane)
+        assert [str(alerts.cells[k][2]) for k in alerts.keys] == ["GpuUnderusedCpuBound"]
         await wait_for(pilot, lambda: "CPU-bound" in str(app.query_one("#diagnosis .body").render()))
         fleet.focus()
         await pilot.press("down", "down")
         await wait_for(pilot, lambda: app.selected_source == b.url)
         await wait_for(pilot, lambda: {p.pid for p in app.query_one(ProcessTable).samples.values()}
                        == {4100, 4101, 4102})
-        assert "node-b" in str(app.query_one("#status").render())
+        assert "node-b" in app.query_one("#status", TextLine).plain
 
 
 async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_the_screen() -> None:
@@ -130,6 +133,6 @@ async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_th
     async with app.run_test(size=(120, 30)) as pilot:
         fleet = app.query_one(FleetTable)
         await wait_for(pilot, lambda: fleet.row_count == 1)
-        status = str(fleet.get_row_at(0)[-1])
+        status = str(fleet.cells[fleet.keys[0]][-1])
         assert "cannot connect" in status and "retrying" in status
         await pilot.press("q")

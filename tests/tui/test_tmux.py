@@ -74,6 +74,7 @@ def test_replay_in_tmux_shows_the_panel_and_processes_answers_keys_and_q_exits_c
     assert "4102" in table and "4100" not in table
     tmux("send-keys", "-t", "gw", "q")
     deadline = time.monotonic() + 15
-    while tmux.pane("#{pane_dead}") != "1" and time.monotonic() < deadline:
+    while not tmux.pane("#{pane_dead_status}") and time.monotonic() < deadline:  # set once tmux reaps it
         time.sleep(0.1)
-    assert tmux.pane("#{pane_dead} #{pane_dead_status}") == "1 0"
+    assert tmux.pane("#{pane_dead} #{pane_dead_status}") == "1 0", (
+        tmux.pane("signal=#{pane_dead_signal}") + "\n" + tmux.screen())

@@ -67,5 +67,6 @@ class DiagnosisPane(VerticalScroll):
         count = len(findings or ())
         self.border_title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
         if text.markup != self._shown:
+            grows = self._shown is None or text.markup.count("\n") != self._shown.count("\n")
             self._shown = text.markup
-            self.query_one(Static).update(text)
+            self.query_one(Static).update(text, layout=grows)

@@ -1,6 +1,6 @@
 """The fleet table: one row per host and GPU, the overview when watching several daemons (or GPUs).
 
-Rows are keyed ``source|gpu`` and updated cell by cell like the process table. The highlighted row
+Rows are keyed ``source|gpu`` in a :class:`RowTable` (only changed rows are repainted). The highlighted row
 picks which host and GPU the panels below show.
 """
 
@@ -10,17 +10,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
 from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.tui.analysis import field
 from gpuwatch.tui.format import DASH, num, pct, size
+from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 COLUMNS = (("host", "HOST", 16), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
            ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM", 13), ("temp", "TEMP", 5),
            ("power", "POWER", 9), ("clocks", "CLOCKS", 14), ("procs", "PROCS", 5), ("alerts", "ALERTS", 6),
            ("status", "STATUS", 24))
+RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts"})
 
 
 def _clocks(g: GpuSample) -> Text:
@@ -41,15 +42,25 @@ def gpu_cells(host: str, g: GpuSample, nprocs: int, firing: int, status: str) ->
             r(str(firing), style="bold red" if firing else "dim"), status)
 
 
-class FleetTable(DataTable[Any]):
+class FleetTable(RowTable):
     """Hosts × GPUs, in the order the sources were given."""
 
+    DEFAULT_CSS = "FleetTable { height: auto; }"
+
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row")
-        self._cells: dict[str, tuple[Any, ...]] = {}
-        self._rows_of: dict[str, list[str]] = {}
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+        super().__init__(id=id)
+        self._rows_of: dict[str, dict[str, tuple[Any, ...]]] = {}
+        #: Sources in the order the user named them (``--connect`` order); others follow as they appear.
+        self._order: list[str] = []
+
+    def set_source_order(self, sources: Sequence[str]) -> None:
+        self._order = list(sources)
+
+    def on_mount(self) -> None:
+        self.set_columns([Col(key, label, width, key in RIGHT) for key, label, width in COLUMNS])
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        return 1 + max(1, len(self.keys))
 
     def show(self, source: str, host: str, snap: Snapshot | None, alerts: Sequence[Any] | None,
              status: str) -> None:
@@ -60,37 +71,26 @@ class FleetTable(DataTable[Any]):
                 firing_by_gpu[gpu] = firing_by_gpu.get(gpu, 0) + 1
         rows: dict[str, tuple[Any, ...]] = {}
         if snap is None or not snap.gpus:
-            placeholder = (host[:16], DASH, DASH, "", "", "", "", "", "", "", "", "", status)
-            rows[f"{source}|-"] = placeholder
+            rows[f"{source}|-"] = (host[:16], DASH, DASH, "", "", "", "", "", "", "", "", "", status)
         else:
             for g in snap.gpus:
                 firing = firing_by_gpu.get(str(g.index), 0) + firing_by_gpu.get("", 0)
                 rows[f"{source}|{g.index}"] = gpu_cells(host, g, len(snap.processes_on(g.index)), firing, status)
-        for key in [k for k in self._rows_of.get(source, []) if k not in rows]:
-            self.remove_row(key)
-            del self._cells[key]
-        for key, cells in rows.items():
-            old = self._cells.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-            else:
-                for (col, _, _), new, was in zip(COLUMNS, cells, old, strict=True):
-                    if new != was:
-                        self.update_cell(key, col, new)
-            self._cells[key] = cells
-        self._rows_of[source] = list(rows)
+        grew = len(rows) != len(self._rows_of.get(source, {}))
+        if source not in self._order:
+            self._order.append(source)
+        self._rows_of[source] = rows
+        cells = {k: v for src in self._order for k, v in self._rows_of.get(src, {}).items()}
+        self.set_rows(list(cells), cells)
+        if grew:
+            self.refresh(layout=True)
 
     def selected(self) -> tuple[str, int | None] | None:
-        if not self._cells or self.cursor_row < 0:
-            return None
-        try:
-            key = str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:  # empty or shrinking table: nothing selected
+        key = self.cursor_key()
+        if key is None:
             return None
         source, _, gpu = key.rpartition("|")
         return source, (int(gpu) if gpu.isdigit() else None)
 
     def select(self, source: str, gpu_index: int) -> None:
-        key = f"{source}|{gpu_index}"
-        if key in self._cells:
-            self.move_cursor(row=self.get_row_index(key), animate=False)
+        self.move_to(f"{source}|{gpu_index}")

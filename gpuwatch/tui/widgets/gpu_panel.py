@@ -12,6 +12,7 @@ from textual.widget import Widget
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
 from gpuwatch.model.snapshot import GpuSample, HostSample
 from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
+from gpuwatch.tui.widgets.lines import LinesWidget
 
 LABEL = 10
 LINES = 7
@@ -165,8 +166,8 @@ def _clock_events(gpu: GpuSample, pal: Palette) -> Text:
     return text
 
 
-class GpuPanel(Widget):
-    """One GPU in detail (plus the host line when there is room); ``show()`` is cheap when nothing changed."""
+class GpuPanel(LinesWidget):
+    """One GPU in detail (plus host lines when there is room); redraws only the lines whose numbers changed."""
 
     DEFAULT_CSS = "GpuPanel { height: 100%; }"
 
@@ -175,10 +176,16 @@ class GpuPanel(Widget):
         self.gpu: GpuSample | None = None
         self.host: HostSample | None = None
 
-    def show(self, gpu: GpuSample | None, host: HostSample | None = None) -> None:
-        if gpu != self.gpu or host != self.host:
-            self.gpu, self.host = gpu, host
-            self.refresh()
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
 
-    def render(self) -> Text:
-        return render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height)
+    def show(self, gpu: GpuSample | None, host: HostSample | None = None) -> None:
+        if gpu != self.gpu or host != self.host or not self._texts:
+            self.gpu, self.host = gpu, host
+            self.redraw()
+
+    def redraw(self) -> None:
+        self.set_lines(self.split(render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height)))
+
+    def on_resize(self) -> None:
+        self.redraw()

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.widget import Widget
 
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.format import pct
+from gpuwatch.tui.widgets.lines import LinesWidget
 
 VBLOCKS = " ▁▂▃▄▅▆▇█"
 WINDOW_S = 300.0
@@ -46,7 +46,7 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
     return rows
 
 
-class HistoryPlot(Widget):
+class HistoryPlot(LinesWidget):
     """Last five minutes of one GPU: GPU-Util vs SM activity, then memory used."""
 
     DEFAULT_CSS = "HistoryPlot { height: 100%; }"
@@ -55,7 +55,6 @@ class HistoryPlot(Widget):
         super().__init__(id=id)
         self._key: tuple[int, int, int, int] | None = None
         self._source: tuple[History, int] | None = None
-        self._lines: list[Text] = []
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
@@ -70,12 +69,14 @@ class HistoryPlot(Widget):
         if key == self._key:
             return
         self._key = key
-        self._lines = self._compute(history.since(latest.time - WINDOW_S), latest, gpu_index)
+        self.set_lines(self._compute(history.since(latest.time - WINDOW_S), latest, gpu_index))
         self.redraws += 1
-        self.refresh()
 
     def invalidate(self) -> None:
         self._key = None
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self.on_resize(), init=False)
 
     def on_resize(self) -> None:
         """A new size needs new columns: recompute from the last history seen."""
@@ -114,6 +115,3 @@ class HistoryPlot(Widget):
                 gutter.append_text(row)
                 lines.append(gutter)
         return lines
-
-    def render(self) -> Text:
-        return Text("\n").join(self._lines) if self._lines else Text("collecting history…", style="dim")

@@ -1,8 +1,7 @@
 """The process table: GPU processes with their CPU side (busiest thread, RSS, state, IO).
 
 Cost matters here: clearing and refilling a DataTable every second costs ~2.6 % of a core (DESIGN.md).
-So rows are keyed by ``pid:gpu``; each tick adds new rows, removes gone ones and updates only the cells
-whose text changed; it re-sorts only when the order changed.
+So rows are keyed by ``pid:gpu`` in a :class:`RowTable`, which repaints only the rows whose cells changed.
 """
 
 from __future__ import annotations
@@ -12,12 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.tui.format import DASH, pct, size
 from gpuwatch.tui.widgets.process_tree import tree_order
+from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("pid", "PID", 7, lambda p: p.pid, lambda p: str(p.pid)),
     Column("user", "USER", 8, lambda p: p.user or "", lambda p: (p.user or DASH)[:8], compact=False),
     Column("gpu", "GPU", 3, lambda p: p.gpu_index, lambda p: str(p.gpu_index)),
-    Column("gmem", "GPU MEM", 7, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(size(p.gpu_memory_bytes))),
+    Column("gmem", "GPU MEM", 8, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(size(p.gpu_memory_bytes))),
     Column("sm", "SM%", 4, lambda p: _num(p.sm_util), lambda p: _right(pct(p.sm_util).strip())),
     Column("cpu", "CPU%", 5, lambda p: _num(p.cpu_percent), lambda p: _right(pct(p.cpu_percent).strip())),
     Column("thr", "THR%", 5, lambda p: _num(p.top_thread_cpu_percent), _thread_cell),
@@ -70,6 +68,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("cmd", "COMMAND", 20, lambda p: (p.cmdline or p.name or "").lower(), lambda p: p.cmdline or p.name or DASH),
 )
 SORTABLE = tuple(c.key for c in COLUMNS)
+LEFT = frozenset({"pid", "user", "gpu", "state", "cmd"})
+ASCENDING_FIRST = frozenset({"pid", "user", "gpu", "cmd", "state"})
 COMPACT_BELOW = 110
 
 
@@ -85,11 +85,11 @@ def matches(p: ProcessSample, needle: str) -> bool:
     return any(needle in (s or "").lower() for s in (str(p.pid), p.user, p.name, p.cmdline))
 
 
-class ProcessTable(DataTable[Any]):
-    """Keyed rows updated in place; sort, filter, tree and per-GPU view are plain attributes."""
+class ProcessTable(RowTable):
+    """Processes keyed ``pid:gpu``; sort, filter, tree and per-GPU view are plain attributes."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        super().__init__(id=id)
         self.sort_key = "gmem"
         self.sort_reverse = True
         self.filter_text = ""
@@ -97,43 +97,31 @@ class ProcessTable(DataTable[Any]):
         self.gpu_filter: int | None = None
         self.columns_shown: tuple[Column, ...] = ()
         self.samples: dict[str, ProcessSample] = {}
-        self._cells: dict[str, tuple[Any, ...]] = {}
-        self._order: list[str] = []
         self._all: Sequence[ProcessSample] = ()
-        self.cell_updates = 0
 
     # -- columns -------------------------------------------------------------------------------------
     def fit(self, width: int) -> None:
         """Choose the columns for ``width`` cells; the command column takes what is left."""
         cols = [c for c in COLUMNS if c.compact or width >= COMPACT_BELOW]
         fixed = sum(c.width + 2 for c in cols if c.key != "cmd")
-        cmd_w = max(12, width - fixed - 4)
+        cmd_w = max(12, width - fixed - 3)
         shown = tuple(c if c.key != "cmd" else Column(c.key, c.label, cmd_w, c.sort_value, c.cell) for c in cols)
         if shown == self.columns_shown:
             return
         self.columns_shown = shown
-        self.clear(columns=True)
-        self._cells.clear()
-        self._order = []
-        for c in shown:
-            self.add_column(self._label(c), key=c.key, width=c.width)
-        self.show(self._all, force=True)
-
-    def _label(self, c: Column) -> Text:
-        arrow = ("▼" if self.sort_reverse else "▲") if c.key == self.sort_key else ""
-        return Text(c.label + arrow, justify="right" if c.key not in ("user", "cmd", "state") else "left")
+        self.set_columns([Col(c.key, c.label, c.width, c.key not in LEFT) for c in shown])
+        self.relabel()
+        self.show(self._all)
 
     def relabel(self) -> None:
         for c in self.columns_shown:
-            col = self.columns.get(c.key)  # type: ignore[call-overload]
-            if col is not None:
-                col.label = self._label(c)
-        self._update_count += 1
-        self.refresh()
+            arrow = ("▼" if self.sort_reverse else "▲") if c.key == self.sort_key else ""
+            self.labels[c.key] = c.label + arrow
+        self.redraw()
 
     # -- rows ----------------------------------------------------------------------------------------
-    def show(self, processes: Sequence[ProcessSample], *, force: bool = False) -> None:
-        """Bring the table to ``processes`` with the fewest changes."""
+    def show(self, processes: Sequence[ProcessSample]) -> None:
+        """Bring the table to ``processes``; rows whose cells did not change are not repainted."""
         self._all = processes
         if not self.columns_shown:
             return
@@ -145,29 +133,9 @@ class ProcessTable(DataTable[Any]):
         if self.tree_view:
             wanted, depth = tree_order(wanted, row_key)
         self.samples = {row_key(p): p for p in wanted}
-        cursor_key = self._cursor_key()
-        for key in [k for k in self._cells if k not in self.samples]:
-            self.remove_row(key)
-            del self._cells[key]
-        for p in wanted:
-            key = row_key(p)
-            cells = tuple(self._cell(c, p, depth.get(key, "")) for c in self.columns_shown)
-            old = self._cells.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-            elif old != cells or force:
-                for c, new, was in zip(self.columns_shown, cells, old, strict=True):
-                    if new != was or force:
-                        self.update_cell(key, c.key, new)
-                        self.cell_updates += 1
-            self._cells[key] = cells
-        order = [row_key(p) for p in wanted]
-        if order != self._order:
-            rank = {k: i for i, k in enumerate(order)}
-            self.sort("pid", "gpu", key=lambda v: rank.get(f"{v[0]}:{v[1]}", 0))
-            self._order = order
-            if cursor_key in rank:
-                self.move_cursor(row=rank[cursor_key], animate=False)
+        cells = {row_key(p): tuple(self._cell(c, p, depth.get(row_key(p), "")) for c in self.columns_shown)
+                 for p in wanted}
+        self.set_rows([row_key(p) for p in wanted], cells)
 
     @staticmethod
     def _cell(c: Column, p: ProcessSample, prefix: str) -> str | Text:
@@ -176,14 +144,8 @@ class ProcessTable(DataTable[Any]):
             return prefix + str(value)
         return value
 
-    def _cursor_key(self) -> str | None:
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except (CellDoesNotExist, RowDoesNotExist):
-            return None
-
     def selected(self) -> ProcessSample | None:
-        key = self._cursor_key()
+        key = self.cursor_key()
         return None if key is None else self.samples.get(key)
 
     # -- user actions ----------------------------------------------------------------------------------
@@ -192,14 +154,14 @@ class ProcessTable(DataTable[Any]):
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:
-            self.sort_key, self.sort_reverse = key, key not in ("pid", "user", "gpu", "cmd", "state")
+            self.sort_key, self.sort_reverse = key, key not in ASCENDING_FIRST
         self.relabel()
         self.show(self._all)
 
     def cycle_sort(self) -> str:
         keys = [c.key for c in self.columns_shown] or list(SORTABLE)
         nxt = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        self.sort_key, self.sort_reverse = nxt, nxt not in ("pid", "user", "gpu", "cmd", "state")
+        self.sort_key, self.sort_reverse = nxt, nxt not in ASCENDING_FIRST
         self.relabel()
         self.show(self._all)
         return nxt
