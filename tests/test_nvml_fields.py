@@ -183,3 +183,15 @@ def test_pcie_throughput_follows_the_slow_cadence_when_on() -> None:
 def test_the_source_declares_its_name_role_and_deadline() -> None:
     source, _ = open_source(make_fake_nvml(), deadline_s=0.5)
     assert (source.name, source.role, source.deadline_s) == ("nvml", "gpu", 0.5)
+
+
+def test_memory_is_still_read_when_another_tool_replaced_the_getter_with_a_one_argument_wrapper() -> None:
+    fake = make_fake_nvml()
+    original = fake.nvmlDeviceGetMemoryInfo
+
+    def wrapped(handle):  # type: ignore[no-untyped-def]  # what nvitop installs in pynvml's place
+        return original(handle)
+
+    fake.nvmlDeviceGetMemoryInfo = wrapped  # type: ignore[method-assign]
+    gpu = first_gpu(fake)
+    assert gpu.mem_used_bytes is not None and gpu.mem_total_bytes is not None

@@ -90,10 +90,22 @@ def _mig(nvml: Any) -> Apply:
     return apply
 
 
+def _takes_version(fn: Any) -> bool:
+    """Whether ``fn`` accepts a struct version after the handle. Some tools replace pynvml's function with a
+    one-argument wrapper in the same process (nvitop does): then only the v1 call works."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
 def _memory(nvml: Any) -> Getter:
     v1 = (nvml.nvmlDeviceGetMemoryInfo, (), _memory_v1)
     version = getattr(nvml, "nvmlMemory_v2", None)  # bindings older than the v2 struct lack it
-    if version is None:
+    if version is None or not _takes_version(nvml.nvmlDeviceGetMemoryInfo):
         return Getter("memory", *v1)
     return Getter("memory", nvml.nvmlDeviceGetMemoryInfo, (version,), _memory_v2, fallback=v1)
 
