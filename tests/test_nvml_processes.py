@@ -161,3 +161,11 @@ def test_eight_gpus_with_256_processes_each_give_2048_rows() -> None:
     reading = source.poll(clock.advance(1), ())
     assert len(reading.processes) == 2048 and len(reading.gpus) == 8
     assert len({(p.pid, p.gpu_index) for p in reading.processes}) == 2048
+
+
+def test_at_fast_intervals_utilisation_is_asked_at_most_every_half_second_and_held_between() -> None:
+    fake = one_gpu_with(FakeProcess(pid=3, sm_util=70))
+    source, clock = open_source(fake)
+    seen = [rows(source, clock.advance(0.1))[(3, 0)].sm_util for _ in range(20)]  # 2 s at 0.1 s
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] <= 5
+    assert all(v == 70.0 for v in seen[1:])

@@ -22,6 +22,10 @@ from gpuwatch.sources.nvml.device import Device, once
 
 #: Seconds a process keeps its last utilisation sample before it reads as idle.
 UTIL_HOLD_S = 1.0
+#: Shortest time between per-process utilisation queries. On an H200 under load the call is the costliest
+#: of a tick (py-spy: ~30 % of a 0.1 s daemon's samples) and the driver's samples are coarser than that,
+#: so faster sampling asks it every few ticks and holds the values in between.
+UTIL_MIN_PERIOD_S = 0.5
 
 #: Reads a field past pynvml's Python-level __getattribute__ hook on its structures (the hook only decodes
 #: bytes; these fields are numbers), a quarter of the cost per read, four reads per busy process per tick.
@@ -45,6 +49,7 @@ class ProcessReader:
         self._util = once("process_utilization", nvml.nvmlDeviceGetProcessUtilization)
         #: lastSeenTimeStamp for the next call; the first one asks for the last second only.
         self.last_ts = int(time.time() * 1e6) - 1_000_000
+        self._util_asked = -1e9
         #: pid -> (sm %, mem %, sample timestamp µs, tick time it was seen)
         self.seen: dict[int, tuple[float, float, int, float]] = {}
         #: pid -> last tick's row: reused while nothing in it changed (a frozen dataclass costs ~1.5 µs to
@@ -104,6 +109,9 @@ class ProcessReader:
         g = self._util
         if g.off is not None:
             return False
+        if now - self._util_asked < UTIL_MIN_PERIOD_S:
+            return True  # asked recently: the values in ``seen`` still hold
+        self._util_asked = now
         try:
             samples = g.fn(self.device.handle, self.last_ts)
         except self.device.catch as exc:
