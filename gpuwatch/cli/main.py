@@ -22,13 +22,27 @@ With no NVIDIA driver on this machine, the commands that sample play a bundled r
 H200 instead (labelled as a recording), or whatever --replay FILE names."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand module named on the command line (None: none, or top-level --help)."""
+    for arg in argv:
+        if arg.startswith("-"):
+            if arg in ("-h", "--help", "--version"):
+                return None
+            continue
+        name = arg.replace("-", "_")
+        return name if name in COMMANDS else None
+    return "tui"
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that command is imported and registered, so a command does not pay
+    the start-up time and memory of every other command's dependencies (aiohttp, textual, torch ...)."""
     parser = argparse.ArgumentParser(prog="gpuwatch", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for name in COMMANDS:
+    for name in (only,) if only else COMMANDS:
         try:
             module = importlib.import_module(f"gpuwatch.cli.{name}")
         except ImportError as exc:
@@ -41,12 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command is None:
-        args = parser.parse_args([*(argv or sys.argv[1:]), "tui"])
+        args = parser.parse_args([*argv, "tui"])
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
