@@ -28,6 +28,6 @@ PY=${PYTHON:-python3}
   || echo "!! torch==2.13.0 not installable here: the workload tests will be skipped" >&2
 .venv/bin/python -m pip install -q -e '.[test]'
 
-echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks
+echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks scripts
 echo "== mypy";  .venv/bin/mypy
 echo "== pytest"; .venv/bin/python -m pytest -q "$@"
