@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
-from gpuwatch.sampler.sampler import Sampler
-from gpuwatch.tui.analysis import load_engine
-from gpuwatch.tui.app import make_app
-from gpuwatch.tui.feed import Feed, LocalFeed
-from gpuwatch.tui.remote import DEFAULT_URL, RemoteFeed
+
+if TYPE_CHECKING:
+    from gpuwatch.tui.feed import Feed
+
+#: Where ``--connect`` without a URL looks: the daemon's default listen address.
+DEFAULT_URL = "http://127.0.0.1:9464"
 
 DESCRIPTION = """\
 The live dashboard: GPU-Util beside SM activity, occupancy and tensor activity, memory, power, clocks and
@@ -35,8 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_feed(args: argparse.Namespace) -> Feed:
-    """The feed the arguments ask for; user errors become CliErrors before the screen is taken over."""
+    """The feed the arguments ask for; user errors become CliErrors before the screen is taken over.
+
+    Textual, requests and the alert engine are imported here, not at module level, so other commands
+    (and ``gpuwatch --help``) do not pay for them."""
+    from gpuwatch.sampler.sampler import Sampler
+    from gpuwatch.tui.analysis import load_engine
+    from gpuwatch.tui.feed import LocalFeed
+
     if getattr(args, "connect", None):
+        from gpuwatch.tui.remote import RemoteFeed
+
         if args.replay is not None:
             raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
         return RemoteFeed(list(args.connect))
@@ -53,5 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliError("the dashboard needs a terminal; for text output use 'gpuwatch snapshot'")
     feed = build_feed(args)
+    from gpuwatch.tui.app import make_app
+
     make_app(feed).run()
     return 0

@@ -6,6 +6,8 @@ message updates the widgets that show its source; each widget redraws only what 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -14,6 +16,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Footer, Input, Static
 
@@ -46,6 +49,20 @@ class SourceState:
     status: str = "waiting for the first sample"
     problem: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWatchApp, Any], None]:
+    """Drop feed messages that arrive while the screen is being torn down (the feed's threads run on)."""
+
+    @functools.wraps(handler)
+    def guarded(app: GpuWatchApp, msg: Any) -> None:
+        try:
+            handler(app, msg)
+        except NoMatches:
+            if app.is_running and not app._closing:
+                raise
+
+    return guarded
 
 
 class GpuWatchApp(App[None]):
@@ -118,6 +135,7 @@ class GpuWatchApp(App[None]):
         self._render_selected()
 
     # -- messages from the feed -----------------------------------------------------------------------
+    @_while_shown
     def on_snapshot_ready(self, msg: SnapshotReady) -> None:
         state = self.sources.setdefault(msg.source, SourceState())
         state.snapshot, state.alerts, state.history = msg.snapshot, msg.alerts, msg.history
@@ -130,12 +148,14 @@ class GpuWatchApp(App[None]):
         if msg.source == self.selected_source and not self.paused:
             self._render_selected()
 
+    @_while_shown
     def on_diagnosis_ready(self, msg: DiagnosisReady) -> None:
         state = self.sources.setdefault(msg.source, SourceState())
         state.findings, state.diagnosis_note = msg.findings, msg.note
         if msg.source == self.selected_source:
             self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
 
+    @_while_shown
     def on_feed_status(self, msg: FeedStatus) -> None:
         state = self.sources.setdefault(msg.source, SourceState())
         state.status, state.problem = msg.text, msg.state != "ok"

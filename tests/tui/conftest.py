@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from synthetic import snapshot, write_recording
 
+from gpuwatch.data import bundled_recording
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.replay import ReplayProducer
@@ -39,6 +40,14 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One GPU, four minutes shaped like the incident."""
     return write_recording(tmp_path_factory.mktemp("rec") / "h200-incident-synthetic.ndjson.gz",
                            BUNDLED_FALLBACK_SECONDS, gpus=1)
+
+
+@pytest.fixture(scope="session")
+def bundled() -> Path:
+    """The real H200 recording shipped in the package (naive serving 10-340 s, FP32 batched, then bf16)."""
+    path = bundled_recording()
+    assert path.exists(), f"{path} is missing: the package ships it (gpuwatch/data)"
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""SVG snapshots of the dashboard at 80x24 and 160x50, from a recording at fixed times.
+"""SVG snapshots of the dashboard at 80x24 and 160x50, from the bundled H200 recording at fixed times.
 
 The screen depends only on the recording and the tick count: times shown are the snapshots' own (UTC)
 and alert ages are measured against them. After an intended change of the look, review the new SVGs
@@ -17,13 +17,14 @@ SMALL, LARGE = (80, 24), (160, 50)
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x50"])
-@pytest.mark.parametrize("ticks", [30, 150], ids=["incident", "after-fix"])
-def test_overview(snap_compare: Callable[..., bool], recording: Path, size: tuple[int, int], ticks: int) -> None:
-    assert snap_compare(replay_app(recording, ticks), terminal_size=size)
+@pytest.mark.parametrize("ticks", [130, 400], ids=["naive-serving", "bf16-power-capped"])
+def test_overview(snap_compare: Callable[..., bool], bundled: Path, size: tuple[int, int], ticks: int) -> None:
+    """The incident (GPU-Util ~30 %, occupancy ~2 %, one thread at 100 %) and the fixed service."""
+    assert snap_compare(replay_app(bundled, ticks), terminal_size=size)
 
 
-def test_help_screen(snap_compare: Callable[..., bool], recording: Path) -> None:
-    assert snap_compare(replay_app(recording, 30), terminal_size=SMALL, press=["question_mark"])
+def test_help_screen(snap_compare: Callable[..., bool], bundled: Path) -> None:
+    assert snap_compare(replay_app(bundled, 130), terminal_size=SMALL, press=["question_mark"])
 
 
 def test_filtered_tree_sorted_by_cpu(snap_compare: Callable[..., bool], recording: Path) -> None:

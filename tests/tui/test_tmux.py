@@ -61,17 +61,17 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     t.close()
 
 
-def test_replay_in_tmux_shows_the_panel_and_processes_answers_keys_and_q_exits_cleanly(
-        tmux: Tmux, recording: Path) -> None:
-    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {recording} --speed 4")
-    screen = tmux.wait_screen("GPU-Util", "SM occup", "4100", "RECORDING")
-    assert "python3 serve.py" in screen
+def test_bundled_replay_in_tmux_shows_the_panel_and_processes_answers_keys_and_q_exits_cleanly(
+        tmux: Tmux, bundled: Path) -> None:
+    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
+    screen = tmux.wait_screen("GPU-Util", "SM occup", "NVIDIA H200", "RECORDING", " 558 ", " 603 ")
+    assert "python3" in screen
     tmux("send-keys", "-t", "gw", "/")
     tmux.wait_screen("filter: pid, user or command")
-    tmux("send-keys", "-t", "gw", "alice", "Enter")
-    screen = tmux.wait_screen("filter 'alice'")
+    tmux("send-keys", "-t", "gw", "558", "Enter")
+    screen = tmux.wait_screen("filter '558'")
     table = screen[screen.index("COMMAND"):screen.index("Alerts")]
-    assert "4102" in table and "4100" not in table
+    assert " 558 " in table and " 603 " not in table
     tmux("send-keys", "-t", "gw", "q")
     deadline = time.monotonic() + 15
     while not tmux.pane("#{pane_dead_status}") and time.monotonic() < deadline:  # set once tmux reaps it

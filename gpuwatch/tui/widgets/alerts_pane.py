@@ -19,8 +19,8 @@ from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 STATE_ORDER = {"firing": 0, "pending": 1, "resolved": 2}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-COLUMNS = (Col("state", "STATE", 9), Col("age", "FOR", 6, right=True), Col("name", "ALERT", 24),
-           Col("where", "WHERE", 14), Col("severity", "SEVERITY", 8), Col("summary", "SUMMARY", 80))
+COLUMNS = (Col("state", "STATE", 10), Col("age", "FOR", 6, right=True), Col("name", "ALERT", 24),
+           Col("where", "WHERE", 12), Col("severity", "SEVERITY", 8), Col("summary", "SUMMARY", 120))
 
 
 def _since(alert: Any) -> float | None:

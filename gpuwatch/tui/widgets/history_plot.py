@@ -8,6 +8,7 @@ The plot recomputes its columns only when a new sample arrived *and* it is on sc
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -55,6 +56,8 @@ class HistoryPlot(LinesWidget):
         super().__init__(id=id)
         self._key: tuple[int, int, int, int] | None = None
         self._source: tuple[History, int] | None = None
+        self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
+        self._points_of: tuple[int, int] | None = None
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
@@ -69,8 +72,26 @@ class HistoryPlot(LinesWidget):
         if key == self._key:
             return
         self._key = key
-        self.set_lines(self._compute(history.since(latest.time - WINDOW_S), latest, gpu_index))
+        self._take(history, latest, gpu_index)
+        self.set_lines(self._compute(latest, gpu_index))
         self.redraws += 1
+
+    def _take(self, history: History, latest: Snapshot, gpu_index: int) -> None:
+        """Keep ``(time, util, sm, mem%)`` points of the window; read only snapshots not seen yet."""
+        start = latest.time - WINDOW_S
+        if self._points_of != (id(history), gpu_index) or (self._points and latest.time < self._points[-1][0]):
+            self._points.clear()
+            self._points_of = (id(history), gpu_index)
+        since = self._points[-1][0] if self._points else start
+        for s in history.since(since):
+            if self._points and s.time <= self._points[-1][0]:
+                continue
+            g = s.gpu(gpu_index)
+            ratio = None if g is None else g.mem_used_ratio
+            self._points.append((s.time, None if g is None else g.gpu_util, None if g is None else g.sm_active,
+                                 None if ratio is None else ratio * 100))
+        while self._points and self._points[0][0] < start:
+            self._points.popleft()
 
     def invalidate(self) -> None:
         self._key = None
@@ -84,19 +105,13 @@ class HistoryPlot(LinesWidget):
             self._key = None
             self.plot(*self._source)
 
-    def _compute(self, snaps: list[Snapshot], latest: Snapshot, gpu_index: int) -> list[Text]:
+    def _compute(self, latest: Snapshot, gpu_index: int) -> list[Text]:
         width = max(10, self.size.width - 6)
         rows_left = max(3, self.size.height) - 1
         mem_h = max(1, rows_left // 3)
         util_h = max(1, (rows_left - mem_h) // 2)
         sm_h = max(1, rows_left - mem_h - util_h)
-        series: dict[str, list[tuple[float, float | None]]] = {"util": [], "sm": [], "mem": []}
-        for s in snaps:
-            g = s.gpu(gpu_index)
-            ratio = None if g is None else g.mem_used_ratio
-            series["util"].append((s.time, None if g is None else g.gpu_util))
-            series["sm"].append((s.time, None if g is None else g.sm_active))
-            series["mem"].append((s.time, None if ratio is None else ratio * 100))
+        series = {name: [(p[0], p[i]) for p in self._points] for i, name in ((1, "util"), (2, "sm"), (3, "mem"))}
         start, end = latest.time - WINDOW_S, latest.time
         theme = self.app.current_theme
         styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}

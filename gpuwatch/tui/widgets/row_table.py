@@ -166,6 +166,13 @@ class RowTable(LinesWidget, can_focus=True):
             lines.append(Text(" ") + (self.empty_text if isinstance(self.empty_text, Text) else Text(self.empty_text)))
         self.set_lines(lines)
 
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self._restyle(), init=False)
+
+    def _restyle(self) -> None:
+        self._row_text.clear()
+        self.redraw()
+
     def on_resize(self) -> None:
         self.redraw()
 
