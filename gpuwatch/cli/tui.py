@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--connect", action="append", nargs="?", const=DEFAULT_URL, metavar="URL",
                    help=f"watch a gpuwatch daemon instead of sampling here (repeat for a fleet; "
                    f"without URL: {DEFAULT_URL})")
+    p.add_argument("--token-file", type=Path, metavar="FILE",
+                   help="with --connect: bearer token for daemons that require one for reads")
     p.add_argument("--rules", action="append", type=Path, metavar="FILE",
                    help="alert rule file (repeatable; default: the shipped rules)")
     p.set_defaults(func=run)
@@ -50,7 +52,7 @@ def build_feed(args: argparse.Namespace) -> Feed:
 
         if args.replay is not None:
             raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
-        return RemoteFeed(list(args.connect))
+        return RemoteFeed(list(args.connect), token=_read_token(getattr(args, "token_file", None)))
     rules = getattr(args, "rules", None)
     engine, note = load_engine(rules)
     if rules and engine is None:
@@ -58,6 +60,18 @@ def build_feed(args: argparse.Namespace) -> Feed:
     opened = open_from_args(args, allow_bundled=True)
     sampler = Sampler(opened.producer, interval=args.interval)
     return LocalFeed(sampler, opened.description, opened.is_recording, engine=engine, alerts_note=note)
+
+
+def _read_token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read the token file ({exc.strerror}); check --token-file") from None
+    if not token:
+        raise CliError(f"{path}: the token file is empty; write the daemon's token into it")
+    return token
 
 
 def run(args: argparse.Namespace) -> int:

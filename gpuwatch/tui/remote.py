@@ -36,9 +36,11 @@ class RemoteFeed:
 
     mode: Mode = "remote"
 
-    def __init__(self, urls: list[str], *, connect_timeout_s: float = 3.0, read_timeout_s: float = 30.0,
-                 history_capacity: int = 600) -> None:
+    def __init__(self, urls: list[str], *, token: str | None = None, connect_timeout_s: float = 3.0,
+                 read_timeout_s: float = 30.0, history_capacity: int = 600) -> None:
         self.urls = [normalise_url(u) for u in urls]
+        #: Bearer token for daemons that require one for reads (non-loopback listen).
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.description = "connected to " + ", ".join(u.split("://", 1)[-1] for u in self.urls)
         self.alerts_note = ""
         self.timeouts = (connect_timeout_s, read_timeout_s)
@@ -59,7 +61,8 @@ class RemoteFeed:
         backoff = 1.0
         while not self._stop.is_set():
             try:
-                with requests.get(f"{url}/api/v1/stream", stream=True, timeout=self.timeouts) as resp:
+                with requests.get(f"{url}/api/v1/stream", stream=True, timeout=self.timeouts,
+                                  headers=self.headers) as resp:
                     resp.raise_for_status()
                     self._responses[url] = resp
                     self._post(FeedStatus(url, "ok", "connected"))
@@ -99,7 +102,7 @@ class RemoteFeed:
 
     def _get_list(self, url: str, path: str, key: str | None = None) -> tuple[Any, ...] | None:
         try:
-            resp = requests.get(f"{url}/api/v1/{path}", timeout=self.timeouts)
+            resp = requests.get(f"{url}/api/v1/{path}", timeout=self.timeouts, headers=self.headers)
             if resp.status_code != 200:
                 return None
             items = resp.json().get(key or path)
@@ -132,6 +135,8 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, requests.ConnectionError):
         return "cannot connect (is 'gpuwatch daemon' running there?)"
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        if exc.response.status_code in (401, 403):
+            return f"HTTP {exc.response.status_code}: the daemon wants a token (pass --token-file FILE)"
         return f"HTTP {exc.response.status_code} from /api/v1/stream"
     if isinstance(exc, (ValueError, KeyError, TypeError)):
         return f"bad snapshot in the stream ({type(exc).__name__}: {exc})"

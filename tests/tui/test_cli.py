@@ -1,0 +1,49 @@
+"""``gpuwatch tui`` refuses what it cannot do in one line that says how to fix it, before taking the screen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwatch.cli.common import CliError
+from gpuwatch.cli.main import build_parser
+from gpuwatch.cli.tui import build_feed
+from gpuwatch.tui.feed import LocalFeed
+from gpuwatch.tui.remote import RemoteFeed
+
+
+def parse(*argv: str) -> object:
+    return build_parser().parse_args(["tui", *argv])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--connect", "127.0.0.1:9464", "--replay", "x.ndjson.gz"), "--connect and --replay exclude each other"),
+    (("--connect", "--token-file", "/nonexistent/token"), "cannot read the token file"),
+    (("--replay", "/nonexistent/rec.ndjson.gz"), "no such file"),
+    (("--rules", "/nonexistent/rules.yml", "--replay", "x"), "alert rules not"),
+])
+def test_user_errors_name_the_problem_and_the_fix(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(CliError) as err:
+        build_feed(parse(*argv))  # type: ignore[arg-type]
+    assert message in str(err.value)
+
+
+def test_connect_without_a_url_watches_the_local_daemon() -> None:
+    feed = build_feed(parse("--connect"))  # type: ignore[arg-type]
+    assert isinstance(feed, RemoteFeed) and feed.urls == ["http://127.0.0.1:9464"]
+
+
+def test_replay_builds_a_recording_feed_with_the_shipped_rules(bundled: Path) -> None:
+    feed = build_feed(parse("--replay", str(bundled)))  # type: ignore[arg-type]
+    assert isinstance(feed, LocalFeed) and feed.mode == "recording" and feed.engine is not None
+    feed.sampler.stop()
+
+
+def test_without_a_terminal_it_says_so_and_exits_1(bundled: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gpuwatch", "tui", "--replay", str(bundled)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 1
+    assert "needs a terminal" in done.stderr and "Traceback" not in done.stderr
