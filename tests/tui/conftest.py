@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from synthetic import snapshot, write_recording
+from tmux_pane import Tmux
+from tools import require_tool
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.snapshot import Snapshot
@@ -92,3 +94,11 @@ def live_app(extra_pids: tuple[int, ...] = (), gpus: int = 1, ticks: int = 3) ->
 @pytest.fixture
 def make_replay_app(recording: Path) -> Callable[[int], GpuWatchApp]:
     return lambda ticks: replay_app(recording, ticks)
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    """tmux is required in CI (GPUWATCH_REQUIRE_TOOLS=1); elsewhere the test is skipped without it."""
+    t = Tmux(require_tool("tmux"), tmp_path)
+    yield t
+    t.close()

@@ -3,62 +3,11 @@ GPU-Util and SM occupancy and a process table with pids, answers keys, and ``q``
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from tools import require_tool
-
-
-class Tmux:
-    """A private tmux server (own socket and config) running one command in a 160x50 pane."""
-
-    def __init__(self, tmux: str, tmp: Path) -> None:
-        self.tmux = tmux
-        self.socket = f"gpuwatch-test-{os.getpid()}"
-        self.conf = tmp / "tmux.conf"
-        self.conf.write_text("set -g remain-on-exit on\nset -g default-terminal tmux-256color\n"
-                             "set -g default-size 160x50\n")
-
-    def __call__(self, *args: str) -> str:
-        done = subprocess.run([self.tmux, "-L", self.socket, "-f", str(self.conf), *args], capture_output=True,
-                              text=True, timeout=20)
-        return done.stdout
-
-    def start(self, command: str) -> None:
-        # COLUMNS/LINES inherited from a test runner would override the pane's real size.
-        self("new-session", "-d", "-s", "gw", "-x", "160", "-y", "50", f"env -u COLUMNS -u LINES {command}")
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "gw")
-
-    def wait_screen(self, *needles: str, timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if all(n in text for n in needles):
-                return text
-            time.sleep(0.2)
-        size = self.pane("#{window_width}x#{window_height} dead=#{pane_dead}")
-        raise AssertionError(f"{needles} not on screen after {timeout} s ({size}):\n{text}")
-
-    def pane(self, fmt: str) -> str:
-        return self("display-message", "-p", "-t", "gw", fmt).strip()
-
-    def close(self) -> None:
-        self("kill-server")
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    t = Tmux(require_tool("tmux"), tmp_path)
-    yield t
-    t.close()
+from tmux_pane import Tmux
 
 
 def test_bundled_replay_in_tmux_shows_the_panel_and_processes_answers_keys_and_q_exits_cleanly(

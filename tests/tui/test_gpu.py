@@ -1,0 +1,26 @@
+"""On a machine with an NVIDIA GPU: the real dashboard samples it live (no RECORDING banner) and quits cleanly.
+
+Run with ``pytest -m gpu tests/tui``."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from tmux_pane import Tmux
+
+
+@pytest.mark.gpu
+def test_live_dashboard_in_tmux_shows_the_gpu_and_no_recording_banner(tmux: Tmux) -> None:
+    tmux.start(f"{sys.executable} -m gpuwatch tui --interval 1")
+    screen = tmux.wait_screen("GPU-Util", "SM occup", "NVIDIA", "live via NVML", timeout=30)
+    assert "RECORDING" not in screen
+    time.sleep(3)  # a few ticks: rates and GPM need two readings
+    screen = tmux.screen()
+    assert "gpm" in screen or "dcgm" in screen, "no profiling backend named beside SM activity"
+    tmux("send-keys", "-t", "gw", "q")
+    deadline = time.monotonic() + 15
+    while not tmux.pane("#{pane_dead_status}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tmux.pane("#{pane_dead} #{pane_dead_status}") == "1 0"

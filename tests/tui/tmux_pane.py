@@ -1,0 +1,48 @@
+"""A private tmux server running one command in a 160x50 pane, for tests that drive the real program."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+class Tmux:
+    """A private tmux server (own socket and config) running one command in a 160x50 pane."""
+
+    def __init__(self, tmux: str, tmp: Path) -> None:
+        self.tmux = tmux
+        self.socket = f"gpuwatch-test-{os.getpid()}"
+        self.conf = tmp / "tmux.conf"
+        self.conf.write_text("set -g remain-on-exit on\nset -g default-terminal tmux-256color\n"
+                             "set -g default-size 160x50\n")
+
+    def __call__(self, *args: str) -> str:
+        done = subprocess.run([self.tmux, "-L", self.socket, "-f", str(self.conf), *args], capture_output=True,
+                              text=True, timeout=20)
+        return done.stdout
+
+    def start(self, command: str) -> None:
+        # COLUMNS/LINES inherited from a test runner would override the pane's real size.
+        self("new-session", "-d", "-s", "gw", "-x", "160", "-y", "50", f"env -u COLUMNS -u LINES {command}")
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "gw")
+
+    def wait_screen(self, *needles: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if all(n in text for n in needles):
+                return text
+            time.sleep(0.2)
+        size = self.pane("#{window_width}x#{window_height} dead=#{pane_dead}")
+        raise AssertionError(f"{needles} not on screen after {timeout} s ({size}):\n{text}")
+
+    def pane(self, fmt: str) -> str:
+        return self("display-message", "-p", "-t", "gw", fmt).strip()
+
+    def close(self) -> None:
+        self("kill-server")
