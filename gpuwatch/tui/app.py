@@ -84,6 +84,7 @@ class GpuWatchApp(Controls):
         self.selected_source: str | None = None
         self.selected_gpu: int | None = None
         self.rendered = 0
+        self._banner = ""
 
     # -- layout ----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -101,10 +102,8 @@ class GpuWatchApp(Controls):
         yield Footer()
 
     def on_mount(self) -> None:
-        banner = self.query_one("#banner", Static)
         if self.feed.mode == "recording":
-            banner.update(banner_text(self.feed.description))
-            banner.add_class("-shown")
+            self._show_banner(self.feed.description)
         fleet = self.query_one(FleetTable)
         fleet.set_class(self.feed.mode == "remote", "-shown")
         fleet.set_source_order(getattr(self.feed, "urls", []))
@@ -175,17 +174,24 @@ class GpuWatchApp(Controls):
             return
         snap = state.snapshot
         self.rendered += 1
-        self._render_status()
-        if self.feed.mode == "remote" and snap.is_recording:
+        with self.batch_update():  # one frame for all the widgets a tick touches
+            self._render_status()
+            if self.feed.mode == "remote" and snap.is_recording:
+                self._show_banner(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}")
+            gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
+            self.query_one(GpuPanel).show(gpu, snap.host)
+            if state.history is not None and self.selected_gpu is not None:
+                self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
+            self.query_one(ProcessTable).show(snap.processes)
+            self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
+
+    def _show_banner(self, description: str) -> None:
+        text = banner_text(description)
+        if text != self._banner:
+            self._banner = text
             banner = self.query_one("#banner", Static)
-            banner.update(banner_text(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}"))
+            banner.update(text)
             banner.add_class("-shown")
-        gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
-        self.query_one(GpuPanel).show(gpu, snap.host)
-        if state.history is not None and self.selected_gpu is not None:
-            self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
-        self.query_one(ProcessTable).show(snap.processes)
-        self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
 
     def _render_status(self) -> None:
         state = self.sources.get(self.selected_source or "")

@@ -162,3 +162,16 @@ async def test_q_quits(recording: Path) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_a_new_theme_recolours_the_gpu_panel_and_the_tables(recording: Path) -> None:
+    app = replay_app(recording, 5)
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = "textual-light"
+        await pilot.pause()
+        primary = app.current_theme.primary
+        panel = app.query_one("#gpu")
+        assert any(primary in str(span.style) for span in panel._texts[0].spans)  # type: ignore[attr-defined]
+        table = app.query_one(ProcessTable)
+        cursor_row = table._row(table.cursor_key() or "", True)
+        assert primary in str(cursor_row.spans[-1].style)

@@ -7,6 +7,7 @@ regions: the terminal receives only what changed (no flicker, little CPU).
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
@@ -21,13 +22,24 @@ class LinesWidget(Widget):
         self._texts: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._strip_width = -1
+        self._base: Style | None = None  # the widget's own style, computed once per update (walks the DOM)
         self.line_refreshes = 0
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self.repaint(), init=False)
+
+    def repaint(self) -> None:
+        """Drop every cached line (the theme, hence the base style, changed)."""
+        self._strips.clear()
+        self._base = None
+        self.refresh()
 
     def set_lines(self, lines: list[Text]) -> None:
         """Show ``lines``; refresh only the rows whose text or style changed."""
         width = self.size.width
         old = self._texts
         self._texts = lines
+        self._base = None
         if width <= 0:
             return
         if width != self._strip_width:
@@ -46,9 +58,12 @@ class LinesWidget(Widget):
         if width != self._strip_width:
             self._strips.clear()
             self._strip_width = width
+            self._base = None
         strip = self._strips.get(y)
         if strip is None:
-            base = self.rich_style
+            if self._base is None:
+                self._base = self.rich_style
+            base = self._base
             if y < len(self._texts):
                 segments = list(self._texts[y].render(self.app.console, end=""))
                 strip = Strip(segments).crop(0, width).extend_cell_length(width).apply_style(base)
