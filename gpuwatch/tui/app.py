@@ -165,8 +165,14 @@ class GpuWatchApp(Controls):
         if self.feed.mode != "remote" and snap is not None and len(snap.gpus) > 1:
             fleet.add_class("-shown")
         if fleet.has_class("-shown"):
-            host = snap.host.hostname if snap is not None else source.split("://", 1)[-1]
-            fleet.show(source, host, snap, state.alerts, "ok" if not state.problem else state.status)
+            address = source.split("://", 1)[-1]
+            host = snap.host.hostname if snap is not None else address
+            twins = [s for k, s in self.sources.items() if k != source and s.snapshot is not None
+                     and s.snapshot.host.hostname == host]
+            if twins and host != address:  # two daemons report the same hostname: say which is which
+                host = f"{host}@{address}"
+            status = "ok" if not state.problem else state.status.removeprefix(f"{source}: ")
+            fleet.show(source, host, snap, state.alerts, status)
 
     def _render_selected(self) -> None:
         state = self.sources.get(self.selected_source or "")

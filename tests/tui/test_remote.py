@@ -136,3 +136,12 @@ async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_th
         status = str(fleet.cells[fleet.keys[0]][-1])
         assert "cannot connect" in status and "retrying" in status
         await pilot.press("q")
+
+
+async def test_two_daemons_reporting_the_same_hostname_are_told_apart_by_address() -> None:
+    with FakeDaemon("twin", 1) as a, FakeDaemon("twin", 1) as b:
+        app = make_app(RemoteFeed([a.url, b.url]))
+        async with app.run_test(size=(160, 50)) as pilot:
+            fleet = app.query_one(FleetTable)
+            expected = {f"twin@127.0.0.1:{a.port}", f"twin@127.0.0.1:{b.port}"}
+            await wait_for(pilot, lambda: {str(fleet.cells[k][0]) for k in fleet.keys} == expected)

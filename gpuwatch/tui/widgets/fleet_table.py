@@ -17,10 +17,10 @@ from gpuwatch.tui.analysis import field
 from gpuwatch.tui.format import DASH, num, pct, size
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
-COLUMNS = (("host", "HOST", 16), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
+COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
            ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM", 13), ("temp", "TEMP", 5),
            ("power", "POWER", 9), ("clocks", "CLOCKS", 14), ("procs", "PROCS", 5), ("alerts", "ALERTS", 6),
-           ("status", "STATUS", 24))
+           ("status", "STATUS", 40))
 RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts"})
 
 
@@ -33,7 +33,7 @@ def _clocks(g: GpuSample) -> Text:
 
 def gpu_cells(host: str, g: GpuSample, nprocs: int, firing: int, status: str) -> tuple[Any, ...]:
     r = Text
-    return (host[:16], str(g.index), (g.name or DASH).replace("NVIDIA ", "")[:14],
+    return (host, str(g.index), (g.name or DASH).replace("NVIDIA ", "")[:14],
             r(pct(g.gpu_util).strip(), justify="right"), r(pct(g.sm_active).strip(), justify="right"),
             r(pct(g.sm_occupancy).strip(), justify="right"),
             r(f"{size(g.mem_used_bytes)}/{size(g.mem_total_bytes)}", justify="right"),
@@ -71,7 +71,7 @@ class FleetTable(RowTable):
                 firing_by_gpu[gpu] = firing_by_gpu.get(gpu, 0) + 1
         rows: dict[str, tuple[Any, ...]] = {}
         if snap is None or not snap.gpus:
-            rows[f"{source}|-"] = (host[:16], DASH, DASH, "", "", "", "", "", "", "", "", "", status)
+            rows[f"{source}|-"] = (host, DASH, DASH, "", "", "", "", "", "", "", "", "", status)
         else:
             for g in snap.gpus:
                 firing = firing_by_gpu.get(str(g.index), 0) + firing_by_gpu.get("", 0)
