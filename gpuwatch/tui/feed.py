@@ -156,7 +156,11 @@ class LocalFeed:
         self.sampler.pause(paused)
 
     def stop(self) -> None:
+        """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
         self._target = None
         self._unsubscribe()
-        self.sampler.stop(timeout=1.0)
+        closer = threading.Thread(target=self.sampler.stop, kwargs={"timeout": 1.0}, name="gpuwatch-close",
+                                  daemon=True)
+        closer.start()
+        closer.join(2.0)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from conftest import live_app, replay_app
+from conftest import SyntheticLive, live_app, replay_app
 
+from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.tui.app import make_app
+from gpuwatch.tui.feed import LocalFeed
 from gpuwatch.tui.widgets.help_screen import HelpScreen
 from gpuwatch.tui.widgets.lines import TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
@@ -175,3 +180,22 @@ async def test_a_new_theme_recolours_the_gpu_panel_and_the_tables(recording: Pat
         table = app.query_one(ProcessTable)
         cursor_row = table._row(table.cursor_key() or "", True)
         assert primary in str(cursor_row.spans[-1].style)
+
+
+async def test_quitting_does_not_wait_on_a_source_whose_close_hangs() -> None:
+    release = threading.Event()
+
+    class HangsOnClose(SyntheticLive):
+        def close(self) -> None:
+            release.wait(30)  # a driver call that never returns
+
+    feed = LocalFeed(Sampler(HangsOnClose(), interval=1.0), "live via NVML", False, run_sampler=False)
+    feed.prime(2)
+    app = make_app(feed)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            started = time.monotonic()
+            await pilot.press("q")
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
