@@ -1,0 +1,54 @@
+"""Numbers as the dashboard prints them: short, unit-bearing, a dash when unknown."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwatch.tui.format import age, bar, pct, rate, size
+from gpuwatch.tui.widgets.history_plot import bucket, draw
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, "–"), (0, "0B"), (1023, "1023B"), (750 * 2**20, "750M"), (1.5 * 2**30, "1.5G"),
+    (112.3 * 2**30, "112G"), (2 * 2**40, "2.0T"),
+])
+def test_sizes_use_binary_units_with_at_most_three_digits(value: float | None, expected: str) -> None:
+    assert size(value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, "–"), (0, "0B/s"), (999, "999B/s"), (2.1e8, "210MB/s"), (1.2e9, "1.2GB/s"), (15.9e6, "15.9MB/s"),
+])
+def test_rates_use_decimal_units_as_links_are_quoted(value: float | None, expected: str) -> None:
+    assert rate(value) == expected
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [
+    (None, "–"), (-3, "0s"), (42, "42s"), (185, "3m05s"), (7800, "2h10m"),
+])
+def test_ages_are_compact(seconds: float | None, expected: str) -> None:
+    assert age(seconds) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "   –"), (0, "  0%"), (62.4, " 62%"), (100, "100%")])
+def test_percentages_are_right_aligned_in_four_cells(value: float | None, expected: str) -> None:
+    assert pct(value) == expected
+
+
+@pytest.mark.parametrize(("fraction", "expected"), [
+    (None, "··········"), (0.0, "··········"), (0.5, "█████·····"), (1.0, "██████████"), (1.7, "██████████"),
+    (0.05, "▌·········"),
+])
+def test_bars_fill_eighths_of_a_cell_and_never_overflow(fraction: float | None, expected: str) -> None:
+    assert bar(fraction, 10, "blue").plain == expected
+
+
+def test_history_buckets_average_each_time_slice_and_leave_gaps_empty() -> None:
+    points = [(0.0, 10.0), (1.0, 30.0), (5.0, None), (9.5, 80.0)]
+    assert bucket(points, 0.0, 10.0, 5) == [20.0, None, None, None, 80.0]
+
+
+def test_history_columns_stack_eighth_blocks_from_the_bottom() -> None:
+    rows = [t.plain for t in draw([0.0, 50.0, 100.0, None], 2, "blue")]
+    assert rows == ["  █ ",   # top row: only the 100 % column reaches it
+                    " ██ "]   # bottom row: 50 % fills it exactly, 0 % and missing leave it blank
