@@ -5,7 +5,9 @@ Each program runs alone, in turn, on a fresh 160x50 pty whose output a thread dr
 after a warm-up the CPU time of its process tree is metered over the window.
 
     python benchmarks/tui_cost.py                      # here: idle Textual app vs gpuwatch tui --replay
-    python benchmarks/tui_cost.py --live --nvitop      # on the GPU machine: adds live gpuwatch and nvitop
+    python benchmarks/tui_cost.py --live --nvitop --gpu-load 4   # on the GPU machine: live gpuwatch and
+                                                                 # nvitop, 4 processes on the GPU as the
+                                                                 # anchor measurement had
 
 Results print as a table; ``--json FILE`` (default ``$OUT/tui_cost.json`` when $OUT is set) keeps them.
 """
@@ -96,11 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay", metavar="FILE", help="recording to replay (default: bundled, else synthetic)")
     p.add_argument("--live", action="store_true", help="also measure the live dashboard (needs a GPU)")
     p.add_argument("--nvitop", action="store_true", help="also measure nvitop, the reference")
+    p.add_argument("--gpu-load", type=int, default=0, metavar="N",
+                   help="keep N load processes on GPU 0 while measuring (benchmarks/gpu_load.py)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         rec = recording(args.replay, Path(tmp))
-        results = [measure(name, cmd, args) for name, cmd in programs(args, rec)]
+        load = []
+        if args.gpu_load:
+            from benchmarks.gpu_load import start_load, stop_load, wait_on_gpu
+
+            load = start_load(args.gpu_load, Path(tmp))
+            print(f"GPU load processes on GPU 0: {wait_on_gpu(load)}")
+        try:
+            results = [measure(name, cmd, args) for name, cmd in programs(args, rec)]
+        finally:
+            if load:
+                stop_load(load)
     reference = "nvitop --interval 1" if any(r["program"] == "nvitop --interval 1" for r in results) \
         else "idle Textual app"
     print(f"pty {args.cols}x{args.rows}, {args.seconds:g} s window after {args.warmup:g} s warm-up, "
