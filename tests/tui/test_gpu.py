@@ -20,7 +20,5 @@ def test_live_dashboard_in_tmux_shows_the_gpu_and_no_recording_banner(tmux: Tmux
     screen = tmux.screen()
     assert "gpm" in screen or "dcgm" in screen, "no profiling backend named beside SM activity"
     tmux("send-keys", "-t", "gw", "q")
-    deadline = time.monotonic() + 15
-    while not tmux.pane("#{pane_dead_status}") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert tmux.pane("#{pane_dead} #{pane_dead_status}") == "1 0"
+    status = tmux.wait_exit()
+    assert status == 0, f"exit status {status} (None: still running 15 s after q)\n{tmux.screen()}"

@@ -15,6 +15,7 @@ class Tmux:
         self.tmux = tmux
         self.socket = f"gpuwatch-test-{os.getpid()}"
         self.conf = tmp / "tmux.conf"
+        self.exit_file = tmp / "exit-status"
         self.conf.write_text("set -g remain-on-exit on\nset -g default-terminal tmux-256color\n"
                              "set -g default-size 160x50\n")
 
@@ -24,8 +25,20 @@ class Tmux:
         return done.stdout
 
     def start(self, command: str) -> None:
+        """Run ``command`` in the pane; its exit status lands in ``exit_file`` (tmux's own is set only once
+        it has reaped the process, which a busy machine can delay)."""
         # COLUMNS/LINES inherited from a test runner would override the pane's real size.
-        self("new-session", "-d", "-s", "gw", "-x", "160", "-y", "50", f"env -u COLUMNS -u LINES {command}")
+        wrapped = f"env -u COLUMNS -u LINES {command}; echo $? > {self.exit_file}"
+        self("new-session", "-d", "-s", "gw", "-x", "160", "-y", "50", wrapped)
+
+    def wait_exit(self, timeout: float = 15.0) -> int | None:
+        """The command's exit status, or None if it is still running after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.exit_file.exists() and self.exit_file.read_text().strip():
+                return int(self.exit_file.read_text().strip())
+            time.sleep(0.1)
+        return None
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "gw")
