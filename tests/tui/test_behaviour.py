@@ -199,3 +199,16 @@ async def test_quitting_does_not_wait_on_a_source_whose_close_hangs() -> None:
         assert time.monotonic() - started < 5
     finally:
         release.set()
+
+
+async def test_long_process_lists_scroll_with_the_cursor() -> None:
+    app = live_app(extra_pids=tuple(range(50000, 50060)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(ProcessTable)
+        assert table.row_count == 63
+        await pilot.press("end")
+        assert table.cursor == 62 and table.top + table.size.height - 1 > 62 >= table.top
+        await pilot.press("home", "pagedown")
+        assert table.cursor == table.size.height - 1  # one page: the rows below the header
+        await pilot.click("#procs", offset=(3, 2))
+        assert table.cursor == table.top + 1
