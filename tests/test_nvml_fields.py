@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
@@ -189,7 +190,8 @@ def test_memory_is_still_read_when_another_tool_replaced_the_getter_with_a_one_a
     fake = make_fake_nvml()
     original = fake.nvmlDeviceGetMemoryInfo
 
-    def wrapped(handle):  # type: ignore[no-untyped-def]  # what nvitop installs in pynvml's place
+    @functools.wraps(original)  # nvitop installs such a wrapper in pynvml's place
+    def wrapped(handle):  # type: ignore[no-untyped-def]
         return original(handle)
 
     fake.nvmlDeviceGetMemoryInfo = wrapped  # type: ignore[method-assign]

@@ -96,7 +96,7 @@ def _takes_version(fn: Any) -> bool:
     import inspect
 
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
     except (TypeError, ValueError):
         return True
     return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
