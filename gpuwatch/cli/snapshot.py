@@ -29,12 +29,13 @@ def run(args: argparse.Namespace) -> int:
     sampler = Sampler(opened.producer, interval=args.interval)
     try:
         snap = sampler.tick()
-        if opened.is_recording:
-            first = snap.time if snap is not None else 0.0
-            while snap is not None and snap.time - first < args.at:
-                snap = sampler.tick() or snap
-                if sampler.latest is not snap:
+        if opened.is_recording and snap is not None:
+            first = snap.time
+            while snap.time - first < args.at:
+                later = sampler.tick()
+                if later is None:  # the recording ended before --at: show its last snapshot
                     break
+                snap = later
         else:
             time.sleep(args.interval)  # second reading: CPU %, IO rates and GPM need a delta
             snap = sampler.tick()

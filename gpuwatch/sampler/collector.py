@@ -104,8 +104,8 @@ def merge_gpu_lists(base: tuple[GpuSample, ...], other: tuple[GpuSample, ...]) -
             if cand is not None and (not g.uuid or not cand.uuid):
                 match = cand
         out.append(merge_gpu(g, match) if match is not None else g)
-    seen = {g.uuid for g in base}
-    out.extend(g for g in other if g.uuid and g.uuid not in seen and g.index not in {b.index for b in base})
+    uuids, indexes = {g.uuid for g in base}, {g.index for g in base}
+    out.extend(g for g in other if g.uuid and g.uuid not in uuids and g.index not in indexes)
     return tuple(out)
 
 
