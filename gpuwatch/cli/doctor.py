@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
-from gpuwatch.doctor import Finding, diagnose
+from gpuwatch.doctor import diagnose
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 

@@ -3,6 +3,6 @@ the fix the incident taught. It reads Snapshots only (no sources), so it works t
 daemon's history and on a recording."""
 
 from gpuwatch.doctor.diagnose import diagnose, top_problem
-from gpuwatch.doctor.finding import Finding
+from gpuwatch.model.finding import Finding
 
 __all__ = ["Finding", "diagnose", "top_problem"]

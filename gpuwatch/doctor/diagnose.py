@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwatch.doctor.finding import Finding
 from gpuwatch.doctor.rules import RULES, healthy
 from gpuwatch.doctor.window import GpuWindow, summarise
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
 

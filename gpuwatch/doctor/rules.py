@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuwatch.doctor.finding import Finding, Severity
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.clock_events import SEVERE_REASONS
+from gpuwatch.model.finding import Finding, Severity
 
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
 PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuwatch.model.clock_events import decode
+
 SCHEMA_VERSION = 1
 
 SourceState = Literal["ok", "stale", "error"]
@@ -98,6 +100,12 @@ class GpuSample:
             if p is not None and getattr(p, metric) is not None:
                 return source
         return None
+
+    @property
+    def active_clock_events(self) -> frozenset[str]:
+        """Clock-event reasons in force: the names a backend gave and the bits of the mask, together.
+        Every consumer (doctor, alerts, exporter, TUI) reads this, so they cannot disagree."""
+        return frozenset(self.clock_events) | frozenset(decode(self.clock_event_mask))
 
     @property
     def mem_used_ratio(self) -> float | None:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.cli.workload import READY_LINE
-from gpuwatch.doctor import Finding, diagnose, top_problem
+from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.window import GpuWindow, summarise
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from doctor.synthetic import Load, window
-from gpuwatch.doctor import Finding, diagnose, top_problem
+from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
 # Numbers from reference/h200-probe-2026-12-02.log where the situation was measured there.
