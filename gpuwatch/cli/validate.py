@@ -13,14 +13,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from gpuwatch.cli.common import CliError, positive_float
+from gpuwatch.doctor import top_problem
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
 from gpuwatch.runtime.build import NoGpuError, SamplingOptions, open_producer
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.host import HostSource
 from gpuwatch.validate import report
+from gpuwatch.validate.doctor_accuracy import FaultRun, run_fault, write_recording, write_report
 from gpuwatch.validate.runner import StageRun, run_stage
 from gpuwatch.workload.config import SIZES, STAGES, TRAFFIC
+from gpuwatch.workload.faults_catalogue import FAULTS
 
 RECORDING = "validate-run.ndjson.gz"
 
@@ -45,7 +48,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=positive_float, metavar="R",
                    help="offer every stage the same open-loop load of R requests/s (p99 then includes "
                    "queueing); default: each stage at full load")
+    p.add_argument("--doctor", action="store_true",
+                   help="instead of the stages, inject every fault class (gpuwatch workload --fault) and write "
+                   "the doctor's confusion table (doctor-accuracy.md/.json) and one recording per fault")
+    p.add_argument("--faults", default=",".join(FAULTS), metavar="LIST",
+                   help="with --doctor: comma-separated fault classes (default: all)")
+    p.add_argument("--window", type=positive_float, default=15.0, metavar="S",
+                   help="with --doctor: seconds the doctor judges, at the end of each fault (default 15)")
     p.set_defaults(func=run)
+
+
+def _faults(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in FAULTS]
+    if unknown or not names:
+        raise CliError(f"--faults: unknown fault {', '.join(unknown) or '(none)'}; choose from {', '.join(FAULTS)}")
+    return names
 
 
 def _stages(text: str) -> list[str]:
@@ -74,7 +92,49 @@ def _check_torch() -> None:
                        exit_code=2)
 
 
+def run_doctor(args: argparse.Namespace) -> int:
+    """Every fault under the sampler, then the confusion table."""
+    faults = _faults(args.faults)
+    _check_torch()
+    duration = args.duration if args.duration is not None else 30.0
+    window = min(args.window, duration)
+    interval = 1.0  # what gpuwatch doctor uses live: the doctor is judged as users run it
+    producer, description = _producer(args.device, interval)
+    sampler = Sampler(producer, interval=interval)
+    (args.out / "faults").mkdir(parents=True, exist_ok=True)
+    runs: list[FaultRun] = []
+    try:
+        with Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.fields[status]}"),
+                      TimeElapsedColumn(), console=Console(stderr=True), disable=not sys.stderr.isatty()) as progress:
+            for fault in faults:
+                task = progress.add_task(fault, total=duration, status="starting")
+
+                def advance(done: float, task: TaskID = task) -> None:
+                    progress.update(task, completed=done, status="sampling")
+
+                run_ = run_fault(fault, sys.executable, duration, window, sampler, interval, advance)
+                write_recording(args.out / "faults" / f"{fault}.ndjson.gz", run_, interval)
+                top = top_problem(run_.findings)
+                status = f"failed: {run_.error}" if run_.error else f"top {top.code if top else 'none'}"
+                progress.update(task, completed=duration, status=status)
+                if not sys.stderr.isatty():
+                    print(f"{fault}: {status}", file=sys.stderr)
+                runs.append(run_)
+    finally:
+        sampler.stop()
+    gpu_names = sorted({g.name for r in runs for s in r.snapshots[:1] for g in s.gpus if g.name})
+    meta = {"gpu": ", ".join(gpu_names) or "none", "sampling": description, "interval_s": interval,
+            "seconds per fault": duration, "window_s": window,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    paths = write_report(args.out, runs, meta)
+    print(paths["markdown"].read_text())
+    print(f"wrote {paths['json']}, {paths['markdown']} and {len(runs)} recordings under {args.out / 'faults'}")
+    return 0 if all(r.row()["correct"] for r in runs) else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.doctor:
+        return run_doctor(args)
     stages = _stages(args.stages)
     _check_torch()
     duration = args.duration if args.duration is not None else (20.0 if args.device == "cuda" else 3.0)

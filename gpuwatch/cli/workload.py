@@ -8,6 +8,7 @@ import sys
 
 from gpuwatch.cli.common import CliError, positive_float
 from gpuwatch.workload.config import SIZES, STAGE_HELP, STAGES, TRAFFIC, WorkloadConfig, default_workers
+from gpuwatch.workload.faults_catalogue import FAULTS
 
 READY_LINE = "gpuwatch-workload: ready"
 
@@ -44,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "p99 includes queueing (compare stages at the same R); default: closed loop, full load")
     p.add_argument("--compiler", choices=("auto", "graphs", "inductor", "none"), default="auto",
                    help="compiled/bf16 stages: CUDA graphs, torch.compile, or none (default: graphs on cuda)")
+    p.add_argument("--fault", choices=tuple(FAULTS), metavar="CLASS",
+                   help="instead of the service, inject one known bottleneck for --duration seconds: "
+                   + ", ".join(FAULTS))
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=run)
 
@@ -66,6 +70,8 @@ def _ready() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fault:
+        return _run_fault(args)
     cfg = config_from_args(args)
     from gpuwatch.workload.run import WorkloadError, run_stage
 
@@ -85,4 +91,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  latency {q} " + ("        -" if value is None else f"{value:10.2f} ms"))
     for key, value in result.notes.items():
         print(f"  {key}: {value}")
+    return 0
+
+
+def _run_fault(args: argparse.Namespace) -> int:
+    from gpuwatch.workload.faults import run_fault
+    from gpuwatch.workload.run import WorkloadError
+
+    try:
+        result = run_fault(args.fault, args.duration, _ready, device=args.device)
+    except WorkloadError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    print(json.dumps(result) if args.json else
+          f"fault {result['fault']}: {result['loops']} loops in {result['seconds']} s "
+          f"(the doctor should say {result['expected']})")
     return 0

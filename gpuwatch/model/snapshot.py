@@ -157,6 +157,18 @@ class ProcessSample:
     io_write_bytes_s: float | None = None
     container_id: str | None = None
     create_time: float | None = None
+    #: Threads runnable or running (state R) at the sample: none for a process that waits off the CPU.
+    threads_running: int | None = None
+    #: Kernel function the main thread sleeps in (``/proc/PID/wchan``), e.g. ``futex_wait_queue``.
+    wait_channel: str | None = None
+    #: All bytes read/written by system calls per second (sockets, pipes and page-cache hits too).
+    io_read_chars_s: float | None = None
+    io_write_chars_s: float | None = None
+    #: Child processes without a GPU context (data-loader workers, preprocessing pools).
+    workers: int | None = None
+    #: Their CPU together, percent of one core, and how many of them used 80 % of a core or more.
+    workers_cpu_percent: float | None = None
+    workers_busy: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

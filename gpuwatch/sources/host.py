@@ -65,14 +65,67 @@ def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
     return out
 
 
+def read_children(pid: int, depth: int = 2) -> list[int]:
+    """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children``: no walk over every
+    process on the host, as psutil's ``children()`` would make."""
+    out: list[int] = []
+    base = f"/proc/{pid}/task/"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(base + tid + "/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    if depth > 1:
+        out.extend(grand for child in list(out) for grand in read_children(child, depth - 1))
+    return out
+
+
+def read_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a whole process from ``/proc/PID/stat``."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)
+    return (int(rest[11]) + int(rest[12])) / _CLK_TCK if len(rest) >= 14 else None
+
+
+def read_wait_channel(pid: int) -> str | None:
+    """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
+    try:
+        with open(f"/proc/{pid}/wchan", "rb") as f:
+            text = f.read(128).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text if text and text != "0" else None
+
+
 @dataclass
 class _Tracked:
     proc: psutil.Process
     static: dict[str, Any]
     last_time: float
     last_cpu: float
-    last_io: tuple[int, int] | None
+    last_io: tuple[int, int, int, int] | None
     last_threads: dict[int, float] = field(default_factory=dict)
+    #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
+    children: dict[int, float] = field(default_factory=dict)
+    children_at: float = float("-inf")
+
+
+CHILDREN_EVERY_S = 2.0
+BUSY_WORKER = 80.0
 
 
 class HostSource(Source):
@@ -147,7 +200,27 @@ class HostSource(Source):
         self._tracked[pid] = t
         return t
 
-    def _details(self, pid: int, now: float) -> dict[str, Any] | None:
+    def _workers(self, t: _Tracked, pid: int, now: float, dt: float, gpu_pids: set[int]) -> dict[str, Any]:
+        """Child processes without a GPU context, and how hard they work (data-loader workers)."""
+        if now - t.children_at >= CHILDREN_EVERY_S:
+            t.children_at = now
+            kids = [c for c in read_children(pid) if c not in gpu_pids]
+            t.children = {c: t.children.get(c, read_cpu_seconds(c) or 0.0) for c in kids}
+        if not t.children:
+            return {"workers": 0}
+        total, busy, cpu = 0.0, 0, {}
+        for child, before in t.children.items():
+            seconds = read_cpu_seconds(child)
+            if seconds is None:
+                continue
+            cpu[child] = seconds
+            pct = 100.0 * (seconds - before) / dt if dt > 0 else 0.0
+            total += pct
+            busy += pct >= BUSY_WORKER
+        t.children = cpu
+        return {"workers": len(cpu), "workers_cpu_percent": round(total, 1), "workers_busy": busy}
+
+    def _details(self, pid: int, now: float, gpu_pids: set[int]) -> dict[str, Any] | None:
         t = self._track(pid, now)
         if t is None:
             return None
@@ -170,11 +243,15 @@ class HostSource(Source):
         if dt > 0:
             out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
             if io is not None and t.last_io is not None:
-                out["io_read_bytes_s"] = max(0.0, (io[0] - t.last_io[0]) / dt)
-                out["io_write_bytes_s"] = max(0.0, (io[1] - t.last_io[1]) / dt)
+                rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
+                out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
+                           io_read_chars_s=rates[2], io_write_chars_s=rates[3])
+            out.update(self._workers(t, pid, now, dt, gpu_pids))
+        out["wait_channel"] = read_wait_channel(pid)
         threads = read_thread_stats(pid)
         if threads is not None:
             out["threads_in_io_wait"] = sum(1 for state, _ in threads.values() if state == "D")
+            out["threads_running"] = sum(1 for state, _ in threads.values() if state == "R")
             if dt > 0 and threads:
                 best_tid, best = max(((tid, c - t.last_threads.get(tid, c)) for tid, (_, c) in threads.items()),
                                      key=lambda x: x[1])
@@ -187,8 +264,9 @@ class HostSource(Source):
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
         wall = time.monotonic()
         details: dict[int, dict[str, Any]] = {}
+        gpu_pids = set(pids)
         for pid in pids:
-            d = self._details(pid, wall)
+            d = self._details(pid, wall, gpu_pids)
             if d is not None:
                 details[pid] = d
         for gone in set(self._tracked) - set(pids):  # processes that left the GPU: forget them
@@ -207,9 +285,10 @@ def _safe(fn: Any) -> Any:
         return None
 
 
-def _io(proc: psutil.Process) -> tuple[int, int] | None:
+def _io(proc: psutil.Process) -> tuple[int, int, int, int] | None:
+    """Storage bytes read/written, and all bytes passed through read/write calls (Linux's rchar/wchar)."""
     try:
         c = proc.io_counters()
     except (psutil.AccessDenied, AttributeError, OSError):
         return None
-    return (c.read_bytes, c.write_bytes)
+    return (c.read_bytes, c.write_bytes, getattr(c, "read_chars", 0), getattr(c, "write_chars", 0))

@@ -55,7 +55,7 @@ class StageRun:
                 "top_finding": (f"failed: {self.error}" if self.error else top.title if top else "-")}
 
 
-class _Workload:
+class Workload:
     """The workload process, its stderr watched for the ready line (and kept for error messages)."""
 
     def __init__(self, argv: list[str]) -> None:
@@ -98,7 +98,7 @@ def run_stage(stage: str, device: str, duration: float, sampler: Sampler, interv
               on_sample: Callable[[float], None], extra: list[str] | None = None) -> StageRun:
     """Start the stage, wait until it is warm, sample ``duration`` seconds, collect its result, diagnose."""
     result = StageRun(stage)
-    work = _Workload(workload_argv(stage, device, duration, extra or []))
+    work = Workload(workload_argv(stage, device, duration, extra or []))
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not work.ready.wait(0.2):

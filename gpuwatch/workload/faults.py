@@ -1,0 +1,250 @@
+"""Injected faults: small, self-contained programs that each hold a GPU back in one known way.
+
+``gpuwatch workload --fault CLASS`` runs one; ``gpuwatch validate --doctor`` runs them all under the sampler
+and checks that the doctor names each one. Each fault is the smallest loop that shows its class the way a
+real service does (nothing is downloaded; sizes scale with the GPU's memory), so the doctor is judged on
+real signals rather than on numbers written to match it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gpuwatch.workload.faults_catalogue import FAULTS
+from gpuwatch.workload.run import WorkloadError, _import_torch
+
+Ready = Callable[[], None]
+
+
+
+def run_fault(name: str, duration: float, on_ready: Ready, device: str = "cuda") -> dict[str, Any]:
+    """Run fault ``name`` for ``duration`` seconds after its warm-up; returns what it did."""
+    if name not in FAULTS:
+        raise WorkloadError(f"unknown fault {name!r}; choose from {', '.join(FAULTS)}")
+    torch = _import_torch()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise WorkloadError("no CUDA device: faults reproduce GPU bottlenecks, run them on a GPU machine")
+    dev = torch.device(device)
+    start = time.monotonic()
+    loops = _BODIES[name](torch, dev, duration, on_ready)
+    return {"fault": name, "expected": FAULTS[name][0], "pid": os.getpid(), "loops": loops,
+            "seconds": round(time.monotonic() - start, 2)}
+
+
+class _Loop:
+    """Iterations numbered from 0 until ``duration`` seconds have passed; announces readiness first."""
+
+    def __init__(self, duration: float, on_ready: Ready) -> None:
+        self.duration, self.on_ready, self.count = duration, on_ready, 0
+
+    def __iter__(self) -> Iterator[int]:
+        self.on_ready()
+        end = time.monotonic() + self.duration
+        while time.monotonic() < end:
+            yield self.count
+            self.count += 1
+
+
+def _free_bytes(torch: Any, dev: Any) -> int:
+    return int(torch.cuda.mem_get_info(dev)[0]) if dev.type == "cuda" else 8 << 30
+
+
+def _sync(torch: Any, dev: Any) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def python_preprocess(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    w = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    text = "the quick brown fox jumps over the lazy dog " * 400
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        ids = [hash(tok) % 4096 for tok in text.split() for _ in range(8)]  # tokenising in Python
+        x = torch.tensor(ids[:64 * 64], device=dev, dtype=torch.bfloat16).reshape(64, 64).repeat(1, 64)
+        (x @ w).sum().item()
+    return loop.count
+
+
+def launch_bound(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    x = torch.zeros(256, device=dev)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        for _ in range(200):
+            x.add_(1.0).mul_(0.5)
+        _sync(torch, dev)
+    return loop.count
+
+
+def pageable_h2d(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    host = torch.randn(64 << 20)  # 256 MiB of pageable memory: every copy is staged by the CPU
+    target = torch.empty_like(host, device=dev)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        target.copy_(host)
+        target.mul_(2.0).sum().item()
+    return loop.count
+
+
+def off_cpu_wait(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Reads 4 MiB chunks from a file whose pages are dropped after each read, with a storage latency."""
+    chunk = 4 << 20
+    w = torch.randn(1024, 1024, device=dev)
+    with tempfile.TemporaryFile(dir=os.environ.get("GPUWATCH_FAULT_DIR")) as f:
+        f.write(os.urandom(chunk) * 16)
+        f.flush()
+        os.fsync(f.fileno())
+        fd, size = f.fileno(), 16 * chunk
+        loop = _Loop(duration, on_ready)
+        for n in loop:
+            offset = (n * chunk) % size
+            data = os.pread(fd, chunk, offset)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            time.sleep(0.03)  # network storage: tens of milliseconds per read
+            x = torch.frombuffer(bytearray(data[:1024 * 1024 * 4]), dtype=torch.float32).reshape(1024, 1024)
+            (x.to(dev) @ w).sum().item()
+    return loop.count
+
+
+class _HeavyItems:
+    """A dataset whose items cost ~40 ms of Python each (decoding, augmenting)."""
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int) -> list[float]:
+        acc = [0.0] * 256
+        for k in range(40_000):
+            acc[k & 255] += (k * i) % 7
+        return acc
+
+
+def dataloader_workers(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    from torch.utils.data import DataLoader
+
+    w = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)
+    dataset: Any = _HeavyItems()
+    loader: Any = DataLoader(dataset, batch_size=8, num_workers=2, multiprocessing_context="spawn")
+    batches = iter(loader)
+    next(batches)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        x = torch.stack([torch.as_tensor(v) for v in next(batches)], dim=1).to(dev, torch.bfloat16)
+        (x @ w).sum().item()
+    return loop.count
+
+
+def memory_leak(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """1 GiB/s kept in a list (a cache keyed by request, never evicted), stopping short of the limit."""
+    kept: list[Any] = []
+    step = 128 << 20
+    budget = int(0.6 * _free_bytes(torch, dev))
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        if (len(kept) + 1) * step < budget:
+            kept.append(torch.ones(step // 4, device=dev))
+        time.sleep(0.125)
+    return loop.count
+
+
+def memory_churn(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Every 4 s a large batch needs a third of free memory for 1.5 s, then the cache is emptied."""
+    size = int(_free_bytes(torch, dev) / 3)
+    w = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
+    loop = _Loop(duration, on_ready)
+    for n in loop:
+        phase = n % 40  # 0.1 s steps
+        if phase == 0:
+            big = torch.empty(size // 2, dtype=torch.float16, device=dev).fill_(1.0)
+        elif phase == 15:
+            del big
+            torch.cuda.empty_cache() if dev.type == "cuda" else None
+        (w @ w).sum().item()
+        time.sleep(0.1)
+    return loop.count
+
+
+def fp32_matmul(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(8192, 8192, device=dev)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        for _ in range(4):
+            a = (a @ a).clamp_(-1, 1)
+        _sync(torch, dev)
+    return loop.count
+
+
+def dram_bound(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    x = torch.randn(512 << 20, device=dev)  # 2 GiB: far beyond any cache
+    y = torch.empty_like(x)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        for _ in range(10):
+            y.copy_(x)
+            x.add_(y, alpha=0.5)
+        _sync(torch, dev)
+    return loop.count
+
+
+def idle_memory(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    held = torch.ones(int(_free_bytes(torch, dev) / 5) // 4, device=dev)  # noqa: F841 - held on purpose
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        time.sleep(0.5)
+    return loop.count
+
+
+def _gemm_loop(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    loop = _Loop(duration, on_ready)
+    for _ in loop:
+        for _ in range(8):
+            a = torch.nn.functional.normalize(a @ b, dim=1)
+        _sync(torch, dev)
+    return loop.count
+
+
+def healthy(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    return _gemm_loop(torch, dev, duration, on_ready)
+
+
+def time_slicing(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Three processes, each running the healthy GEMM loop, share the GPU by time-slicing."""
+    argv = [sys.executable, "-m", "gpuwatch.workload.faults", "--child", f"{duration + 5:g}"]
+    children = [subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    with contextlib.ExitStack() as stack:
+        for c in children:
+            stack.callback(c.kill)
+        for c in children:  # each child's first line says it is warm
+            assert c.stderr is not None
+            c.stderr.readline()
+        loop = _Loop(duration, on_ready)
+        for _ in loop:
+            time.sleep(0.5)
+        return loop.count
+
+
+_BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
+    "python_preprocess": python_preprocess, "launch_bound": launch_bound, "pageable_h2d": pageable_h2d,
+    "off_cpu_wait": off_cpu_wait, "dataloader_workers": dataloader_workers, "memory_leak": memory_leak,
+    "memory_churn": memory_churn, "fp32_matmul": fp32_matmul, "dram_bound": dram_bound,
+    "idle_memory": idle_memory, "time_slicing": time_slicing, "healthy": healthy,
+}
+
+
+def _child_main(duration: float) -> None:
+    torch = _import_torch()
+    _gemm_loop(torch, torch.device("cuda"), duration, lambda: print("warm", file=sys.stderr, flush=True))
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    _child_main(float(sys.argv[2]))
