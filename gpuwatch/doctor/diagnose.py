@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwatch.doctor.rules import RULES, healthy
+from gpuwatch.doctor.rules import RULES
+from gpuwatch.doctor.rules_gpu import healthy
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -26,6 +27,8 @@ def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Find
     findings: list[Finding] = []
     for g in windows:
         found = [f for rule in RULES if (f := rule(g)) is not None]
+        if any(f.code == "memory_leak" for f in found):  # a leaking process is not idle
+            found = [f for f in found if f.code != "memory_idle"]
         if all(f.severity == "info" for f in found):
             ok = healthy(g)
             if ok is not None:

@@ -1,16 +1,18 @@
-"""A window of Snapshots reduced to the few numbers the rules need: medians per GPU and per process.
+"""A window of Snapshots reduced to the few numbers the rules need: per GPU and per process.
 
-Medians, not means: a warm-up spike or one late sample must not decide a diagnosis. A metric the
-backend never gave stays None, and the rules that need it stay silent.
+Medians, not means, for levels: a warm-up spike or one late sample must not decide a diagnosis. Means
+for shares that alternate by nature (time-sliced processes take turns). Memory keeps its whole series,
+because a leak and a jitter are shapes over time, not levels. A metric the backend never gave stays
+None, and the rules that need it stay silent.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpuwatch.model.clock_events import decode
 from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 
@@ -20,17 +22,43 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def share(flags: Sequence[bool | None]) -> float | None:
+    """Fraction of samples where the flag held (samples without a value are left out)."""
+    present = [f for f in flags if f is not None]
+    return sum(present) / len(present) if present else None
+
+
+Series = tuple[tuple[float, float], ...]  # (time, value) points, oldest first
+
+
 @dataclass
 class ProcessWindow:
     pid: int
     name: str | None
     samples: int
-    top_thread_cpu: float | None
-    top_thread_id: int | None
-    cpu: float | None
-    io_wait_share: float | None  # share of samples with at least one thread in D state
-    io_read_bytes_s: float | None
-    gpu_memory_bytes: float | None
+    seconds: float
+    top_thread_cpu: float | None = None
+    top_thread_id: int | None = None
+    cpu: float | None = None
+    sm_util_mean: float | None = None
+    #: Share of samples with at least one thread in D state (uninterruptible: storage, NFS).
+    io_wait_share: float | None = None
+    #: Share of samples with no thread runnable: the process waits off the CPU.
+    sleeping_share: float | None = None
+    wait_channel: str | None = None  # the most common one
+    io_read_bytes_s: float | None = None
+    io_write_bytes_s: float | None = None
+    io_read_chars_s: float | None = None
+    gpu_memory_bytes: float | None = None
+    gpu_memory: Series = ()
+    workers: int | None = None
+    workers_cpu: float | None = None
+    workers_busy: float | None = None
 
     @property
     def label(self) -> str:
@@ -42,7 +70,9 @@ class GpuWindow:
     index: int
     name: str | None
     samples: int
+    seconds: float = 0.0
     util: float | None = None
+    util_max: float | None = None
     sm_active: float | None = None
     sm_occupancy: float | None = None
     tensor_active: float | None = None
@@ -50,6 +80,8 @@ class GpuWindow:
     fp32_active: float | None = None
     pcie_rx_bytes_s: float | None = None
     mem_used_percent: float | None = None
+    mem_total_bytes: int | None = None
+    mem_used: Series = ()
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     power_w: float | None = None
@@ -59,6 +91,7 @@ class GpuWindow:
     processes: list[ProcessWindow] = field(default_factory=list)
     host_iowait: float | None = None
     host_cpu_count: int | None = None
+    host_cpu: float | None = None
 
     @property
     def busy(self) -> float | None:
@@ -70,54 +103,60 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
     return median([read_metric(key, g) for g in gpus])
 
 
-def _process_window(samples: list[ProcessSample]) -> ProcessWindow:
-    last = samples[-1]
-    io = [p.threads_in_io_wait for p in samples if p.threads_in_io_wait is not None]
-    tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in samples if p.top_thread_id is not None]
-    busiest = max(tops)[1] if tops else None
+def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow:
+    procs = [p for _, p in samples]
+    last = procs[-1]
+    tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in procs if p.top_thread_id is not None]
+    channels = Counter(p.wait_channel for p in procs if p.wait_channel)
 
     def m(get: Callable[[ProcessSample], float | int | None]) -> float | None:
-        return median([None if get(p) is None else float(get(p) or 0) for p in samples])
+        return median([None if (v := get(p)) is None else float(v) for p in procs])
 
     return ProcessWindow(
-        pid=last.pid, name=last.name, samples=len(samples),
-        top_thread_cpu=m(lambda p: p.top_thread_cpu_percent), top_thread_id=busiest,
-        cpu=m(lambda p: p.cpu_percent),
-        io_wait_share=(sum(1 for n in io if n > 0) / len(io)) if io else None,
-        io_read_bytes_s=m(lambda p: p.io_read_bytes_s), gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes))
+        pid=last.pid, name=last.name, samples=len(procs), seconds=samples[-1][0] - samples[0][0],
+        top_thread_cpu=m(lambda p: p.top_thread_cpu_percent), top_thread_id=max(tops)[1] if tops else None,
+        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([p.sm_util for p in procs]),
+        io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
+        sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
+        wait_channel=channels.most_common(1)[0][0] if channels else None,
+        io_read_bytes_s=m(lambda p: p.io_read_bytes_s), io_write_bytes_s=m(lambda p: p.io_write_bytes_s),
+        io_read_chars_s=m(lambda p: p.io_read_chars_s), gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes),
+        gpu_memory=tuple((t, float(p.gpu_memory_bytes)) for t, p in samples if p.gpu_memory_bytes is not None),
+        workers=max((p.workers for p in procs if p.workers is not None), default=None),
+        workers_cpu=m(lambda p: p.workers_cpu_percent), workers_busy=m(lambda p: p.workers_busy))
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:
     """One GpuWindow per GPU seen in the window (only the GPUs ``pid`` used, when a pid is given)."""
-    by_gpu: dict[int, list[GpuSample]] = {}
-    procs: dict[tuple[int, int], list[ProcessSample]] = {}
+    by_gpu: dict[int, list[tuple[float, GpuSample]]] = {}
+    procs: dict[tuple[int, int], list[tuple[float, ProcessSample]]] = {}
     for snap in snapshots:
         for g in snap.gpus:
-            by_gpu.setdefault(g.index, []).append(g)
+            by_gpu.setdefault(g.index, []).append((snap.time, g))
         for p in snap.processes:
             if pid is None or p.pid == pid:
-                procs.setdefault((p.gpu_index, p.pid), []).append(p)
-    iowait = median([s.host.iowait_percent for s in snapshots])
+                procs.setdefault((p.gpu_index, p.pid), []).append((snap.time, p))
     cpu_count = next((s.host.cpu_count for s in reversed(snapshots) if s.host.cpu_count), None)
     out = []
-    for index, gpus in sorted(by_gpu.items()):
+    for index, timed in sorted(by_gpu.items()):
         mine = [_process_window(v) for (gi, _), v in sorted(procs.items()) if gi == index]
         if pid is not None and not mine:
             continue
-        shares: dict[str, float] = {}
-        masks = [g for g in gpus if g.clock_event_mask is not None or g.clock_events]
-        for g in masks:
-            for reason in g.clock_events or decode(g.clock_event_mask):
-                shares[reason] = shares.get(reason, 0.0) + 1.0 / len(masks)
+        gpus = [g for _, g in timed]
+        events = [g.active_clock_events for g in gpus if g.clock_event_mask is not None or g.clock_events]
+        shares = {r: sum(r in e for e in events) / len(events) for r in set().union(*events)} if events else {}
+        utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
         out.append(GpuWindow(
-            index=index, name=gpus[-1].name, samples=len(gpus),
-            util=_gpu_metric(gpus, "gpu.util"), sm_active=_gpu_metric(gpus, "gpu.sm_active"),
-            sm_occupancy=_gpu_metric(gpus, "gpu.sm_occupancy"), tensor_active=_gpu_metric(gpus, "gpu.tensor_active"),
-            dram_active=_gpu_metric(gpus, "gpu.dram_active"), fp32_active=_gpu_metric(gpus, "gpu.fp32_active"),
-            pcie_rx_bytes_s=_gpu_metric(gpus, "gpu.pcie_rx_bytes_s"),
-            mem_used_percent=_gpu_metric(gpus, "gpu.mem_used_percent"),
+            index=index, name=gpus[-1].name, samples=len(gpus), seconds=timed[-1][0] - timed[0][0],
+            util=median(utils), util_max=max(utils) if utils else None,
+            sm_active=_gpu_metric(gpus, "gpu.sm_active"), sm_occupancy=_gpu_metric(gpus, "gpu.sm_occupancy"),
+            tensor_active=_gpu_metric(gpus, "gpu.tensor_active"), dram_active=_gpu_metric(gpus, "gpu.dram_active"),
+            fp32_active=_gpu_metric(gpus, "gpu.fp32_active"), pcie_rx_bytes_s=_gpu_metric(gpus, "gpu.pcie_rx_bytes_s"),
+            mem_used_percent=_gpu_metric(gpus, "gpu.mem_used_percent"), mem_total_bytes=gpus[-1].mem_total_bytes,
+            mem_used=tuple((t, float(g.mem_used_bytes)) for t, g in timed if g.mem_used_bytes is not None),
             sm_clock_mhz=_gpu_metric(gpus, "gpu.sm_clock_mhz"),
             sm_clock_max_mhz=_gpu_metric(gpus, "gpu.sm_clock_max_mhz"),
             power_w=_gpu_metric(gpus, "gpu.power_w"), power_limit_w=_gpu_metric(gpus, "gpu.power_limit_w"),
-            clock_event_share=shares, processes=mine, host_iowait=iowait, host_cpu_count=cpu_count))
+            clock_event_share=shares, processes=mine, host_iowait=median([s.host.iowait_percent for s in snapshots]),
+            host_cpu_count=cpu_count, host_cpu=median([s.host.cpu_percent for s in snapshots])))
     return out

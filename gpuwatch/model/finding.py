@@ -34,6 +34,7 @@ class Finding:
                    evidence=tuple(str(e) for e in data.get("evidence", ())), fix=str(data.get("fix", "")))
 
     @property
-    def rank_key(self) -> tuple[int, float, str]:
-        """Sort key: more severe first, then higher score, then code (stable output)."""
-        return (-SEVERITY_RANK[self.severity], -self.score, self.code)
+    def rank_key(self) -> tuple[int, bool, float, str]:
+        """Sort key: more severe first ("healthy" first among infos: it is the verdict), then higher
+        score, then code (stable output)."""
+        return (-SEVERITY_RANK[self.severity], self.code != "healthy", -self.score, self.code)

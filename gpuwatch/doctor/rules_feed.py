@@ -1,0 +1,162 @@
+"""Rules for a GPU that waits on its feeder: the CPU thread, launches, copies, loader workers, or I/O.
+
+Each names one cause, and their conditions exclude each other where one signal could mean two things:
+a thread at 100 % of a core is a copy from pageable memory when PCIe is busy, a launch loop when
+GPU-Util runs far ahead of SM activity, and Python work (tokenising, decoding) otherwise. Thresholds
+come from the H200 fault runs (docs/doctor-accuracy-h200.md).
+"""
+
+from __future__ import annotations
+
+from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.model.finding import Finding
+
+BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
+PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop
+LAUNCH_RATIO = 0.25  # SM activity / GPU-Util under which "busy" means tiny kernels (H200: 0.0-0.03)
+LAUNCH_MIN_UTIL = 10.0
+PCIE_RX_HIGH = 1.5e9  # bytes/s host -> device (H200, pageable copies: 7.5-9.2 GB/s)
+HEALTHY_SM = 80.0
+WORKERS_CPU = 50.0  # loader workers together at half a core or more
+WAITING_CPU = 50.0  # a process under half a core is not what the GPU waits for
+IO_RATE = 5e6  # bytes/s read or written: a process that moves data while it waits
+IO_WAIT_SHARE = 0.2
+HOST_IOWAIT = 10.0
+#: Kernel wait channels that mean storage, network or a lock (``/proc/PID/wchan``).
+WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "sk_wait", "tcp",
+              "unix_stream", "inet", "poll", "select", "epoll", "futex", "pipe")
+
+
+def _pegged(g: GpuWindow) -> list[ProcessWindow]:
+    return sorted((p for p in g.processes if (p.top_thread_cpu or 0.0) >= PEGGED_THREAD),
+                  key=lambda p: -(p.top_thread_cpu or 0.0))
+
+
+def _copy_bound(g: GpuWindow) -> bool:
+    rx = g.pcie_rx_bytes_s
+    return rx is not None and rx >= PCIE_RX_HIGH and (g.sm_active is None or g.sm_active < HEALTHY_SM)
+
+
+def _launch_bound(g: GpuWindow) -> bool:
+    return (g.util is not None and g.sm_active is not None and g.util >= LAUNCH_MIN_UTIL
+            and g.sm_active < LAUNCH_RATIO * g.util and bool(_pegged(g)) and not _copy_bound(g))
+
+
+def h2d_copies(g: GpuWindow) -> Finding | None:
+    if not _copy_bound(g):
+        return None
+    rx = g.pcie_rx_bytes_s or 0.0
+    pegged = _pegged(g)
+    return finding(
+        "h2d_copies", "Host-to-device copies dominate: the GPU waits for data over PCIe", "warning",
+        60.0 + min(30.0, 3.0 * rx / 1e9), g,
+        gpu_evidence(g, f"PCIe RX {rate(rx)} (host to device) while SMs are {g.sm_active or 0:.0f}% active",
+                     (thread_line(pegged[0]) + ": a copy from pageable memory is staged by this CPU thread")
+                     if pegged else None),
+        "Copy less and earlier: allocate host batches in pinned memory (pin_memory=True, or "
+        "tensor.pin_memory()) and copy with non_blocking=True on a side stream so copies overlap compute; keep "
+        "weights and reused tensors on the GPU (copy once); send compact inputs (token ids, uint8 images) and "
+        "expand them on the GPU.", pid=pegged[0].pid if pegged else None)
+
+
+def launch_bound(g: GpuWindow) -> Finding | None:
+    if not _launch_bound(g):
+        return None
+    p = _pegged(g)[0]
+    return finding(
+        "launch_bound", "Launch-bound: tiny kernels, one CPU thread launching them as fast as it can", "warning",
+        70.0 + 0.2 * (100.0 - (g.sm_active or 0.0)), g,
+        gpu_evidence(g, f"GPU-Util {g.util:.0f}% but SM activity {g.sm_active:.1f}%: kernels too small to "
+                     "fill the GPU, it is busy only launching", thread_line(p)),
+        "Cut the number of launches: capture the step in CUDA graphs (torch.cuda.graphs, or "
+        "torch.compile(mode='reduce-overhead')), fuse elementwise ops (torch.compile), and batch more work "
+        "into each kernel (larger batches, no per-item loops over tensors).", pid=p.pid)
+
+
+def input_cpu_bound(g: GpuWindow) -> Finding | None:
+    busy = g.busy
+    pegged = _pegged(g)
+    if busy is None or busy >= BUSY_UTIL or not pegged or _copy_bound(g) or _launch_bound(g):
+        return None
+    p = pegged[0]
+    top = p.top_thread_cpu or 0.0
+    return finding(
+        "input_cpu_bound", "Input pipeline CPU-bound: the thread that feeds the GPU is busy in Python",
+        "critical" if busy < 30 else "warning", 50.0 + 0.4 * (100.0 - busy) * min(1.0, top / 100.0), g,
+        gpu_evidence(g, thread_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
+        "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
+        f"should only batch, copy and launch. See where it spends its time: py-spy dump --pid {p.pid} "
+        "(or gpuwatch doctor --stacks).", pid=p.pid)
+
+
+def dataloader_bound(g: GpuWindow) -> Finding | None:
+    busy = g.busy
+    if busy is None or busy >= BUSY_UTIL:
+        return None
+    feeding = [p for p in g.processes if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU
+               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD]
+    if not feeding:
+        return None
+    p = max(feeding, key=lambda q: q.workers_cpu or 0.0)
+    cores = g.host_cpu_count
+    spare = None if cores is None or g.host_cpu is None else cores * (100.0 - g.host_cpu) / 100.0
+    return finding(
+        "dataloader_bound", "Data-loader workers are the bottleneck: the GPU waits for batches", "warning",
+        45.0 + 0.4 * (100.0 - busy), g,
+        gpu_evidence(g, f"{p.label}: {p.workers} worker processes use {p.workers_cpu or 0:.0f}% of a core "
+                     f"together, {p.workers_busy or 0:.0f} of them at 80% or more",
+                     f"{p.label} itself: busiest thread at {p.top_thread_cpu or 0:.0f}% (waiting for batches"
+                     + (f" in {p.wait_channel})" if p.wait_channel else ")"),
+                     None if spare is None else f"host: {spare:.1f} of {cores} cores idle"),
+        "Give the loader more CPU or make each item cheaper: raise DataLoader num_workers (up to the idle "
+        "cores), use persistent_workers=True and prefetch_factor, move decoding and augmentation to the GPU "
+        "(torchvision.io.decode_jpeg on cuda, NVIDIA DALI), and cache decoded items.", pid=p.pid)
+
+
+def _waiting(p: ProcessWindow, busy: float) -> list[str]:
+    """What shows that a process waits off the CPU: I/O, threads in D state, a wait channel."""
+    signs = []
+    moved = max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0) + (p.io_write_bytes_s or 0.0)
+    if moved >= IO_RATE:
+        disk, written = p.io_read_bytes_s or 0.0, p.io_write_bytes_s or 0.0
+        signs.append(f"reads {rate(max(disk, p.io_read_chars_s or 0.0))}"
+                     + (f" from storage ({rate(disk)})" if disk >= IO_RATE else "")
+                     + (f", writes {rate(written)}" if written >= IO_RATE else ""))
+    if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE:
+        signs.append(f"threads in D state (uninterruptible I/O) in {100 * (p.io_wait_share or 0):.0f}% of samples")
+    channel = p.wait_channel or ""
+    if not signs and busy >= 2.0 and (p.sleeping_share or 0.0) >= 0.7 and any(w in channel for w in WAIT_WORDS):
+        signs.append(f"asleep in {channel} while the GPU has work only {busy:.0f}% of the time")
+    return signs
+
+
+def off_cpu_wait(g: GpuWindow) -> Finding | None:
+    """GPU underused, its process mostly asleep (not computing), and busy with I/O while it sleeps."""
+    busy = g.busy
+    if busy is None or busy >= BUSY_UTIL:
+        return None
+    host_wait = g.host_iowait is not None and g.host_iowait >= HOST_IOWAIT
+    for p in sorted(g.processes, key=lambda q: -(q.io_read_chars_s or q.io_read_bytes_s or 0.0)):
+        if (p.top_thread_cpu or 0.0) >= WAITING_CPU or (p.cpu or 0.0) >= 2 * WAITING_CPU:
+            continue
+        if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
+            continue  # the loader workers are what it waits for
+        signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
+        if not signs:
+            continue
+        asleep = None if p.sleeping_share is None else \
+            f"{p.label}: no thread running in {100 * p.sleeping_share:.0f}% of samples, CPU {p.cpu or 0:.0f}%"
+        where = f"main thread waits in {p.wait_channel}" if p.wait_channel else None
+        return finding(
+            "off_cpu_wait", "Waiting off the CPU: storage, network or a lock holds the GPU back", "warning",
+            55.0 + 0.4 * (100.0 - busy), g, gpu_evidence(g, asleep, *signs, where),
+            "Take the wait out of the request path: read ahead asynchronously (a prefetch thread or "
+            "DataLoader workers), cache inputs and models in memory or on local SSD at start, batch small reads "
+            "into large ones, and never block the GPU loop on network storage or a remote call.", pid=p.pid)
+    if host_wait and not g.processes:
+        return finding("off_cpu_wait", "Waiting off the CPU: the host waits on storage", "warning",
+                       40.0 + 0.3 * (100.0 - busy), g, gpu_evidence(g, pct("host iowait", g.host_iowait)),
+                       "Find the process waiting on storage (iotop, pidstat -d) and cache or prefetch its reads.")
+    return None
