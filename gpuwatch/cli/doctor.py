@@ -3,41 +3,65 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
-from gpuwatch.doctor import diagnose
+from gpuwatch.cli.common import CliError, add_sampling_args, options_from_args, positive_float
+from gpuwatch.doctor import LIVE_WINDOW_S, diagnose
 from gpuwatch.model.finding import Finding
+from gpuwatch.model.recording import RecordingError
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.runtime.build import NoGpuError, open_producer
 from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.sources.stacks import StackSampler
 
 COLOURS = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+#: At most this many samples are judged (the newest), whatever the recording's length: memory stays bounded.
+MAX_SAMPLES = 3600
+STACK_THREAD_CPU = 50.0  # sample the stacks of threads at least this busy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="watch for a while and explain what holds the GPU back",
-                       description="Sample for --duration seconds (or read a recording), then print ranked "
-                       "findings: what limits each GPU (the CPU side, copies, small kernels, FP32, memory "
-                       "bandwidth, storage, throttling), the numbers that show it, and the fix to try.")
+                       description="Sample for --duration seconds (or read a recording once), then print ranked "
+                       "findings: what limits each GPU (Python in the feeding thread, kernel launches, "
+                       "pageable copies, loader workers, storage or network waits, memory leaks and churn, "
+                       "FP32 without tensor cores, DRAM bandwidth, throttling, idle memory, time-slicing), "
+                       "the numbers that show it, and the fix to try. Without an NVIDIA driver it reads the "
+                       "bundled H200 recording once.")
     p.add_argument("--duration", type=positive_float, default=None, metavar="S",
-                   help="seconds to watch (default 10; with --replay: the whole recording)")
+                   help=f"seconds to watch (default {LIVE_WINDOW_S:g}; with a recording: all of it, at most the "
+                   f"newest {MAX_SAMPLES} samples)")
     p.add_argument("--pid", type=int, metavar="PID", help="diagnose only this process and the GPUs it uses")
+    p.add_argument("--stacks", action="store_true",
+                   help="sample the Python stacks of busy GPU threads with py-spy (needs py-spy and ptrace "
+                   "permission) and name the functions they spend their time in")
     p.add_argument("--json", action="store_true", help='print {"source", "samples", "findings": [...]} as JSON')
     add_sampling_args(p)
     p.set_defaults(func=run)
 
 
-def collect(sampler: Sampler, duration: float, interval: float, is_recording: bool,
-            show_progress: bool) -> list[Snapshot]:
-    """Snapshots for ``duration`` seconds: live at ``interval``; from a recording as fast as it reads,
-    until its own clock has advanced ``duration`` seconds (or it ends)."""
-    snaps: list[Snapshot] = []
+def _sample_stacks(stacks: StackSampler, snap: Snapshot, pid: int | None) -> None:
+    busy = sorted((p for p in snap.processes if (p.top_thread_cpu_percent or 0.0) >= STACK_THREAD_CPU
+                   and (pid is None or p.pid == pid)), key=lambda p: -(p.top_thread_cpu_percent or 0.0))
+    for p in busy[:2]:
+        stacks.sample(p.pid, p.top_thread_id)
+
+
+def collect(sampler: Sampler, duration: float, interval: float, is_recording: bool, show_progress: bool,
+            stacks: StackSampler | None = None, pid: int | None = None) -> tuple[list[Snapshot], int]:
+    """The newest snapshots (at most MAX_SAMPLES) of ``duration`` seconds, and how many were read: live at
+    ``interval``; from a recording as fast as it reads, until its clock has advanced ``duration`` (or it ends)."""
+    snaps: deque[Snapshot] = deque(maxlen=MAX_SAMPLES)
+    read = 0
+    first: float | None = None
     progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                         TextColumn("{task.fields[samples]} samples"), TimeRemainingColumn(),
                         console=Console(stderr=True), transient=True, disable=not show_progress)
@@ -49,19 +73,23 @@ def collect(sampler: Sampler, duration: float, interval: float, is_recording: bo
             if snap is None:
                 break
             snaps.append(snap)
-            done = snap.time - snaps[0].time if is_recording else time.monotonic() - start
-            progress.update(task, completed=min(done, duration), samples=len(snaps))
+            read += 1
+            first = snap.time if first is None else first
+            if stacks is not None and not is_recording:
+                _sample_stacks(stacks, snap, pid)
+            done = snap.time - first if is_recording else time.monotonic() - start
+            progress.update(task, completed=min(done, duration), samples=read)
             if done >= duration:
                 break
             if not is_recording:
                 time.sleep(max(0.0, interval - (time.monotonic() - start - done)))
-    return snaps
+    return list(snaps), read
 
 
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
     console.print(f"[bold]gpuwatch doctor[/] - {description}, {samples} samples")
     if not findings:
-        console.print("No findings: the GPUs were idle or had nothing to say.")
+        console.print("No findings: no GPU metrics to judge.")
     for i, f in enumerate(findings, 1):
         where = ", ".join(x for x in (None if f.gpu_index is None else f"GPU {f.gpu_index}",
                                       None if f.pid is None else f"pid {f.pid}") if x)
@@ -73,20 +101,32 @@ def render(findings: Sequence[Finding], description: str, samples: int, console:
 
 
 def run(args: argparse.Namespace) -> int:
-    opened = open_from_args(args, allow_bundled=True)
-    duration = args.duration if args.duration is not None else (float("inf") if opened.is_recording else 10.0)
+    opts = dataclasses.replace(options_from_args(args, allow_bundled=True), loop_bundled=False)
+    try:
+        opened = open_producer(opts)
+    except (NoGpuError, RecordingError) as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    duration = args.duration if args.duration is not None else (float("inf") if opened.is_recording else LIVE_WINDOW_S)
+    stacks = StackSampler() if args.stacks else None
+    if stacks is not None and opened.is_recording:
+        print("--stacks samples live processes: a recording has none; carrying on without stacks", file=sys.stderr)
+    elif stacks is not None and stacks.problem:
+        print(stacks.problem, file=sys.stderr)
     sampler = Sampler(opened.producer, interval=args.interval)
     try:
-        snaps = collect(sampler, duration, args.interval, opened.is_recording,
-                        show_progress=sys.stderr.isatty() and duration != float("inf"))
+        snaps, read = collect(sampler, duration, args.interval, opened.is_recording,
+                              sys.stderr.isatty() and duration != float("inf"), stacks, args.pid)
     finally:
         sampler.stop()
     if not snaps:
         raise CliError("no samples to diagnose (an empty recording?)", exit_code=2)
-    findings = diagnose(snaps, pid=args.pid)
+    if stacks is not None and stacks.problem and not opened.is_recording:
+        print(stacks.problem, file=sys.stderr)
+    findings = diagnose(snaps, pid=args.pid, stacks=stacks.profiles() if stacks else None)
+    description = opened.description + (f" (the newest {len(snaps)} of {read} samples)" if read > len(snaps) else "")
     if args.json:
-        print(json.dumps({"source": opened.description, "samples": len(snaps),
+        print(json.dumps({"source": description, "samples": len(snaps),
                           "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
-        render(findings, opened.description, len(snaps), Console(highlight=False))
+        render(findings, description, len(snaps), Console(highlight=False))
     return 0

@@ -7,7 +7,8 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
     GET  /api/v1/snapshot     the latest Snapshot as JSON
     GET  /api/v1/stream       NDJSON: the latest Snapshot, then one per tick
     GET  /api/v1/alerts       {"alerts": [...]} pending, firing and recently resolved
-    GET  /api/v1/diagnosis    {"findings": [...]} over the last ?window=S seconds (default 300), ?pid=N
+    GET  /api/v1/diagnosis    {"findings": [...]} over the last ?window=S seconds (default 30), each with
+                              "since" (Unix time it has held from), ?pid=N
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
 """
 
@@ -17,6 +18,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from gpuwatch.daemon.pipeline import Pipeline
-from gpuwatch.doctor import diagnose
+from gpuwatch.doctor import RECENT_WINDOW_S, diagnose_current
 from gpuwatch.exporter import CONTENT_TYPE, Exporter, render
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.model.snapshot import Snapshot
@@ -45,7 +47,7 @@ class Services:
 
 
 SERVICES = web.AppKey("services", Services)
-DIAGNOSIS_WINDOW_S = 300.0
+DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -105,8 +107,8 @@ async def alerts(request: web.Request) -> web.Response:
     return _json({"alerts": [a.to_dict() for a in request.app[SERVICES].pipeline.alerts]})
 
 
-def _diagnose(history: list[Snapshot], pid: int | None) -> list[dict[str, Any]]:
-    return [f.to_dict() for f in diagnose(history, pid=pid)]
+def _diagnose(history: list[Snapshot], window: float, pid: int | None) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in diagnose_current(history, window, pid=pid)]
 
 
 async def diagnosis(request: web.Request) -> web.Response:
@@ -116,12 +118,14 @@ async def diagnosis(request: web.Request) -> web.Response:
         window = float(request.query.get("window", DIAGNOSIS_WINDOW_S))
     except ValueError:
         return _json({"error": "pid must be a whole number and window a number of seconds"}, 400)
+    if not math.isfinite(window) or window <= 0:
+        return _json({"error": "window must be a positive number of seconds"}, 400)
     history = s.history()
     if not history:
         return _json({"error": "no snapshot yet"}, 503)
-    recent = [snap for snap in history if snap.time >= history[-1].time - window]
-    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, recent, pid)
-    return _json({"findings": findings, "snapshots": len(recent), "window_s": window})
+    recent = sum(1 for snap in history if snap.time >= history[-1].time - window)
+    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, history, window, pid)
+    return _json({"findings": findings, "snapshots": recent, "window_s": window})
 
 
 async def reload(request: web.Request) -> web.Response:

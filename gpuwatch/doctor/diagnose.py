@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor.rules import RULES
 from gpuwatch.doctor.rules_gpu import healthy
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.stacks import StackProfile
 
 
 def _has_metrics(g: GpuWindow) -> bool:
     return any(v is not None for v in (g.util, g.sm_active, g.mem_used_percent, g.sm_clock_mhz))
 
 
-def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Finding]:
+#: Findings about a CPU thread: sampled stacks say what that thread does.
+THREAD_FINDINGS = frozenset({"input_cpu_bound", "launch_bound", "h2d_copies", "off_cpu_wait", "dataloader_bound"})
+
+
+def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
+             stacks: Mapping[int, StackProfile] | None = None) -> list[Finding]:
     """Findings for every GPU in the window (only the GPUs ``pid`` runs on, and only that process's
     threads, when a pid is given), ranked. A GPU that is saturated and uses its tensor cores gets one
-    ``healthy`` info finding and no warning."""
+    ``healthy`` info finding and no warning. ``stacks`` (by pid) add where a busy thread spends its time."""
     if not snapshots:
         return []
     windows = [g for g in summarise(snapshots, pid) if _has_metrics(g)]
@@ -34,6 +41,10 @@ def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Find
             if ok is not None:
                 found.append(ok)
         findings.extend(found)
+    if stacks:
+        findings = [dataclasses.replace(f, evidence=(*f.evidence, profile.evidence()))
+                    if f.code in THREAD_FINDINGS and f.pid is not None and (profile := stacks.get(f.pid)) else f
+                    for f in findings]
     return sorted(findings, key=lambda f: f.rank_key)
 
 

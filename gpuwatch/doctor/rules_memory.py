@@ -9,8 +9,8 @@ that come and go and cost a cudaMalloc/cudaFree and fragmentation each time.
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
-from gpuwatch.doctor.trends import linear_fit, swings
-from gpuwatch.doctor.window import GpuWindow
+from gpuwatch.doctor.trends import has_spike, linear_fit, swings
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding, Severity
 
 LEAK_MIN_RISE = 0.5 * GIB  # over the window; and at least LEAK_MIN_SHARE of the GPU's memory
@@ -21,7 +21,8 @@ LEAK_CRITICAL_S = 600.0  # full within 10 minutes
 CHURN_MIN = 1.0 * GIB  # a swing at least this large, and at least CHURN_MIN_SHARE of the GPU's memory
 CHURN_MIN_SHARE = 0.05
 CHURN_SWINGS = 3  # rises + falls in the window
-CHURN_BIG_SHARE = 0.1  # one rise and fall this large (of the GPU's memory) counts already
+CHURN_BIG_SHARE = 0.1  # one rise and fall this large (of the GPU's memory) within SPIKE_S counts already
+SPIKE_S = 20.0
 IDLE_BUSY = 5.0  # GPU-Util under which a GPU does nothing
 IDLE_CPU = 5.0
 IDLE_HELD = 1.0 * GIB
@@ -67,7 +68,7 @@ def memory_churn(g: GpuWindow) -> Finding | None:
         return None
     amplitude = max(CHURN_MIN, CHURN_MIN_SHARE * total)
     rises, falls = swings(g.mem_used, amplitude)
-    big = rises >= 1 and falls >= 1 and swings(g.mem_used, max(amplitude, CHURN_BIG_SHARE * total)) >= (1, 1)
+    big = has_spike(g.mem_used, max(amplitude, CHURN_BIG_SHARE * total), SPIKE_S)
     if (rises + falls < CHURN_SWINGS or falls < 1) and not big:
         return None
     values = [v for _, v in g.mem_used]
@@ -81,26 +82,33 @@ def memory_churn(g: GpuWindow) -> Finding | None:
         "buffers once and reuse them.")
 
 
+def _idle_process(g: GpuWindow, p: ProcessWindow) -> bool:
+    """Holds memory and does nothing: no SM share of its own (or, unknown, an idle GPU), no CPU, no I/O."""
+    if (p.gpu_memory_bytes or 0.0) < IDLE_HELD or (p.cpu or 0.0) >= IDLE_CPU or (p.io_read_chars_s or 0.0) >= 1e6:
+        return False
+    if p.sm_util_mean is not None:
+        return p.sm_util_mean < 1.0
+    return g.busy is not None and g.busy < IDLE_BUSY
+
+
 def memory_idle(g: GpuWindow) -> Finding | None:
-    """A process holding memory while neither it nor the GPU does anything (or, without process data,
-    a GPU whose memory is mostly taken while it idles)."""
+    """A process holding memory while it does nothing (or, without process data, a GPU whose memory is
+    mostly taken while it idles)."""
+    idle = [p for p in g.processes if _idle_process(g, p)]
+    if idle:
+        p = max(idle, key=lambda q: q.gpu_memory_bytes or 0.0)
+        share = 100.0 * (p.gpu_memory_bytes or 0.0) / g.mem_total_bytes if g.mem_total_bytes else None
+        return finding(
+            "memory_idle", "Memory held by an idle process", "warning", 35.0 + 0.3 * (share or 0.0), g,
+            gpu_evidence(g, f"{p.label} holds {gib(p.gpu_memory_bytes or 0.0)}"
+                         + (f" ({share:.0f}% of the GPU)" if share is not None else "")
+                         + f" for the whole window ({p.seconds:.0f} s) and uses none of it: CPU {p.cpu or 0:.0f}%"
+                         + (f", SM share {p.sm_util_mean:.0f}%" if p.sm_util_mean is not None else "")),
+            "If it should be serving, it gets no work: check its queue and the traffic routed to it. If it "
+            "is done, end it (or free its memory: del the tensors, then torch.cuda.empty_cache()) so other "
+            "jobs can use the GPU.", pid=p.pid)
     if g.busy is None:
         return None
-    if g.busy < IDLE_BUSY and (g.util_max is None or g.util_max < 2 * IDLE_BUSY):
-        idle = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) >= IDLE_HELD and (p.cpu or 0.0) < IDLE_CPU
-                and (p.io_read_chars_s or 0.0) < 1e6 and (p.sm_util_mean or 0.0) < 1.0]
-        if idle:
-            p = max(idle, key=lambda q: q.gpu_memory_bytes or 0.0)
-            share = 100.0 * (p.gpu_memory_bytes or 0.0) / g.mem_total_bytes if g.mem_total_bytes else None
-            return finding(
-                "memory_idle", "Memory held by an idle process", "warning", 40.0 + 0.3 * (share or 0.0), g,
-                gpu_evidence(g, f"{p.label} holds {gib(p.gpu_memory_bytes or 0.0)}"
-                             + (f" ({share:.0f}% of the GPU)" if share is not None else "")
-                             + f" for the whole window ({p.seconds:.0f} s) at CPU {p.cpu or 0:.0f}% and "
-                             f"GPU-Util at most {g.util_max or 0:.0f}%"),
-                "If it should be serving, it gets no work: check its queue and the traffic routed to it. If it "
-                "is done, end it (or free its memory: del the tensors, then torch.cuda.empty_cache()) so other "
-                "jobs can use the GPU.", pid=p.pid)
     if g.mem_used_percent is None or g.mem_used_percent < GPU_MEM_OCCUPIED or g.busy >= GPU_IDLE_UTIL:
         return None
     return finding(

@@ -68,3 +68,16 @@ def swings(series: Series, amplitude: float) -> tuple[int, int]:
         elif v - extreme >= amplitude:
             direction, extreme, rises = 1, v, rises + 1
     return rises, falls
+
+
+def has_spike(series: Series, amplitude: float, within_s: float) -> bool:
+    """A rise of ``amplitude`` or more that falls back by as much within ``within_s`` seconds of its start."""
+    for i, (t0, v0) in enumerate(series):
+        peak = v0
+        for t, v in series[i + 1:]:
+            if t - t0 > within_s:
+                break
+            peak = max(peak, v)
+            if peak - v0 >= amplitude and peak - v >= amplitude:
+                return True
+    return False

@@ -21,6 +21,8 @@ class Finding:
     pid: int | None
     evidence: tuple[str, ...]
     fix: str
+    #: Unix time from which the finding has held without a break (set on live histories), or None.
+    since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -31,7 +33,8 @@ class Finding:
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         return cls(code=str(data["code"]), title=str(data["title"]), severity=data["severity"],
                    score=float(data["score"]), gpu_index=data.get("gpu_index"), pid=data.get("pid"),
-                   evidence=tuple(str(e) for e in data.get("evidence", ())), fix=str(data.get("fix", "")))
+                   evidence=tuple(str(e) for e in data.get("evidence", ())), fix=str(data.get("fix", "")),
+                   since=None if data.get("since") is None else float(data["since"]))
 
     @property
     def rank_key(self) -> tuple[int, bool, float, str]:

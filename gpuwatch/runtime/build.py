@@ -30,6 +30,8 @@ class SamplingOptions:
     dcgm_url: str | None = None
     #: Play the bundled H200 recording when there is no driver (the dashboard does; ``snapshot`` does not).
     allow_bundled: bool = False
+    #: Loop the bundled recording (the dashboard plays it forever; the doctor reads it once).
+    loop_bundled: bool = True
     #: Slow NVML getters (PCIe throughput, energy, ECC) every this many seconds; 0 turns them off.
     slow_interval: float = 10.0
     #: NVML's own PCIe throughput counter costs ~21 ms a call: off unless asked for (GPM gives PCIe rates).
@@ -73,7 +75,7 @@ def open_producer(opts: SamplingOptions) -> Opened:
     reason = problems[0] if problems else "no GPU source"
     if opts.allow_bundled and bundled_recording().exists():
         log.warning("%s; playing the bundled H200 recording", reason)
-        rp = ReplayProducer(bundled_recording(), speed=opts.speed, loop=True)
+        rp = ReplayProducer(bundled_recording(), speed=opts.speed, loop=opts.loop_bundled)
         return Opened(rp, f"recording (no NVIDIA driver here): {bundled_recording().name}", True)
     raise NoGpuError(f"{reason}. Run it on a machine with an NVIDIA driver, point it at a dcgm-exporter "
                      f"with --dcgm URL, or play a recording with --replay FILE "

@@ -49,16 +49,17 @@ def load_engine(rule_paths: Sequence[Path] | None = None) -> tuple[Any | None, s
         return None, f"alert rules not readable: {exc}"
 
 
-def diagnose(snapshots: Sequence[Snapshot]) -> tuple[list[Any] | None, str]:
-    """``(findings, "")`` or ``(None, reason)``; the doctor's own failures are reported, not raised."""
+def diagnose(snapshots: Sequence[Snapshot], window_s: float) -> tuple[list[Any] | None, str]:
+    """``(findings, "")`` over the last ``window_s`` of ``snapshots`` (each with since when it holds), or
+    ``(None, reason)``; the doctor's own failures are reported, not raised."""
     try:
-        doctor_diagnose = importlib.import_module("gpuwatch.doctor").diagnose
+        doctor_diagnose = importlib.import_module("gpuwatch.doctor").diagnose_current
     except (ImportError, AttributeError) as exc:
         return None, f"doctor not available ({exc})"
     if not snapshots:
         return [], ""
     try:
-        return list(doctor_diagnose(snapshots)), ""
+        return list(doctor_diagnose(snapshots, window_s)), ""
     except Exception as exc:  # a bug in one rule of the doctor must not take the dashboard down
         log.exception("diagnosis failed")
         return None, f"diagnosis failed: {type(exc).__name__}: {exc}"

@@ -22,7 +22,8 @@ from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
-DIAGNOSIS_WINDOW_S = 300.0
+DIAGNOSIS_WINDOW_S = 30.0  # the doctor judges this much; findings carry since when they hold
+DIAGNOSIS_HISTORY_S = 600.0
 
 
 class SnapshotReady(Message):
@@ -114,8 +115,8 @@ class LocalFeed:
     def diagnose_now(self) -> DiagnosisReady:
         history = self.sampler.history
         latest = history.latest()
-        snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_WINDOW_S) if latest else []
-        findings, note = analysis.diagnose(snaps)
+        snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
+        findings, note = analysis.diagnose(snaps, DIAGNOSIS_WINDOW_S)
         self._diagnosis = DiagnosisReady(LOCAL, findings, note)
         return self._diagnosis
 

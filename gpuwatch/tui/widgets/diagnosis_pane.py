@@ -6,6 +6,7 @@ numbers that back the answer, so the reader can check it instead of trusting it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ def render_findings(findings: Sequence[Any] | None, note: str, styles: dict[str,
             where.append(f"GPU {field(f, 'gpu_index')}")
         if field(f, "pid") is not None:
             where.append(f"pid {field(f, 'pid')}")
+        since = field(f, "since")
+        if since is not None:
+            where.append("since " + time.strftime("%H:%M:%S", time.localtime(float(since))))
         if where:
             out.append("  (" + ", ".join(where) + ")", style="dim")
         for line in field(f, "evidence", ()) or ():

@@ -1,0 +1,59 @@
+"""The doctor on a live history: judge the most recent window, and say since when each finding holds.
+
+Only the current window decides what is shown, so a finding disappears within one window of the load
+changing. "Since" is found by stepping back half a window at a time for as long as the same finding
+(same code, GPU and process) holds; it is bounded by the history the caller keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from gpuwatch.doctor.diagnose import diagnose
+from gpuwatch.model.finding import Finding
+from gpuwatch.model.snapshot import Snapshot
+
+LIVE_WINDOW_S = 15.0  # gpuwatch doctor, live
+RECENT_WINDOW_S = 30.0  # the daemon's /api/v1/diagnosis and the dashboard's pane
+MAX_STEPS = 40
+MIN_SAMPLES = 3
+
+Key = tuple[str, int | None, int | None]
+
+
+def key(f: Finding) -> Key:
+    return (f.code, f.gpu_index, f.pid)
+
+
+def window(history: Sequence[Snapshot], seconds: float, end: float | None = None) -> list[Snapshot]:
+    """Snapshots with ``end - seconds <= time <= end`` (``end``: the newest snapshot's time)."""
+    if not history:
+        return []
+    end = history[-1].time if end is None else end
+    return [s for s in history if end - seconds <= s.time <= end]
+
+
+def diagnose_current(history: Sequence[Snapshot], seconds: float = RECENT_WINDOW_S,
+                     pid: int | None = None) -> list[Finding]:
+    """Findings of the last ``seconds``, each with ``since`` (Unix time) set."""
+    recent = window(history, seconds)
+    if not recent:
+        return []
+    findings = diagnose(recent, pid=pid)
+    since = {key(f): recent[0].time for f in findings}
+    open_keys = set(since)
+    end, step = recent[-1].time, seconds / 2
+    for k in range(1, MAX_STEPS + 1):
+        if not open_keys:
+            break
+        earlier = window(history, seconds, end - k * step)
+        if len(earlier) < MIN_SAMPLES:
+            break
+        held = {key(f) for f in diagnose(earlier, pid=pid)}
+        for k_ in list(open_keys):
+            if k_ in held:
+                since[k_] = earlier[0].time
+            else:
+                open_keys.discard(k_)
+    return [dataclasses.replace(f, since=since[key(f)]) for f in findings]
