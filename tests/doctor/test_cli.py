@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,3 +62,18 @@ def test_doctor_on_the_bundled_h200_recording_finds_the_incident() -> None:
     stretches = [snaps[i:i + 30] for i in range(0, len(snaps), 30)]
     codes = {p.code for s in stretches if (p := top_problem(diagnose(s))) is not None}
     assert "input_cpu_bound" in codes or "memory_idle" in codes, codes
+
+
+def test_without_a_gpu_the_doctor_reads_the_bundled_recording_once_and_exits(tmp_path: Path) -> None:
+    """No NVIDIA library here: ``gpuwatch doctor`` with no flags must end (it once looped the recording
+    forever, keeping every sample) and keep its memory bounded."""
+    code = ("import resource, sys; from gpuwatch.cli.main import main; rc = main(['doctor', '--json']); "
+            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}  # nothing to load NVML from
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    rss_kib = int(done.stderr.split("RSS")[-1].split()[0])
+    assert out["source"].startswith("recording") and out["samples"] == len(load(bundled_recording()))
+    assert rss_kib < 150 * 1024, rss_kib
+    assert out["findings"][0]["code"] == "input_cpu_bound"
