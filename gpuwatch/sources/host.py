@@ -197,6 +197,7 @@ class HostSource(Source):
             static["container_id"] = None
         t = _Tracked(proc, static, now, cpu.user + cpu.system, io)
         t.last_threads = {tid: c for tid, (_, c) in (read_thread_stats(pid) or {}).items()}
+        self._workers(t, pid, now, 0.0, set())  # the baseline of its workers' CPU
         self._tracked[pid] = t
         return t
 
@@ -206,8 +207,8 @@ class HostSource(Source):
             t.children_at = now
             kids = [c for c in read_children(pid) if c not in gpu_pids]
             t.children = {c: t.children.get(c, read_cpu_seconds(c) or 0.0) for c in kids}
-        if not t.children:
-            return {"workers": 0}
+        if not t.children or dt <= 0:
+            return {"workers": len(t.children)}
         total, busy, cpu = 0.0, 0, {}
         for child, before in t.children.items():
             seconds = read_cpu_seconds(child)
@@ -246,7 +247,7 @@ class HostSource(Source):
                 rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
                 out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
                            io_read_chars_s=rates[2], io_write_chars_s=rates[3])
-            out.update(self._workers(t, pid, now, dt, gpu_pids))
+        out.update(self._workers(t, pid, now, dt, gpu_pids))
         out["wait_channel"] = read_wait_channel(pid)
         threads = read_thread_stats(pid)
         if threads is not None:

@@ -8,8 +8,10 @@ so once and the doctor carries on without stacks.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -35,7 +37,8 @@ class StackSampler:
     """Counts the innermost frame of one thread per process over repeated ``py-spy dump`` calls."""
 
     def __init__(self, exe: str | None = None) -> None:
-        self.exe = exe or shutil.which("py-spy")
+        # the [stacks] extra puts py-spy beside this Python, which need not be on PATH (a venv not activated)
+        self.exe = exe or shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
         self.problem: str | None = None if self.exe else \
             "--stacks: py-spy is not installed (pip install py-spy); carrying on without stacks"
         self._frames: dict[int, Counter[str]] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuwatch.sources.host import HostSource, container_id_from_cgroup
+from gpuwatch.sources.host import HostSource, container_id_from_cgroup, read_children
 
 BUSY_THREAD = """
 import threading, time
@@ -73,3 +75,62 @@ def test_a_process_that_exits_disappears_without_an_error(busy_child: subprocess
 )
 def test_container_ids_are_read_from_the_cgroup_path(cgroup: str, expected: str | None) -> None:
     assert container_id_from_cgroup(cgroup) == expected
+
+
+LOADER = """
+import subprocess, sys, time
+workers = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]
+time.sleep(0.5)
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+READER = """
+import os, tempfile, time
+with tempfile.TemporaryFile() as f:
+    f.write(os.urandom(1 << 20)); f.flush()
+    print('ready', flush=True)
+    end = time.time() + 60
+    while time.time() < end:
+        os.pread(f.fileno(), 1 << 20, 0)
+        time.sleep(0.02)
+"""
+
+
+def _start(code: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_busy_worker_children_without_a_gpu_context_are_counted() -> None:
+    proc = _start(LOADER)
+    try:
+        source = HostSource()
+        source.poll(0.0, [proc.pid])
+        time.sleep(1.0)
+        details = source.poll(0.0, [proc.pid]).process_details[proc.pid]
+    finally:
+        for child in read_children(proc.pid):
+            os.kill(child, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+    assert details["workers"] == 2, details
+    assert details["workers_cpu_percent"] > 60, details  # two spinners on a shared 2-core machine
+    assert details["cpu_percent"] < 20 and details["threads_running"] == 0, details  # the parent sleeps
+
+
+def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
+    proc = _start(READER)
+    try:
+        source = HostSource()
+        source.poll(0.0, [proc.pid])
+        time.sleep(1.0)
+        details = source.poll(0.0, [proc.pid]).process_details[proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert details["io_read_chars_s"] > 10e6, details  # ~50 reads of 1 MiB a second, from the page cache
+    assert details["cpu_percent"] < 50, details
+    if details["wait_channel"] is not None:  # hidden where the kernel restricts /proc/PID/wchan
+        assert "sleep" in details["wait_channel"] or "nanosleep" in details["wait_channel"], details
