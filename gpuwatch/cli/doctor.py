@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sample the Python stacks of busy GPU threads with py-spy (needs py-spy and ptrace "
                    "permission) and name the functions they spend their time in")
     p.add_argument("--json", action="store_true", help='print {"source", "samples", "findings": [...]} as JSON')
-    add_sampling_args(p)
+    add_sampling_args(p, interval=0.5)  # short spikes (memory churn) need more than one look a second
     p.set_defaults(func=run)
 
 

@@ -127,8 +127,9 @@ def _waiting(p: ProcessWindow, busy: float) -> list[str]:
     if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE:
         signs.append(f"threads in D state (uninterruptible I/O) in {100 * (p.io_wait_share or 0):.0f}% of samples")
     channel = p.wait_channel or ""
-    if not signs and busy >= 2.0 and (p.sleeping_share or 0.0) >= 0.7 and any(w in channel for w in WAIT_WORDS):
-        signs.append(f"asleep in {channel} while the GPU has work only {busy:.0f}% of the time")
+    working = busy >= 1.0 or (p.cpu or 0.0) >= 2.0 or (p.sm_util_mean or 0.0) >= 1.0  # not simply idle
+    if not signs and working and (p.sleeping_share or 0.0) >= 0.7 and any(w in channel for w in WAIT_WORDS):
+        signs.append(f"asleep in {channel} in most samples, while the GPU has work {busy:.0f}% of the time")
     return signs
 
 

@@ -15,8 +15,9 @@ from gpuwatch.model.finding import Finding, Severity
 
 LEAK_MIN_RISE = 0.5 * GIB  # over the window; and at least LEAK_MIN_SHARE of the GPU's memory
 LEAK_MIN_SHARE = 0.005
-LEAK_R2 = 0.9
-LEAK_RISING = 0.6  # share of steps that go up
+LEAK_R2 = 0.85  # a staircase (a step every few seconds) fits a line too
+LEAK_FALL = 0.05  # no drop larger than this share of the climb: a leak never gives memory back
+LEAK_LOADING = 0.5  # PCIe RX at least this share of the climb: weights are being loaded, not leaked
 LEAK_CRITICAL_S = 600.0  # full within 10 minutes
 CHURN_MIN = 1.0 * GIB  # a swing at least this large, and at least CHURN_MIN_SHARE of the GPU's memory
 CHURN_MIN_SHARE = 0.05
@@ -41,7 +42,9 @@ def memory_leak(g: GpuWindow) -> Finding | None:
     fit = linear_fit(g.mem_used)
     if fit is None or not total:
         return None
-    if fit.rise < max(LEAK_MIN_RISE, LEAK_MIN_SHARE * total) or fit.r2 < LEAK_R2 or fit.rising_share < LEAK_RISING:
+    if fit.rise < max(LEAK_MIN_RISE, LEAK_MIN_SHARE * total) or fit.r2 < LEAK_R2:
+        return None
+    if fit.largest_fall > LEAK_FALL * fit.rise or (g.pcie_rx_bytes_s or 0.0) >= LEAK_LOADING * fit.slope:
         return None
     last = g.mem_used[-1][1]
     left = fit.seconds_to(float(total), last)
@@ -52,7 +55,7 @@ def memory_leak(g: GpuWindow) -> Finding | None:
         "memory_leak", "GPU memory leak: memory climbs steadily and is never given back", severity,
         80.0 + (10.0 if severity == "critical" else 0.0), g,
         gpu_evidence(g, f"GPU memory +{fit.slope / GIB * 60:.1f} GiB/min over {g.seconds:.0f} s "
-                     f"(linear fit R² {fit.r2:.2f}, up in {100 * fit.rising_share:.0f}% of steps), now "
+                     f"(linear fit R² {fit.r2:.2f}, never given back), now "
                      f"{gib(last)} of {gib(total)}",
                      None if left is None else f"full in about {_duration(left)} at this rate",
                      f"growing: {who.label}" if who else None),

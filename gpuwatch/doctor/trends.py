@@ -19,6 +19,7 @@ class Fit:
     r2: float
     rising_share: float  # share of steps that went up
     rise: float  # last fitted value minus first fitted value
+    largest_fall: float  # the largest drop from one point to the next (0 when it never fell)
 
     def seconds_to(self, limit: float, now_value: float) -> float | None:
         """Seconds until the fitted line reaches ``limit``, or None when it does not climb."""
@@ -40,8 +41,9 @@ def linear_fit(series: Series) -> Fit | None:
     svv = sum((v - mv) ** 2 for v in vs)
     sres = sum((v - (mv + slope * (t - mt))) ** 2 for t, v in series)
     r2 = 1.0 - sres / svv if svv > 0 else 0.0
-    ups = sum(1 for a, b in itertools.pairwise(vs) if b > a)
-    return Fit(slope=slope, r2=r2, rising_share=ups / (n - 1), rise=slope * (ts[-1] - ts[0]))
+    steps = [b - a for a, b in itertools.pairwise(vs)]
+    return Fit(slope=slope, r2=r2, rising_share=sum(1 for d in steps if d > 0) / (n - 1),
+               rise=slope * (ts[-1] - ts[0]), largest_fall=max(0.0, -min(steps)))
 
 
 def swings(series: Series, amplitude: float) -> tuple[int, int]:

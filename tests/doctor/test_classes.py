@@ -87,6 +87,16 @@ def test_memory_climbing_a_gib_a_second_is_a_leak_with_time_to_full() -> None:
     assert "memory_idle" not in [f.code for f in findings]
 
 
+def test_a_staircase_that_never_gives_memory_back_is_a_leak() -> None:
+    mem = [10 * GIB + 2 * GIB * (i // 6) for i in range(15)]  # +2 GiB every 6 s
+    assert codes(snaps(util=30, sm=20, mem=mem))[0] == "memory_leak"
+
+
+def test_memory_climbing_while_pcie_brings_the_bytes_in_is_a_model_load_not_a_leak() -> None:
+    mem = [GIB * v for v in range(1, 106, 7)]  # 7 GiB/s for 15 s
+    assert "memory_leak" not in codes(snaps(util=10, sm=2, rx=8e9, mem=mem))[1]
+
+
 def test_memory_that_rises_and_falls_by_gigabytes_is_churn() -> None:
     mem = [GIB * v for v in (2, 47, 2, 2, 2, 47, 2, 2, 2, 47, 2, 2, 2, 47, 2)]
     assert codes(snaps(util=5, sm=2, mem=mem))[0] == "memory_churn"
