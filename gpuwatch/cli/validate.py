@@ -98,7 +98,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     _check_torch()
     duration = args.duration if args.duration is not None else 30.0
     window = min(args.window, duration)
-    interval = 1.0  # what gpuwatch doctor uses live: the doctor is judged as users run it
+    interval = 0.5  # what gpuwatch doctor uses live: the doctor is judged as users run it
     producer, description = _producer(args.device, interval)
     sampler = Sampler(producer, interval=interval)
     (args.out / "faults").mkdir(parents=True, exist_ok=True)
