@@ -121,9 +121,10 @@ def _waiting(p: ProcessWindow, busy: float) -> list[str]:
     moved = max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0) + (p.io_write_bytes_s or 0.0)
     if moved >= IO_RATE:
         disk, written = p.io_read_bytes_s or 0.0, p.io_write_bytes_s or 0.0
-        signs.append(f"reads {rate(max(disk, p.io_read_chars_s or 0.0))}"
-                     + (f" from storage ({rate(disk)})" if disk >= IO_RATE else "")
-                     + (f", writes {rate(written)}" if written >= IO_RATE else ""))
+        total = max(disk, p.io_read_chars_s or 0.0)
+        where = "from storage" if disk >= 0.9 * total else \
+            f"({rate(disk)} of it from storage)" if disk >= IO_RATE else "(sockets, pipes or cached files)"
+        signs.append(f"reads {rate(total)} {where}" + (f", writes {rate(written)}" if written >= IO_RATE else ""))
     if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE:
         signs.append(f"threads in D state (uninterruptible I/O) in {100 * (p.io_wait_share or 0):.0f}% of samples")
     channel = p.wait_channel or ""

@@ -13,6 +13,7 @@ from gpuwatch.cli.main import main
 from gpuwatch.doctor import LIVE_WINDOW_S, diagnose, top_problem
 from gpuwatch.doctor.current import window
 from gpuwatch.model.recording import load, read_header
+from gpuwatch.validate.doctor_accuracy import markdown
 from gpuwatch.workload.faults_catalogue import FAULTS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "faults"
@@ -45,5 +46,12 @@ def test_the_cli_names_the_launch_bound_loop_with_its_evidence(capsys: pytest.Ca
     out = json.loads(capsys.readouterr().out)
     top = out["findings"][0]
     assert top["code"] == "launch_bound"
-    assert any("SM activity 0.0%" in e for e in top["evidence"]), top["evidence"]
+    assert any("but SM activity" in e and "busy only launching" in e for e in top["evidence"]), top["evidence"]
     assert "CUDA graphs" in top["fix"]
+
+
+def test_the_committed_accuracy_table_is_the_rendering_of_its_json() -> None:
+    docs = Path(__file__).parents[2] / "docs"
+    data = json.loads((docs / "doctor-accuracy-h200.json").read_text())
+    assert (docs / "doctor-accuracy-h200.md").read_text() == markdown(data["faults"], data["meta"])
+    assert {row["fault"] for row in data["faults"]} == set(FAULTS)
