@@ -18,11 +18,11 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.alerts.conditions import build
 from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
 from gpuwatch.alerts.templates import render
+from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.model.snapshot import Snapshot
 
 log = logging.getLogger(__name__)

@@ -18,30 +18,21 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
+from gpuwatch.alerts import AlertEngine
 from gpuwatch.daemon.stream import StreamHub
+from gpuwatch.model.alert import Alert
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify import Notifier
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Engine(Protocol):
-    def evaluate(self, snapshot: Snapshot) -> list[Any]: ...
-
-    def alerts(self) -> list[Any]: ...
-
-    def replace_rules(self, rules: Any) -> None: ...
-
-
-class Handler(Protocol):
-    def handle(self, transitions: Any, active: Any, now: float) -> int: ...
-
-
 class Pipeline:
-    def __init__(self, loop: asyncio.AbstractEventLoop, engine: Engine, hub: StreamHub,
-                 notifier: Handler | None = None, on_queued: Callable[[], None] = lambda: None,
+    def __init__(self, loop: asyncio.AbstractEventLoop, engine: AlertEngine, hub: StreamHub,
+                 notifier: Notifier | None = None, on_queued: Callable[[], None] = lambda: None,
                  backlog: int = 256) -> None:
         self.loop = loop
         self.engine = engine
@@ -49,7 +40,7 @@ class Pipeline:
         self.notifier = notifier
         self.on_queued = on_queued
         self.latest: Snapshot | None = None
-        self.alerts: Sequence[Any] = ()
+        self.alerts: Sequence[Alert] = ()
         self.received = 0
         #: ``time.monotonic()`` of the last snapshot received (for /healthz and the watchdog).
         self.last_received = 0.0

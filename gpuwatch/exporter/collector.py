@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gpuwatch.exporter.gpu import gpu_families, union_label_names, values_for
 from gpuwatch.exporter.processes import process_families, select
+from gpuwatch.model.alert import Alert
 from gpuwatch.model.metrics import METRICS, read_metric
 from gpuwatch.model.snapshot import Snapshot
 
@@ -24,24 +24,11 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-class AlertView(Protocol):
-    """What the exporter reads of an alert (``gpuwatch.alerts.Alert`` satisfies it)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def labels(self) -> Mapping[str, str]: ...
-
-    @property
-    def state(self) -> str: ...
-
-
 class SnapshotCollector:
     """A ``prometheus_client`` custom collector over ``latest()`` and ``alerts()``."""
 
     def __init__(self, latest: Callable[[], Snapshot | None],
-                 alerts: Callable[[], Sequence[AlertView]] = lambda: (),
+                 alerts: Callable[[], Sequence[Alert]] = lambda: (),
                  max_process_series: int = 256,
                  extra: Callable[[], Iterable[Metric]] = lambda: ()) -> None:
         self.latest = latest
@@ -121,7 +108,7 @@ def _source_families(snap: Snapshot) -> Iterator[Metric]:
     yield from (up, age)
 
 
-def _alert_families(alerts: Sequence[AlertView]) -> Iterator[Metric]:
+def _alert_families(alerts: Sequence[Alert]) -> Iterator[Metric]:
     """Pending and firing alerts, shaped like Prometheus' own ``ALERTS`` series."""
     active = [a for a in alerts if a.state in ("pending", "firing")]
     names = union_label_names((a.labels for a in active), exclude=("alertname", "alertstate"))
