@@ -9,7 +9,15 @@ process to its GPU and anything to the host through :meth:`Frame.project`.
 from __future__ import annotations
 
 from gpuwatch.alerts.rules import Scope
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.snapshot import (
+    GPU_LABELS,
+    PROCESS_LABELS,
+    GpuSample,
+    HostSample,
+    ProcessSample,
+    Snapshot,
+    SourceStatus,
+)
 
 Key = tuple[str, ...]
 HOST_KEY: Key = ("host",)
@@ -18,18 +26,7 @@ Subject = GpuSample | ProcessSample | HostSample | SourceStatus
 
 #: The labels an alert about each kind of entity carries (besides ``alertname`` and the rule's labels).
 SCOPE_LABELS: dict[str, tuple[str, ...]] = {
-    "gpu": ("gpu", "uuid", "name", "hostname"), "process": ("pid", "gpu", "user", "command", "hostname"),
-    "host": ("hostname",), "source": ("source",)}
-
-
-def gpu_labels(gpu: GpuSample, hostname: str) -> dict[str, str]:
-    return {"gpu": str(gpu.index), "uuid": gpu.uuid, "name": gpu.name or "", "hostname": hostname}
-
-
-def process_labels(proc: ProcessSample, hostname: str) -> dict[str, str]:
-    command = proc.name or (proc.cmdline.split()[0].rsplit("/", 1)[-1] if proc.cmdline else "")
-    return {"pid": str(proc.pid), "gpu": str(proc.gpu_index), "user": proc.user or "", "command": command,
-            "hostname": hostname}
+    "gpu": GPU_LABELS, "process": PROCESS_LABELS, "host": ("hostname",), "source": ("source",)}
 
 
 class Frame:
@@ -49,10 +46,10 @@ class Frame:
         self._gpu_of_index: dict[int, Key] = {}
         for g in snapshot.gpus:
             key = ("gpu", g.uuid)
-            self._add("gpu", key, g, gpu_labels(g, hostname))
+            self._add("gpu", key, g, g.identity_labels(hostname))
             self._gpu_of_index.setdefault(g.index, key)
         for p in snapshot.processes:
-            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, process_labels(p, hostname))
+            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, p.identity_labels(hostname))
         for s in snapshot.sources:
             self._add("source", ("source", s.name), s, {"source": s.name})
 

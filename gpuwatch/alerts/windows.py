@@ -12,7 +12,6 @@ from collections import deque
 from gpuwatch.alerts.conditions import COMPARE, LOOKBACK_S, Evaluator, Results, crossed, read
 from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Flapping, Jitter, Threshold, Throttle, Volatility
-from gpuwatch.model.clock_events import decode
 from gpuwatch.model.snapshot import GpuSample
 
 
@@ -167,10 +166,9 @@ class ThrottleEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         gpu = frame.subject(key)
         assert isinstance(gpu, GpuSample)
-        if gpu.clock_event_mask is None and not gpu.clock_events:
+        if not gpu.clock_events_known:
             return None
-        names = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
-        return 1.0 if names.intersection(self.cond.reasons) else 0.0
+        return 1.0 if gpu.active_clock_events.intersection(self.cond.reasons) else 0.0
 
     def reduce(self, key: Key, window: Window, now: float) -> float | None:
         if window.base(now, self.window_s) is None:

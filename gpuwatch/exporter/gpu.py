@@ -15,12 +15,9 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gpuwatch.model.clock_events import CLOCK_EVENT_BITS, decode
+from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, read_metric
-from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, Profiling, Snapshot
-
-#: Labels on every per-GPU series: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host.
-GPU_LABELS = ("gpu", "uuid", "name", "hostname")
+from gpuwatch.model.snapshot import GPU_LABELS, PROFILING_SOURCES, GpuSample, Profiling, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -36,7 +33,8 @@ def label_name(key: str) -> str:
 
 
 def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
-    return [str(gpu.index), gpu.uuid, gpu.name or "", snap.host.hostname]
+    """Values of :data:`GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host."""
+    return list(gpu.identity_labels(snap.host.hostname).values())
 
 
 def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:
@@ -78,9 +76,9 @@ def _clock_events(snap: Snapshot) -> Iterator[Metric]:
                                "1 while this clock-event (throttle) reason holds the GPU's clocks down",
                                labels=[*GPU_LABELS, "reason"])
     for gpu in snap.gpus:
-        if gpu.clock_event_mask is None and not gpu.clock_events:
+        if not gpu.clock_events_known:
             continue  # unknown is not "no reason": leave the series out
-        active = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
+        active = gpu.active_clock_events
         reasons = list(CLOCK_REASONS) + sorted(active - set(CLOCK_REASONS))
         for reason in reasons:
             family.add_metric([*gpu_values(snap, gpu), reason], 1.0 if reason in active else 0.0)

@@ -13,9 +13,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpuwatch.model.metrics import METRICS, read_metric
-from gpuwatch.model.snapshot import ProcessSample, Snapshot
-
-PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
+from gpuwatch.model.snapshot import PROCESS_LABELS, ProcessSample, Snapshot
 
 
 def _rank(p: ProcessSample) -> tuple[float, float, int]:
@@ -30,11 +28,6 @@ def select(processes: Sequence[ProcessSample], cap: int) -> tuple[list[ProcessSa
     return ranked[:cap], len(processes) - cap
 
 
-def _values(snap: Snapshot, p: ProcessSample) -> list[str]:
-    command = p.name or (p.cmdline.split()[0].rsplit("/", 1)[-1] if p.cmdline else "")
-    return [str(p.pid), str(p.gpu_index), p.user or "", command, snap.host.hostname]
-
-
 def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[Metric]:
     for spec in METRICS.values():
         if spec.scope != "process" or spec.prom_name is None:
@@ -43,7 +36,7 @@ def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[
         for p in kept:
             value = read_metric(spec.key, p)
             if value is not None:
-                family.add_metric(_values(snap, p), value * spec.prom_scale)
+                family.add_metric(list(p.identity_labels(snap.host.hostname).values()), value * spec.prom_scale)
         yield family
     count = GaugeMetricFamily("gpuwatch_gpu_processes", "processes using each GPU (before the export cap)",
                               labels=["gpu", "hostname"])

@@ -90,13 +90,13 @@ _GPU: list[MetricSpec] = [
     MetricSpec("gpu.energy_j", "gpu", "joules", "energy since the driver loaded",
                _attr("energy_j"), "gpuwatch_gpu_energy_joules_total"),
     MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML)",
-               lambda g: g.prof("pcie_tx_bytes_s") if g.prof("pcie_tx_bytes_s") is not None else
-               (None if g.pcie_tx_bytes_s is None else float(g.pcie_tx_bytes_s)),
+               _attr("pcie_tx_rate"),
                "gpuwatch_gpu_pcie_transmit_bytes_per_second"),
     MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies",
-               lambda g: g.prof("pcie_rx_bytes_s") if g.prof("pcie_rx_bytes_s") is not None else
-               (None if g.pcie_rx_bytes_s is None else float(g.pcie_rx_bytes_s)),
+               _attr("pcie_rx_rate"),
                "gpuwatch_gpu_pcie_receive_bytes_per_second"),
+    MetricSpec("gpu.lost", "gpu", "", "1 once the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST); no longer polled",
+               _attr("lost"), "gpuwatch_gpu_lost"),
     MetricSpec("gpu.ecc_uncorrected", "gpu", "errors", "volatile uncorrected ECC errors",
                _attr("ecc_uncorrected"), "gpuwatch_gpu_ecc_uncorrected_errors"),
     MetricSpec("gpu.ecc_corrected", "gpu", "errors", "volatile corrected ECC errors",

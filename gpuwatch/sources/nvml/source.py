@@ -1,7 +1,7 @@
 """The NVML source: every GPU's cheap getters each tick, slow ones on a slower cadence, GPM and processes.
 
 Lost GPUs: a GPU that answers NVML_ERROR_GPU_IS_LOST keeps its identity (index, UUID, name, bus id) in
-every later reading, with all measurements None and ``labels == {"state": "lost"}``; it is not polled
+every later reading, with all measurements None and ``lost`` set; it is not polled
 again (each call to a lost GPU can block, and NVML handles do not come back without a restart). The
 other GPUs go on. Only failures of the whole backend (NVML shut down and not coming back, a driver
 upgraded under the process) escape :meth:`NvmlSource.poll`, as :class:`NvmlBackendError`.
