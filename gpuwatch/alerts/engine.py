@@ -18,7 +18,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.conditions import build
+from gpuwatch.alerts.build import build
 from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
 from gpuwatch.alerts.templates import render
@@ -125,8 +125,8 @@ class AlertEngine:
 
     def _step_rule(self, rt: _RuleRuntime, frame: Frame, gap: bool) -> list[Transition]:
         rule, now, out = rt.rule, frame.now, []
-        frame.active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
-        hits = rt.evaluator.evaluate(frame)
+        active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
+        hits = rt.evaluator.evaluate(frame, active)
         seen: set[str] = set()
         for key, value in hits.items():
             labels = {"alertname": rule.name, **frame.labels(key), **rule.labels}

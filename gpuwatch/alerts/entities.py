@@ -36,9 +36,6 @@ class Frame:
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot = snapshot
         self.now = now
-        #: Entities the rule being evaluated has a pending or firing alert for (as of the previous
-        #: evaluation): the latch of hysteresis, as ``ALERTS`` is in Prometheus. Set by the engine.
-        self.active: frozenset[Key] = frozenset()
         hostname = snapshot.host.hostname
         self._subjects: dict[Key, Subject] = {HOST_KEY: snapshot.host}
         self._labels: dict[Key, dict[str, str]] = {HOST_KEY: {"hostname": hostname}}
