@@ -111,10 +111,8 @@ class Daemon:
         self.deliverer = Deliverer(self.outbox, self.targets, self.config.notify)
         self.pipeline = Pipeline(loop, self.engine, hub, self.notify,
                                  on_queued=lambda: self.deliverer.wake.set())
-        counters = lambda: {"gpuwatch_notification_attempts_failed": self.deliverer.failed_attempts,  # noqa: E731
-                            "gpuwatch_snapshots_skipped": self.pipeline.skipped,
-                            "gpuwatch_stream_snapshots_dropped": hub.dropped,
-                            "gpuwatch_stream_clients": hub.clients}
+        counters = lambda: parts.DaemonCounters(self.deliverer.failed_attempts, self.pipeline.skipped,  # noqa: E731
+                                                hub.dropped, hub.clients)
         collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
                                       self.config.daemon.max_process_series,
                                       extra=parts.daemon_families(self.outbox, counters))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tools import require_tool
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
+from gpuwatch.model.alert import Alert, AlertState, fingerprint
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.recording import load
 from gpuwatch.model.snapshot import Snapshot
@@ -21,14 +21,11 @@ from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
 
 
-@dataclass(frozen=True)
-class FakeAlert:
-    name: str
-    labels: dict[str, str]
-    state: str
+def alert(name: str, labels: dict[str, str], state: AlertState) -> Alert:
+    return Alert(name, fingerprint(labels), labels, {}, state)
 
 
-def scrape(snap: Snapshot | None, alerts: tuple[FakeAlert, ...] = (), cap: int = 256) -> dict[tuple, float]:
+def scrape(snap: Snapshot | None, alerts: tuple[Alert, ...] = (), cap: int = 256) -> dict[tuple, float]:
     exporter = Exporter(SnapshotCollector(lambda: snap, lambda: alerts, max_process_series=cap))
     body = render(exporter.registry).decode()
     out: dict[tuple, float] = {}
@@ -81,9 +78,9 @@ def test_every_known_clock_event_reason_has_a_series_per_gpu() -> None:
 
 
 def test_alerts_are_exported_like_prometheus_ALERTS_pending_and_firing_only() -> None:
-    alerts = (FakeAlert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"}, "firing"),
-              FakeAlert("CpuBound", {"alertname": "CpuBound", "pid": "471"}, "pending"),
-              FakeAlert("Old", {"alertname": "Old"}, "resolved"))
+    alerts = (alert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"}, "firing"),
+              alert("CpuBound", {"alertname": "CpuBound", "pid": "471"}, "pending"),
+              alert("Old", {"alertname": "Old"}, "resolved"))
     samples = scrape(full_snapshot(), alerts)
     assert value(samples, "gpuwatch_alerts", alertname="GpuStarved", alertstate="firing", gpu="0") == 1
     assert value(samples, "gpuwatch_alerts", alertname="CpuBound", alertstate="pending", pid="471") == 1
@@ -127,7 +124,7 @@ def test_tick_durations_fill_the_histogram() -> None:
 
 def test_a_scrape_is_clean_under_promtool_check_metrics() -> None:
     promtool = require_tool("promtool")
-    alerts = (FakeAlert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "app.kubernetes.io/name": "x"},
+    alerts = (alert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "app.kubernetes.io/name": "x"},
                         "firing"),)
     exporter = Exporter(SnapshotCollector(lambda: full_snapshot(), lambda: alerts))
     exporter.observe_tick(0.01)
