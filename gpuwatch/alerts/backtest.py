@@ -37,20 +37,6 @@ class Backtest:
     end: float | None = None
     summaries: dict[str, AlertSummary] = field(default_factory=dict)
 
-    def firing_at(self, name: str, t: float) -> bool:
-        """Was an alert of rule ``name`` firing at time ``t`` (between its firing and resolved)?"""
-        since: dict[str, float] = {}
-        spans: list[tuple[float, float]] = []
-        for tr in self.transitions:
-            if tr.alert.name != name:
-                continue
-            if tr.alert.state == "firing":
-                since[tr.alert.fingerprint] = tr.time
-            elif tr.previous == "firing" and tr.alert.fingerprint in since:
-                spans.append((since.pop(tr.alert.fingerprint), tr.time))
-        spans += [(s, float("inf")) for s in since.values()]
-        return any(a <= t < b for a, b in spans)
-
 
 def run_backtest(rules: RuleSet, snapshots: Iterable[Snapshot]) -> Backtest:
     engine = AlertEngine(rules)

@@ -18,6 +18,8 @@ from typing import Literal
 from gpuwatch.model.clock_events import decode
 
 SCHEMA_VERSION = 1
+#: Bytes in a mebibyte: what NVML, DCGM and GPM report memory and rates in before conversion.
+MIB = 1 << 20
 
 SourceState = Literal["ok", "stale", "error"]
 

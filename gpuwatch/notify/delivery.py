@@ -62,7 +62,6 @@ class Deliverer:
         self.cfg = cfg
         self.clock = clock
         self.wake = asyncio.Event()
-        self.delivered = 0
         self.failed_attempts = 0
 
     async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
@@ -84,7 +83,6 @@ class Deliverer:
         now = self.clock()
         if 200 <= status < 300:
             self.outbox.mark_delivered(row.id, now)
-            self.delivered += 1
             return
         error = error or f"HTTP {status}"
         if 400 <= status < 500 and status not in RETRYABLE_4XX:

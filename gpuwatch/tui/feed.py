@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gpuwatch.alerts import AlertEngine
+from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -25,7 +26,7 @@ from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
-DIAGNOSIS_WINDOW_S = 30.0  # the doctor judges this much; findings carry since when they hold
+DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
 
 

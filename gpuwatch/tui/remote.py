@@ -21,7 +21,6 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.feed import DiagnosisReady, FeedStatus, Mode, SnapshotReady
 
-DEFAULT_URL = "http://127.0.0.1:9464"
 POLL_ALERTS_S = 2.0
 POLL_DIAGNOSIS_S = 5.0
 T = TypeVar("T")

@@ -119,7 +119,3 @@ class Device:
 
     def lost_sample(self) -> GpuSample:
         return GpuSample(**self.identity, lost=True)
-
-    def unsupported(self) -> dict[str, str]:
-        """getter key -> why NVML will not answer it (for diagnostics and tests)."""
-        return {g.key: g.off for g in (*self.fast, *self.slow) if g.off is not None}

@@ -194,8 +194,3 @@ class NvmlSource(Source):
             processes.extend(rows)
         return Reading(gpus=tuple(gpus), processes=tuple(processes))
 
-    # -- introspection -----------------------------------------------------------------------------------
-    def unsupported(self) -> dict[int, dict[str, str]]:
-        """GPU index -> {getter: why NVML will not answer it}: what ``gpuwatch doctor`` may explain."""
-        return {g.device.index: g.device.unsupported() for g in self.gpus}
-
