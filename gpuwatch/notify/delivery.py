@@ -64,6 +64,10 @@ class Deliverer:
         self.wake = asyncio.Event()
         self.failed_attempts = 0
 
+    def set_targets(self, targets: Mapping[str, Target]) -> None:
+        """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
+        self.targets = dict(targets)
+
     async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
         now = self.clock()
         if now - row.created > self.cfg.max_age:
