@@ -1,8 +1,8 @@
 """Evaluators: one per condition of a rule, each keeping its own per-entity state (hysteresis latches,
 sliding windows), fed one :class:`Frame` per Snapshot and answering which entities the condition holds
 for right now, with the condition's value. This module has the base and the instant conditions (threshold,
-stale); :mod:`gpuwatch.alerts.windows` has the ones over a time window and :mod:`gpuwatch.alerts.build`
-puts them together (all/any).
+stale) and all/any; :mod:`gpuwatch.alerts.windows` has the ones over a time window, and the engine's
+:func:`~gpuwatch.alerts.engine.build` picks the evaluator of each condition.
 
 Missing data (None, NaN, an entity absent from the snapshot) never makes a condition true: like an
 absent series in Prometheus, it simply has no result. Hysteresis (a threshold's ``clear``, flapping's
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import Condition, Stale, Threshold, scope_of
+from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, Stale, Threshold, scope_of
 from gpuwatch.model.metrics import read_metric
 
 #: How far back an instant lookup ("the value 5 minutes ago") may reach, as Prometheus' lookback delta.
@@ -84,4 +84,31 @@ class StaleEval(Evaluator):
                 continue
             if getattr(src, "state", "ok") != "ok":
                 out[key] = float(getattr(src, "age_s", 0.0))
+        return out
+
+
+class CompoundEval(Evaluator):
+    """``all``: every child holds for the entity (children of a coarser scope are looked up through
+    the entity's GPU or host); the value is the first finest-scope child's. ``any``: the union, the value
+    taken from the first child that holds."""
+
+    cond: AllOf | AnyOf
+
+    def __init__(self, cond: AllOf | AnyOf, children: list[Evaluator]) -> None:
+        super().__init__(cond)
+        self.children = children
+
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
+        results = [child.evaluate(frame, active) for child in self.children]  # every child, to feed its windows
+        out: Results = {}
+        if isinstance(self.cond, AnyOf):
+            for res in results:
+                for key, value in res.items():
+                    out.setdefault(key, value)
+            return out
+        lead = next(i for i, c in enumerate(self.children) if c.scope == self.scope)
+        for key in frame.keys(self.scope):
+            projected = [frame.project(key, child.scope) for child in self.children]
+            if all(p is not None and p in res for p, res in zip(projected, results, strict=True)):
+                out[key] = results[lead][key]
         return out

@@ -16,12 +16,27 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.build import build
+from gpuwatch.alerts.conditions import CompoundEval, Evaluator, StaleEval, ThresholdEval
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
+from gpuwatch.alerts.rules import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Flapping,
+    Jitter,
+    Rule,
+    RuleSet,
+    Stale,
+    Threshold,
+    Throttle,
+    Volatility,
+    value_unit,
+)
 from gpuwatch.alerts.templates import render
+from gpuwatch.alerts.windows import AverageThresholdEval, FlappingEval, JitterEval, ThrottleEval, VolatilityEval
 from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.model.snapshot import Snapshot
 
@@ -29,6 +44,19 @@ log = logging.getLogger(__name__)
 
 MAX_GAP_S = 300.0
 RESOLVED_RETENTION_S = 900.0
+
+
+def build(cond: Condition) -> Evaluator:
+    """The evaluator of ``cond`` (and of its children), each with fresh state."""
+    if isinstance(cond, Threshold):
+        return AverageThresholdEval(cond) if cond.avg_s else ThresholdEval(cond)
+    if isinstance(cond, (AllOf, AnyOf)):
+        return CompoundEval(cond, [build(c) for c in cond.conditions])
+    if isinstance(cond, Stale):
+        return StaleEval(cond)
+    kinds: dict[type, Callable[..., Evaluator]] = {
+        Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval, Throttle: ThrottleEval}
+    return kinds[type(cond)](cond)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from alerts.build import gpu, proc, snap
-from gpuwatch.alerts.build import build
+from gpuwatch.alerts.engine import build
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.alerts.loader import parse_rules
 from gpuwatch.alerts.rules import Condition
