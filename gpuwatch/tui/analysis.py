@@ -42,7 +42,7 @@ def diagnose(snapshots: Sequence[Snapshot], window_s: float) -> tuple[list[Findi
     if not snapshots:
         return [], ""
     try:
-        return list(doctor_diagnose(snapshots, window_s)), ""
+        return list(diagnose_current(snapshots, window_s)), ""
     except Exception as exc:  # a bug in one rule of the doctor must not take the dashboard down
         log.exception("diagnosis failed")
         return None, f"diagnosis failed: {type(exc).__name__}: {exc}"
