@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,21 +104,16 @@ class DaemonCounters:
     stream_clients: int
 
 
-def daemon_families(outbox: Outbox, counters: Callable[[], DaemonCounters]) -> Callable[[], Iterator[Metric]]:
+def daemon_families(outbox: Outbox, now: DaemonCounters) -> Iterator[Metric]:
     """The daemon's own series for /metrics: notification queue by state, and internal counters."""
-
-    def families() -> Iterator[Metric]:
-        queue = family(series.NOTIFICATIONS)
-        for (receiver, state), n in sorted(outbox.counts().items()):
-            queue.add_metric([receiver, state], n)
-        yield queue
-        now = counters()
-        for spec, value in ((series.NOTIFICATION_ATTEMPTS_FAILED, now.notification_attempts_failed),
-                            (series.SNAPSHOTS_SKIPPED, now.snapshots_skipped),
-                            (series.STREAM_SNAPSHOTS_DROPPED, now.stream_snapshots_dropped),
-                            (series.STREAM_CLIENTS, now.stream_clients)):
-            fam = family(spec)
-            fam.add_metric([], float(value))
-            yield fam
-
-    return families
+    queue = family(series.NOTIFICATIONS)
+    for (receiver, state), n in sorted(outbox.counts().items()):
+        queue.add_metric([receiver, state], n)
+    yield queue
+    for spec, value in ((series.NOTIFICATION_ATTEMPTS_FAILED, now.notification_attempts_failed),
+                        (series.SNAPSHOTS_SKIPPED, now.snapshots_skipped),
+                        (series.STREAM_SNAPSHOTS_DROPPED, now.stream_snapshots_dropped),
+                        (series.STREAM_CLIENTS, now.stream_clients)):
+        fam = family(spec)
+        fam.add_metric([], float(value))
+        yield fam

@@ -28,7 +28,6 @@ from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.exporter import Exporter, SnapshotCollector
-from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.notify import Deliverer, Notifier
 from gpuwatch.sampler.sampler import Producer, Sampler
 
@@ -67,12 +66,13 @@ class Daemon:
                                                 self.hub.dropped, self.hub.clients)
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
                                            config.daemon.max_process_series,
-                                           extra=parts.daemon_families(self.outbox, counters))
+                                           extra=lambda: parts.daemon_families(self.outbox, counters()))
         self.exporter = Exporter(self.collector)
         self.sampler.observe_tick_duration(self.exporter.observe_tick)
         self.sampler.subscribe(self.pipeline.offer)
         reads = config.daemon.token_for_reads
-        self.services = Services(self.pipeline, self.exporter, self._history, self._health, self.reload, self.token,
+        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
+                                 self.reload, self.token,
                                  token_for_reads=not is_loopback(self.host) if reads is None else reads)
         self.app = build_app(self.services)
         self.stop_event: asyncio.Event | None = None
@@ -89,9 +89,6 @@ class Daemon:
                 "sampler": "finished" if finished else "running", "alerts": len(p.alerts),
                 "origin": p.latest.origin if p.latest is not None else None}
         return not stalled, info
-
-    def _history(self) -> list[Snapshot]:
-        return list(self.sampler.history)
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""

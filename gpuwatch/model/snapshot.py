@@ -31,10 +31,6 @@ GPU_LABELS = ("gpu", "uuid", "name", "hostname")
 PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
 
 
-def _float(value: float | None) -> float | None:
-    return None if value is None else float(value)
-
-
 @dataclass(frozen=True, slots=True)
 class Profiling:
     """Profiling counters for one GPU from one backend (GPM via NVML, or DCGM's DCGM_FI_PROF_*).
@@ -128,13 +124,13 @@ class GpuSample:
     def pcie_tx_rate(self) -> float | None:
         """The best PCIe transmit rate there is: a profiling backend's (GPM or DCGM), else NVML's counter."""
         best = self.prof("pcie_tx_bytes_s")
-        return best if best is not None else _float(self.pcie_tx_bytes_s)
+        return best if best is not None else self.pcie_tx_bytes_s
 
     @property
     def pcie_rx_rate(self) -> float | None:
         """The best PCIe receive rate (host-to-device copies), chosen as :attr:`pcie_tx_rate` is."""
         best = self.prof("pcie_rx_bytes_s")
-        return best if best is not None else _float(self.pcie_rx_bytes_s)
+        return best if best is not None else self.pcie_rx_bytes_s
 
     def identity_labels(self, hostname: str) -> dict[str, str]:
         """:data:`GPU_LABELS` with this GPU's values."""

@@ -18,14 +18,9 @@ from gpuwatch.model.snapshot import Snapshot
 log = logging.getLogger(__name__)
 
 
-def default_rule_paths() -> list[Path]:
-    """The shipped rule file, where this install has one."""
-    return [DEFAULT_RULES] if DEFAULT_RULES.is_file() else []
-
-
 def load_engine(rule_paths: Sequence[Path] | None = None) -> tuple[AlertEngine | None, str]:
-    """``(AlertEngine, "")`` or ``(None, reason)``."""
-    paths = list(rule_paths) if rule_paths is not None else default_rule_paths()
+    """``(AlertEngine, "")`` or ``(None, reason)``; without ``rule_paths``, the shipped rules."""
+    paths = list(rule_paths) if rule_paths is not None else [p for p in (DEFAULT_RULES,) if p.is_file()]
     if not paths:
         return None, "no alert rule files found (pass rules in the config)"
     try:

@@ -25,7 +25,7 @@ def served_families(tmp_path: Path) -> dict[str, str]:
     outbox = Outbox(tmp_path / "outbox.sqlite")
     counters = DaemonCounters(notification_attempts_failed=2, snapshots_skipped=1, stream_snapshots_dropped=0,
                               stream_clients=1)
-    collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=daemon_families(outbox, lambda: counters))
+    collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters))
     body = render(Exporter(collector).registry).decode()
     outbox.close()
     return {f.name: f.type for f in text_string_to_metric_families(body)}

@@ -16,7 +16,7 @@ from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.alert import Alert, AlertState, fingerprint
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.recording import load
-from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
 
@@ -163,3 +163,11 @@ def test_the_bundled_recording_exports_cleanly_at_every_step() -> None:
         check = subprocess.run([promtool, "check", "metrics"], input=render(exporter.registry),
                                capture_output=True, timeout=30, check=False)
         assert check.returncode == 0 and not check.stdout and not check.stderr, check.stdout + check.stderr
+
+
+def test_a_lost_gpu_is_exported_as_lost_with_its_identity_and_no_measurements() -> None:
+    snap = full_snapshot()
+    lost = GpuSample(index=1, uuid=snap.gpus[1].uuid, name=snap.gpus[1].name, lost=True)
+    samples = scrape(dataclasses.replace(snap, gpus=(snap.gpus[0], lost)))
+    assert value(samples, "gpuwatch_gpu_lost", gpu="1") == 1 and value(samples, "gpuwatch_gpu_lost", gpu="0") == 0
+    assert not [k for k in samples if k[0] == "gpuwatch_gpu_power_watts" and ("gpu", "1") in k[1]]
