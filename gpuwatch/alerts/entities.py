@@ -36,25 +36,22 @@ class Frame:
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot = snapshot
         self.now = now
-        hostname = snapshot.host.hostname
         self._subjects: dict[Key, Subject] = {HOST_KEY: snapshot.host}
-        self._labels: dict[Key, dict[str, str]] = {HOST_KEY: {"hostname": hostname}}
         self._by_scope: dict[str, list[Key]] = {"host": [HOST_KEY], "gpu": [], "process": [], "source": []}
         self._gpu_of_index: dict[int, Key] = {}
         for g in snapshot.gpus:
             key = ("gpu", g.uuid)
-            self._add("gpu", key, g, g.identity_labels(hostname))
+            self._add("gpu", key, g)
             self._gpu_of_index.setdefault(g.index, key)
         for p in snapshot.processes:
-            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, p.identity_labels(hostname))
+            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p)
         for s in snapshot.sources:
-            self._add("source", ("source", s.name), s, {"source": s.name})
+            self._add("source", ("source", s.name), s)
 
-    def _add(self, scope: str, key: Key, subject: Subject, labels: dict[str, str]) -> None:
+    def _add(self, scope: str, key: Key, subject: Subject) -> None:
         if key in self._subjects:
             return  # a duplicate entry in a malformed snapshot: the first one wins
         self._subjects[key] = subject
-        self._labels[key] = labels
         self._by_scope[scope].append(key)
 
     def keys(self, scope: Scope) -> list[Key]:
@@ -64,7 +61,11 @@ class Frame:
         return self._subjects[key]
 
     def labels(self, key: Key) -> dict[str, str]:
-        return self._labels[key]
+        """:data:`SCOPE_LABELS` of the entity, with its values (made only for entities an alert is about)."""
+        subject, hostname = self._subjects[key], self.snapshot.host.hostname
+        if isinstance(subject, SourceStatus):
+            return {"source": subject.name}
+        return {"hostname": hostname} if isinstance(subject, HostSample) else subject.identity_labels(hostname)
 
     def has(self, key: Key) -> bool:
         return key in self._subjects
