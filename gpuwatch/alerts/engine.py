@@ -16,27 +16,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuwatch.alerts.conditions import CompoundEval, Evaluator, StaleEval, ThresholdEval
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import (
-    AllOf,
-    AnyOf,
-    Condition,
-    Flapping,
-    Jitter,
-    Rule,
-    RuleSet,
-    Stale,
-    Threshold,
-    Throttle,
-    Volatility,
-    value_unit,
-)
+from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, Rule, RuleSet, Stale, Threshold, value_unit
 from gpuwatch.alerts.templates import render
-from gpuwatch.alerts.windows import AverageThresholdEval, FlappingEval, JitterEval, ThrottleEval, VolatilityEval
+from gpuwatch.alerts.windows import WINDOWED, AverageThresholdEval
 from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.model.snapshot import Snapshot
 
@@ -54,9 +40,7 @@ def build(cond: Condition) -> Evaluator:
         return CompoundEval(cond, [build(c) for c in cond.conditions])
     if isinstance(cond, Stale):
         return StaleEval(cond)
-    kinds: dict[type, Callable[..., Evaluator]] = {
-        Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval, Throttle: ThrottleEval}
-    return kinds[type(cond)](cond)
+    return WINDOWED[type(cond)](cond)
 
 
 @dataclass

@@ -175,3 +175,8 @@ class ThrottleEval(WindowEval):
             return None
         pct = 100.0 * sum(v for _, v in window.points) / len(window.points)
         return pct if pct >= self.cond.percent else None
+
+
+#: The evaluator of each windowed kind of condition (a threshold's ``avg`` is :class:`AverageThresholdEval`).
+WINDOWED: dict[type, type[WindowEval]] = {Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval,
+                                          Throttle: ThrottleEval}

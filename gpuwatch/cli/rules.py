@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = rsub.add_parser("metrics", help="list the metric keys rules can use, or every series /metrics serves",
                         description="The metric catalogue: the keys rules can use with their units and /metrics "
                         "names; with --all, every series the exporter serves, with its type and labels.")
-    m.add_argument("--all", action="store_true", help="every series /metrics serves, not only the rule metrics")
-    m.add_argument("--markdown", action="store_true", help="with --all: as the README's markdown table")
+    m.add_argument("--all", action="store_true",
+                   help="every series /metrics serves, as the README's markdown table")
     m.set_defaults(func=run_metrics)
 
 
@@ -105,9 +105,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_metrics(args: argparse.Namespace) -> int:
-    if args.markdown or args.all:
-        print(series_markdown() if args.markdown else "\n".join(
-            f"{s.name:<56}  {s.kind:<9}  {s.section:<8}  {s.help}" for s in CATALOGUE))
+    if args.all:
+        print(series_markdown())
         return 0
     width = max(len(k) for k in METRICS)
     for key, spec in METRICS.items():

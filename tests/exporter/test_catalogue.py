@@ -48,4 +48,4 @@ def test_the_readme_table_is_the_catalogue() -> None:
     text = README.read_text(encoding="utf-8")
     found = re.search(r"<!-- metrics table: start -->\n(.*?)\n<!-- metrics table: end -->", text, re.S)
     assert found is not None, "README.md has no generated metrics table"
-    assert found.group(1) == series_markdown(), "regenerate it: gpuwatch rules metrics --all --markdown"
+    assert found.group(1) == series_markdown(), "regenerate it: gpuwatch rules metrics --all"
