@@ -34,7 +34,7 @@ run() {
 
   echo "== smoke: every CUDA path once at tiny size (graphs, bf16 check)"
   for stage in naive batched bf16; do
-    timeout 120 "$PY" -m gpuwatch.workload --stage "$stage" --device cuda --size tiny --duration 2 --warmup 0.5 \
+    timeout 120 "$PY" -m gpuwatch workload --stage "$stage" --device cuda --size tiny --duration 2 --warmup 0.5 \
       --json || echo "smoke $stage failed (rc $?)"
   done
 
@@ -44,7 +44,7 @@ run() {
   if [ "$rc" -ne 0 ] || grep -q '"failed: ' "$OUT/validate/validation.json" 2>/dev/null; then
     echo "== validate rc=$rc or a stage failed: each stage alone, 5 s, for the error"
     for stage in naive workers batched compiled bf16; do
-      timeout 150 "$PY" -m gpuwatch.workload --stage "$stage" --device cuda --duration 5 --json \
+      timeout 150 "$PY" -m gpuwatch workload --stage "$stage" --device cuda --duration 5 --json \
         || echo "stage $stage failed (rc $?)"
     done
   fi

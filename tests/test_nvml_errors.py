@@ -10,7 +10,7 @@ import pytest
 from fakes.fake_pynvml import FakeClock, FakeNvml, make_fake_nvml
 
 from gpuwatch.sources.base import SourceUnavailable
-from gpuwatch.sources.nvml import LOST_LABELS, NvmlBackendError, NvmlSource
+from gpuwatch.sources.nvml import NvmlBackendError, NvmlSource
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -41,7 +41,6 @@ def test_a_getter_that_will_never_answer_reads_none_and_is_not_asked_again(call:
     assert getattr(gpus[1], field) is not None  # per GPU: the other GPU still answers
     assert fake.calls[call] == 1 + 4  # GPU 0 once, GPU 1 every tick
     assert gpus[0].sm_clock_mhz == 1950.0  # the rest of GPU 0 is read as usual
-    assert source.unsupported()[0] and not source.unsupported()[1]
 
 
 def test_a_transient_error_reads_none_this_tick_and_the_getter_is_asked_again() -> None:
@@ -78,7 +77,7 @@ def test_memory_info_falls_back_to_v1_where_the_driver_lacks_v2_and_then_has_no_
 MEASUREMENTS = ("gpu_util", "mem_used_bytes", "temperature_c", "power_w", "sm_clock_mhz", "energy_j")
 
 
-def test_a_lost_gpu_keeps_its_identity_loses_its_values_and_is_labelled_lost() -> None:
+def test_a_lost_gpu_keeps_its_identity_loses_its_values_and_is_marked_lost() -> None:
     fake = make_fake_nvml(gpus=2, processes_per_gpu=2)
     source, clock = open_source(fake)
     source.poll(clock.advance(1), ())
@@ -88,7 +87,7 @@ def test_a_lost_gpu_keeps_its_identity_loses_its_values_and_is_labelled_lost() -
     assert (lost.index, lost.uuid, lost.name, lost.pci_bus_id) == (1, fake.gpus[1].uuid, "NVIDIA H200",
                                                                   fake.gpus[1].pci_bus_id)
     assert all(getattr(lost, f) is None for f in MEASUREMENTS) and lost.profiling == {}
-    assert lost.labels == LOST_LABELS == {"state": "lost"}
+    assert lost.lost and not fine.lost and lost.labels == {}
     assert fine.labels == {} and fine.temperature_c == 37.0
     assert {p.gpu_index for p in reading.processes} == {0}
 
@@ -100,7 +99,7 @@ def test_a_lost_gpu_is_not_polled_again() -> None:
     source.poll(clock.advance(1), ())
     calls = fake.calls["nvmlDeviceGetUtilizationRates"]
     for _ in range(3):
-        assert source.poll(clock.advance(1), ()).gpus[1].labels == {"state": "lost"}
+        assert source.poll(clock.advance(1), ()).gpus[1].lost
     assert fake.calls["nvmlDeviceGetUtilizationRates"] == calls + 3  # GPU 0 only
 
 
@@ -109,7 +108,7 @@ def test_a_gpu_lost_before_start_is_listed_as_lost_and_the_others_sampled() -> N
     fake.lose_gpu(0)
     source, clock = open_source(fake)
     gpus = source.poll(clock.advance(1), ()).gpus
-    assert [g.labels for g in gpus] == [{"state": "lost"}, {}]
+    assert [g.lost for g in gpus] == [True, False]
     assert gpus[1].gpu_util == 97.0
 
 
@@ -117,7 +116,7 @@ def test_a_gpu_lost_during_gpm_frees_its_samples() -> None:
     fake = make_fake_nvml()
     source, clock = open_source(fake)
     fake.inject("nvmlGpmSampleGet", pynvml.NVML_ERROR_GPU_IS_LOST)
-    assert source.poll(clock.advance(1), ()).gpus[0].labels == {"state": "lost"}
+    assert source.poll(clock.advance(1), ()).gpus[0].lost
     assert fake.gpm_live == {}
 
 

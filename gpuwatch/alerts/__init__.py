@@ -7,10 +7,10 @@
     engine.alerts()                                        # pending + firing + recently resolved
 """
 
-from gpuwatch.alerts.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.alerts.engine import AlertEngine
 from gpuwatch.alerts.loader import DEFAULT_RULES, load_rules, parse_rules
 from gpuwatch.alerts.rules import Rule, RuleError, RuleSet
+from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 
 __all__ = ["DEFAULT_RULES", "Alert", "AlertEngine", "AlertState", "Rule", "RuleError", "RuleSet", "Transition",
            "fingerprint", "load_rules", "parse_rules"]

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.alert import Transition
 from gpuwatch.alerts.engine import AlertEngine
 from gpuwatch.alerts.rules import RuleSet, format_duration
+from gpuwatch.model.alert import Transition
 from gpuwatch.model.snapshot import Snapshot
 
 #: Labels that tell alerts of one rule apart, in the order they are shown.
@@ -36,20 +36,6 @@ class Backtest:
     start: float | None = None
     end: float | None = None
     summaries: dict[str, AlertSummary] = field(default_factory=dict)
-
-    def firing_at(self, name: str, t: float) -> bool:
-        """Was an alert of rule ``name`` firing at time ``t`` (between its firing and resolved)?"""
-        since: dict[str, float] = {}
-        spans: list[tuple[float, float]] = []
-        for tr in self.transitions:
-            if tr.alert.name != name:
-                continue
-            if tr.alert.state == "firing":
-                since[tr.alert.fingerprint] = tr.time
-            elif tr.previous == "firing" and tr.alert.fingerprint in since:
-                spans.append((since.pop(tr.alert.fingerprint), tr.time))
-        spans += [(s, float("inf")) for s in since.values()]
-        return any(a <= t < b for a, b in spans)
 
 
 def run_backtest(rules: RuleSet, snapshots: Iterable[Snapshot]) -> Backtest:

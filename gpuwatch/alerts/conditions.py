@@ -1,12 +1,13 @@
 """Evaluators: one per condition of a rule, each keeping its own per-entity state (hysteresis latches,
 sliding windows), fed one :class:`Frame` per Snapshot and answering which entities the condition holds
-for right now, with the condition's value. This module has the base, the instant conditions (threshold,
-stale), all/any and :func:`build`; :mod:`gpuwatch.alerts.windows` has the ones over a time window.
+for right now, with the condition's value. This module has the base and the instant conditions (threshold,
+stale) and all/any; :mod:`gpuwatch.alerts.windows` has the ones over a time window, and the engine's
+:func:`~gpuwatch.alerts.engine.build` picks the evaluator of each condition.
 
 Missing data (None, NaN, an entity absent from the snapshot) never makes a condition true: like an
 absent series in Prometheus, it simply has no result. Hysteresis (a threshold's ``clear``, flapping's
-``low``) holds while the rule's alert for the entity is active (``Frame.active``), as ``ALERTS`` does in
-the exported PromQL, so both stop at the same moment.
+``low``) holds while the rule's alert for the entity is active (the ``active`` keys the engine passes), as
+``ALERTS`` does in the exported PromQL, so both stop at the same moment.
 """
 
 from __future__ import annotations
@@ -14,18 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import (
-    AllOf,
-    AnyOf,
-    Condition,
-    Flapping,
-    Jitter,
-    Stale,
-    Threshold,
-    Throttle,
-    Volatility,
-    scope_of,
-)
+from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, Stale, Threshold, scope_of
 from gpuwatch.model.metrics import read_metric
 
 #: How far back an instant lookup ("the value 5 minutes ago") may reach, as Prometheus' lookback delta.
@@ -45,13 +35,14 @@ def read(frame: Frame, key: Key, metric: str) -> float | None:
 
 
 class Evaluator:
-    """Base: ``evaluate(frame)`` -> {entity key: value} for the entities the condition holds for."""
+    """Base: ``evaluate(frame, active)`` -> {entity key: value} for the entities the condition holds for;
+    ``active`` are the entities the rule's alert is pending or firing for (the latch of hysteresis)."""
 
     def __init__(self, cond: Condition) -> None:
         self.cond = cond
         self.scope = scope_of(cond)
 
-    def evaluate(self, frame: Frame) -> Results:
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
         raise NotImplementedError
 
 
@@ -70,12 +61,12 @@ class ThresholdEval(Evaluator):
 
     cond: Threshold
 
-    def evaluate(self, frame: Frame) -> Results:
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
         c = self.cond
         out: Results = {}
         for key in frame.keys(self.scope):
             v = read(frame, key, c.metric)
-            if v is not None and crossed(c, v, key in frame.active):
+            if v is not None and crossed(c, v, key in active):
                 out[key] = v
         return out
 
@@ -85,7 +76,7 @@ class StaleEval(Evaluator):
 
     cond: Stale
 
-    def evaluate(self, frame: Frame) -> Results:
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
         out: Results = {}
         for key in frame.keys("source"):
             src = frame.subject(key)
@@ -103,12 +94,12 @@ class CompoundEval(Evaluator):
 
     cond: AllOf | AnyOf
 
-    def __init__(self, cond: AllOf | AnyOf) -> None:
+    def __init__(self, cond: AllOf | AnyOf, children: list[Evaluator]) -> None:
         super().__init__(cond)
-        self.children = [build(c) for c in cond.conditions]
+        self.children = children
 
-    def evaluate(self, frame: Frame) -> Results:
-        results = [child.evaluate(frame) for child in self.children]  # every child, to feed its windows
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
+        results = [child.evaluate(frame, active) for child in self.children]  # every child, to feed its windows
         out: Results = {}
         if isinstance(self.cond, AnyOf):
             for res in results:
@@ -121,20 +112,3 @@ class CompoundEval(Evaluator):
             if all(p is not None and p in res for p, res in zip(projected, results, strict=True)):
                 out[key] = results[lead][key]
         return out
-
-
-def build(cond: Condition) -> Evaluator:
-    """The evaluator of ``cond`` (and of its children), each with fresh state."""
-    # windows builds on this module's base classes, so it is imported here rather than at the top
-    from gpuwatch.alerts import windows
-
-    if isinstance(cond, Threshold):
-        return windows.AverageThresholdEval(cond) if cond.avg_s else ThresholdEval(cond)
-    if isinstance(cond, (AllOf, AnyOf)):
-        return CompoundEval(cond)
-    if isinstance(cond, Stale):
-        return StaleEval(cond)
-    kinds: dict[type, Callable[..., Evaluator]] = {
-        Jitter: windows.JitterEval, Volatility: windows.VolatilityEval, Flapping: windows.FlappingEval,
-        Throttle: windows.ThrottleEval}
-    return kinds[type(cond)](cond)

@@ -18,17 +18,29 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.alert import Alert, AlertState, Transition, fingerprint
-from gpuwatch.alerts.conditions import build
+from gpuwatch.alerts.conditions import CompoundEval, Evaluator, StaleEval, ThresholdEval
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
+from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, Rule, RuleSet, Stale, Threshold, value_unit
 from gpuwatch.alerts.templates import render
+from gpuwatch.alerts.windows import WINDOWED, AverageThresholdEval
+from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.model.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 MAX_GAP_S = 300.0
 RESOLVED_RETENTION_S = 900.0
+
+
+def build(cond: Condition) -> Evaluator:
+    """The evaluator of ``cond`` (and of its children), each with fresh state."""
+    if isinstance(cond, Threshold):
+        return AverageThresholdEval(cond) if cond.avg_s else ThresholdEval(cond)
+    if isinstance(cond, (AllOf, AnyOf)):
+        return CompoundEval(cond, [build(c) for c in cond.conditions])
+    if isinstance(cond, Stale):
+        return StaleEval(cond)
+    return WINDOWED[type(cond)](cond)
 
 
 @dataclass
@@ -125,8 +137,8 @@ class AlertEngine:
 
     def _step_rule(self, rt: _RuleRuntime, frame: Frame, gap: bool) -> list[Transition]:
         rule, now, out = rt.rule, frame.now, []
-        frame.active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
-        hits = rt.evaluator.evaluate(frame)
+        active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
+        hits = rt.evaluator.evaluate(frame, active)
         seen: set[str] = set()
         for key, value in hits.items():
             labels = {"alertname": rule.name, **frame.labels(key), **rule.labels}

@@ -9,7 +9,15 @@ process to its GPU and anything to the host through :meth:`Frame.project`.
 from __future__ import annotations
 
 from gpuwatch.alerts.rules import Scope
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.snapshot import (
+    GPU_LABELS,
+    PROCESS_LABELS,
+    GpuSample,
+    HostSample,
+    ProcessSample,
+    Snapshot,
+    SourceStatus,
+)
 
 Key = tuple[str, ...]
 HOST_KEY: Key = ("host",)
@@ -18,18 +26,7 @@ Subject = GpuSample | ProcessSample | HostSample | SourceStatus
 
 #: The labels an alert about each kind of entity carries (besides ``alertname`` and the rule's labels).
 SCOPE_LABELS: dict[str, tuple[str, ...]] = {
-    "gpu": ("gpu", "uuid", "name", "hostname"), "process": ("pid", "gpu", "user", "command", "hostname"),
-    "host": ("hostname",), "source": ("source",)}
-
-
-def gpu_labels(gpu: GpuSample, hostname: str) -> dict[str, str]:
-    return {"gpu": str(gpu.index), "uuid": gpu.uuid, "name": gpu.name or "", "hostname": hostname}
-
-
-def process_labels(proc: ProcessSample, hostname: str) -> dict[str, str]:
-    command = proc.name or (proc.cmdline.split()[0].rsplit("/", 1)[-1] if proc.cmdline else "")
-    return {"pid": str(proc.pid), "gpu": str(proc.gpu_index), "user": proc.user or "", "command": command,
-            "hostname": hostname}
+    "gpu": GPU_LABELS, "process": PROCESS_LABELS, "host": ("hostname",), "source": ("source",)}
 
 
 class Frame:
@@ -39,28 +36,22 @@ class Frame:
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot = snapshot
         self.now = now
-        #: Entities the rule being evaluated has a pending or firing alert for (as of the previous
-        #: evaluation): the latch of hysteresis, as ``ALERTS`` is in Prometheus. Set by the engine.
-        self.active: frozenset[Key] = frozenset()
-        hostname = snapshot.host.hostname
         self._subjects: dict[Key, Subject] = {HOST_KEY: snapshot.host}
-        self._labels: dict[Key, dict[str, str]] = {HOST_KEY: {"hostname": hostname}}
         self._by_scope: dict[str, list[Key]] = {"host": [HOST_KEY], "gpu": [], "process": [], "source": []}
         self._gpu_of_index: dict[int, Key] = {}
         for g in snapshot.gpus:
             key = ("gpu", g.uuid)
-            self._add("gpu", key, g, gpu_labels(g, hostname))
+            self._add("gpu", key, g)
             self._gpu_of_index.setdefault(g.index, key)
         for p in snapshot.processes:
-            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p, process_labels(p, hostname))
+            self._add("process", ("process", str(p.pid), str(p.gpu_index)), p)
         for s in snapshot.sources:
-            self._add("source", ("source", s.name), s, {"source": s.name})
+            self._add("source", ("source", s.name), s)
 
-    def _add(self, scope: str, key: Key, subject: Subject, labels: dict[str, str]) -> None:
+    def _add(self, scope: str, key: Key, subject: Subject) -> None:
         if key in self._subjects:
             return  # a duplicate entry in a malformed snapshot: the first one wins
         self._subjects[key] = subject
-        self._labels[key] = labels
         self._by_scope[scope].append(key)
 
     def keys(self, scope: Scope) -> list[Key]:
@@ -70,7 +61,11 @@ class Frame:
         return self._subjects[key]
 
     def labels(self, key: Key) -> dict[str, str]:
-        return self._labels[key]
+        """:data:`SCOPE_LABELS` of the entity, with its values (made only for entities an alert is about)."""
+        subject, hostname = self._subjects[key], self.snapshot.host.hostname
+        if isinstance(subject, SourceStatus):
+            return {"source": subject.name}
+        return {"hostname": hostname} if isinstance(subject, HostSample) else subject.identity_labels(hostname)
 
     def has(self, key: Key) -> bool:
         return key in self._subjects

@@ -42,9 +42,8 @@ from gpuwatch.alerts.rules import (
 )
 from gpuwatch.alerts.templates import to_go
 from gpuwatch.model.metrics import METRICS
+from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 
-CLOCK_EVENT_SERIES = "gpuwatch_gpu_clock_event_active"
-SOURCE_UP_SERIES = "gpuwatch_source_up"
 #: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series.
 JOIN_LABELS = {("process", "gpu"): "hostname, gpu", ("process", "host"): "hostname", ("gpu", "host"): "hostname"}
 
@@ -120,13 +119,13 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
             flapping = f"{flapping} or ({pct} >= {_num(cond.low / 100)} and {latch})"
         return f"({flapping}) and {name} offset {format_duration(cond.window_s)}"
     if isinstance(cond, Throttle):
-        sel = f'{CLOCK_EVENT_SERIES}{{reason=~"{_regex(cond.reasons)}"}}'
+        sel = f'{CLOCK_EVENT_ACTIVE.name}{{reason=~"{_regex(cond.reasons)}"}}'
         w = format_duration(cond.window_s)
         return (f"(avg_over_time((max without (reason) ({sel}))[{w}:{step}]) >= {_num(cond.percent / 100)}) "
                 f"and max without (reason) ({sel} offset {w})")
     if isinstance(cond, Stale):
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
-        return f"{SOURCE_UP_SERIES}{sel} == 0"
+        return f"{SOURCE_UP.name}{sel} == 0"
     raise Unexpressible(f"condition '{cond.kind}' has no PromQL form")
 
 

@@ -12,7 +12,6 @@ from collections import deque
 from gpuwatch.alerts.conditions import COMPARE, LOOKBACK_S, Evaluator, Results, crossed, read
 from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Flapping, Jitter, Threshold, Throttle, Volatility
-from gpuwatch.model.clock_events import decode
 from gpuwatch.model.snapshot import GpuSample
 
 
@@ -52,17 +51,17 @@ class WindowEval(Evaluator):
         super().__init__(cond)
         self.window_s = (cond.avg_s or 0.0) if isinstance(cond, Threshold) else cond.window_s
         self._windows: dict[Key, Window] = {}
-        self.active: frozenset[Key] = frozenset()
 
     def sample(self, frame: Frame, key: Key) -> float | None:
         raise NotImplementedError
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
+        """The condition's value over ``window``, None when it does not hold; ``latched``: the entity's
+        alert is active, so hysteresis holds."""
         raise NotImplementedError
 
-    def evaluate(self, frame: Frame) -> Results:
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
         now = frame.now
-        self.active = frame.active
         out: Results = {}
         keys = frame.keys(self.scope)
         for key in keys:
@@ -73,7 +72,7 @@ class WindowEval(Evaluator):
             window.advance(now, self.window_s, self.keep_s)
             if v is None:
                 continue  # no current value: no result, as an absent series
-            value = self.reduce(key, window, now)
+            value = self.reduce(window, now, key in active)
             if value is not None:
                 out[key] = value
         if len(self._windows) > len(keys):
@@ -95,10 +94,10 @@ class AverageThresholdEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         return read(frame, key, self.cond.metric)
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         values = window.values()
         mean = sum(values) / len(values)
-        return mean if crossed(self.cond, mean, key in self.active) else None
+        return mean if crossed(self.cond, mean, latched) else None
 
 
 class JitterEval(WindowEval):
@@ -111,7 +110,7 @@ class JitterEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         return read(frame, key, self.cond.metric)
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         base = window.base(now, self.window_s)
         if base is None:
             return None
@@ -128,7 +127,7 @@ class VolatilityEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         return read(frame, key, self.cond.metric)
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         values = window.values()
         mean = sum(values) / len(values)
         sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in values) / len(values)))
@@ -148,12 +147,12 @@ class FlappingEval(WindowEval):
         v = read(frame, key, self.cond.metric)
         return None if v is None else float(COMPARE[self.cond.op](v, self.cond.value))
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         states = window.values()
         if len(states) < 2 or window.base(now, self.window_s) is None:
             return None  # like Nagios, judge flapping only over a full window of history
         pct = 100.0 * sum(a != b for a, b in itertools.pairwise(states)) / (len(states) - 1)
-        limit = self.cond.low if key in self.active else self.cond.high
+        limit = self.cond.low if latched else self.cond.high
         return pct if pct >= limit else None
 
 
@@ -167,13 +166,17 @@ class ThrottleEval(WindowEval):
     def sample(self, frame: Frame, key: Key) -> float | None:
         gpu = frame.subject(key)
         assert isinstance(gpu, GpuSample)
-        if gpu.clock_event_mask is None and not gpu.clock_events:
+        if not gpu.clock_events_known:
             return None
-        names = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
-        return 1.0 if names.intersection(self.cond.reasons) else 0.0
+        return 1.0 if gpu.active_clock_events.intersection(self.cond.reasons) else 0.0
 
-    def reduce(self, key: Key, window: Window, now: float) -> float | None:
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         if window.base(now, self.window_s) is None:
             return None
         pct = 100.0 * sum(v for _, v in window.points) / len(window.points)
         return pct if pct >= self.cond.percent else None
+
+
+#: The evaluator of each windowed kind of condition (a threshold's ``avg`` is :class:`AverageThresholdEval`).
+WINDOWED: dict[type, type[WindowEval]] = {Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval,
+                                          Throttle: ThrottleEval}

@@ -65,8 +65,13 @@ def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) 
 
 def open_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> Opened:
     """Open the producer the arguments ask for, turning known failures into CliErrors (exit 2: no GPU)."""
+    return open_options(options_from_args(args, allow_bundled=allow_bundled))
+
+
+def open_options(options: SamplingOptions) -> Opened:
+    """Open the producer ``options`` describe; known failures become CliErrors (exit 2: no GPU)."""
     try:
-        return open_producer(options_from_args(args, allow_bundled=allow_bundled))
+        return open_producer(options)
     except NoGpuError as exc:
         raise CliError(str(exc), exit_code=2) from None
     except RecordingError as exc:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import sys
 from pathlib import Path
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args
 from gpuwatch.config import (
     DEFAULT_LISTEN,
     Config,
@@ -83,11 +84,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), exit_code=2) from None
     except StartError as exc:
         raise CliError(str(exc), exit_code=2) from None
-    args.interval = config.sampler.interval
-    args.dcgm = config.sources.dcgm_url
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
-    opened = open_from_args(args)
+    opened = open_options(dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
+                                              dcgm_url=config.sources.dcgm_url))
     try:
         daemon = Daemon(config, opened.producer, opened.description, opened.is_recording,
                         reload_config=lambda: _configure(args))

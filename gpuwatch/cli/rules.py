@@ -15,6 +15,7 @@ from gpuwatch.cli.common import CliError
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
+from gpuwatch.model.series import CATALOGUE
 
 DEFAULT_DIR = DEFAULT_RULES.parent
 
@@ -46,7 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--rules", type=Path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
     e.set_defaults(func=run_export)
-    m = rsub.add_parser("metrics", help="list the metric keys rules can use")
+    m = rsub.add_parser("metrics", help="list the metric keys rules can use, or every series /metrics serves",
+                        description="The metric catalogue: the keys rules can use with their units and /metrics "
+                        "names; with --all, every series the exporter serves, with its type and labels.")
+    m.add_argument("--all", action="store_true",
+                   help="every series /metrics serves, as the README's markdown table")
     m.set_defaults(func=run_metrics)
 
 
@@ -100,7 +105,18 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_metrics(args: argparse.Namespace) -> int:
+    if args.all:
+        print(series_markdown())
+        return 0
     width = max(len(k) for k in METRICS)
     for key, spec in METRICS.items():
         print(f"{key:<{width}}  {spec.unit or '-':<8}  {spec.prom_name or '(not exported)':<48}  {spec.help}")
     return 0
+
+
+def series_markdown() -> str:
+    """The README's table of /metrics, one row per series, generated from the catalogue."""
+    rows = ["| series | type | labels | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{s.name}` | {s.kind} | {', '.join(s.labels) or '-'} | {s.help.replace('|', '/')} |"
+             for s in CATALOGUE]
+    return "\n".join(rows)

@@ -7,6 +7,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
+from gpuwatch.model.clock_events import ordered
 from gpuwatch.model.snapshot import Snapshot
 
 
@@ -42,7 +43,7 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
         gt.add_row(str(g.index), g.name or "-", _pct(g.gpu_util), _pct(g.sm_active), _pct(g.sm_occupancy),
                    _pct(g.tensor_active), _pct(g.dram_active), mem,
                    "-" if g.temperature_c is None else f"{g.temperature_c:.0f}C", power, clock,
-                   ",".join(g.clock_events) or "none")
+                   ",".join(ordered(g.active_clock_events)) or ("none" if g.clock_events_known else "-"))
     console.print(gt)
     pt = Table(box=None, pad_edge=False)
     for col in ("PID", "GPU", "user", "GPU MiB", "SM", "CPU", "top thr", "RSS MiB", "S", "command"):

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.config.model import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from gpuwatch.tui.feed import Feed
 
 #: Where ``--connect`` without a URL looks: the daemon's default listen address.
-DEFAULT_URL = "http://127.0.0.1:9464"
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 DESCRIPTION = """\
 The live dashboard: GPU-Util beside SM activity, occupancy and tensor activity, memory, power, clocks and

@@ -7,10 +7,8 @@ import json
 import sys
 
 from gpuwatch.cli.common import CliError, positive_float
-from gpuwatch.workload.config import SIZES, STAGE_HELP, STAGES, TRAFFIC, WorkloadConfig, default_workers
+from gpuwatch.workload.config import READY_LINE, SIZES, STAGE_HELP, STAGES, TRAFFIC, WorkloadConfig, default_workers
 from gpuwatch.workload.faults_catalogue import FAULTS
-
-READY_LINE = "gpuwatch-workload: ready"
 
 EPILOG = "stages (each keeps the fixes before it):\n" + "\n".join(
     f"  {name:9} {text}" for name, text in STAGE_HELP.items())

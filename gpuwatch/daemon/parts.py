@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.config import Config
+from gpuwatch.exporter.gpu import family
+from gpuwatch.model import series
 from gpuwatch.notify import Outbox, SecretError, Target, load_secret
 
 OUTBOX_FILE = "outbox.sqlite"
@@ -91,24 +94,26 @@ def external_url(config: Config, port: int) -> str:
     return config.daemon.external_url or f"http://{socket.gethostname()}:{port}"
 
 
-def daemon_families(outbox: Outbox, counters: Callable[[], Mapping[str, float]]) -> Callable[[], Iterator[Metric]]:
+@dataclass(frozen=True)
+class DaemonCounters:
+    """The daemon's own counts at one scrape (each has its series in :mod:`gpuwatch.model.series`)."""
+
+    notification_attempts_failed: int
+    snapshots_skipped: int
+    stream_snapshots_dropped: int
+    stream_clients: int
+
+
+def daemon_families(outbox: Outbox, now: DaemonCounters) -> Iterator[Metric]:
     """The daemon's own series for /metrics: notification queue by state, and internal counters."""
-
-    def families() -> Iterator[Metric]:
-        queue = GaugeMetricFamily("gpuwatch_notifications", "notifications in the outbox by receiver and state "
-                                  "(pending, delivered, dead)", labels=["receiver", "state"])
-        for (receiver, state), n in sorted(outbox.counts().items()):
-            queue.add_metric([receiver, state], n)
-        yield queue
-        values = counters()
-        for name, doc in (("gpuwatch_notification_attempts_failed", "delivery attempts that failed"),
-                          ("gpuwatch_snapshots_skipped", "snapshots alert evaluation skipped to catch up"),
-                          ("gpuwatch_stream_snapshots_dropped", "snapshots dropped for slow stream clients")):
-            c = CounterMetricFamily(name, doc)
-            c.add_metric([], values.get(name, 0.0))
-            yield c
-        clients = GaugeMetricFamily("gpuwatch_stream_clients", "connected /api/v1/stream clients")
-        clients.add_metric([], values.get("gpuwatch_stream_clients", 0.0))
-        yield clients
-
-    return families
+    queue = family(series.NOTIFICATIONS)
+    for (receiver, state), n in sorted(outbox.counts().items()):
+        queue.add_metric([receiver, state], n)
+    yield queue
+    for spec, value in ((series.NOTIFICATION_ATTEMPTS_FAILED, now.notification_attempts_failed),
+                        (series.SNAPSHOTS_SKIPPED, now.snapshots_skipped),
+                        (series.STREAM_SNAPSHOTS_DROPPED, now.stream_snapshots_dropped),
+                        (series.STREAM_CLIENTS, now.stream_clients)):
+        fam = family(spec)
+        fam.add_metric([], float(value))
+        yield fam

@@ -18,38 +18,30 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
+from gpuwatch.alerts import AlertEngine
 from gpuwatch.daemon.stream import StreamHub
+from gpuwatch.model.alert import Alert
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify import Notifier
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Engine(Protocol):
-    def evaluate(self, snapshot: Snapshot) -> list[Any]: ...
-
-    def alerts(self) -> list[Any]: ...
-
-    def replace_rules(self, rules: Any) -> None: ...
-
-
-class Handler(Protocol):
-    def handle(self, transitions: Any, active: Any, now: float) -> int: ...
-
-
 class Pipeline:
-    def __init__(self, loop: asyncio.AbstractEventLoop, engine: Engine, hub: StreamHub,
-                 notifier: Handler | None = None, on_queued: Callable[[], None] = lambda: None,
-                 backlog: int = 256) -> None:
-        self.loop = loop
+    """Built with the daemon's other parts; :meth:`start` binds it to the event loop once that runs."""
+
+    def __init__(self, engine: AlertEngine, hub: StreamHub, notifier: Notifier | None = None,
+                 on_queued: Callable[[], None] = lambda: None, backlog: int = 256) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.engine = engine
         self.hub = hub
         self.notifier = notifier
         self.on_queued = on_queued
         self.latest: Snapshot | None = None
-        self.alerts: Sequence[Any] = ()
+        self.alerts: Sequence[Alert] = ()
         self.received = 0
         #: ``time.monotonic()`` of the last snapshot received (for /healthz and the watchdog).
         self.last_received = 0.0
@@ -65,6 +57,10 @@ class Pipeline:
         self._engine_lock = threading.Lock()
         self._stopping = False
         self._worker = threading.Thread(target=self._evaluate_loop, name="gpuwatch-alerts", daemon=True)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve from ``loop`` and start the alert worker; before this, nothing is evaluated."""
+        self.loop = loop
         self._worker.start()
 
     def offer(self, snap: Snapshot) -> None:
@@ -79,10 +75,7 @@ class Pipeline:
             if self._scheduled:
                 return
             self._scheduled = True
-        try:
-            self.loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:  # the loop closed: the daemon is stopping
-            pass
+        self._on_loop(self._drain)
 
     def _drain(self) -> None:
         with self._lock:
@@ -115,10 +108,14 @@ class Pipeline:
                 continue
             self.evaluated += 1
             if queued:
-                try:
-                    self.loop.call_soon_threadsafe(self.on_queued)
-                except RuntimeError:
-                    pass
+                self._on_loop(self.on_queued)
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        try:
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop closed: the daemon is stopping
+            pass
 
     def _locked(self, fn: Callable[[], T]) -> T:
         with self._engine_lock:
@@ -126,11 +123,12 @@ class Pipeline:
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` between two evaluations (rule reloads), without blocking the event loop."""
-        return await self.loop.run_in_executor(None, self._locked, fn)
+        return await asyncio.get_running_loop().run_in_executor(None, self._locked, fn)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the alert worker after the evaluation in hand (the rest of the backlog is dropped)."""
         with self._work:
             self._stopping = True
             self._work.notify()
-        self._worker.join(timeout)
+        if self._worker.is_alive():
+            self._worker.join(timeout)

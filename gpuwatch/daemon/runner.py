@@ -1,7 +1,9 @@
 """The daemon's life: bind, sample, tell systemd, serve, reload on SIGHUP, stop cleanly on SIGTERM.
 
-Order at start: build every part (a bad rule file or secret stops us before anything runs), bind the
-socket, start the sampler, wait (briefly) for the first snapshot, then READY=1. At stop: STOPPING=1,
+Order at start: build every part once, in the constructor (a bad rule file or secret stops us before
+anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait (briefly) for the first
+snapshot, then READY=1. A reload builds the new rules, receivers and token first and swaps them in through
+the methods their owners expose, or keeps the running ones. At stop: STOPPING=1,
 stop sampling and serving, then one last delivery attempt for every queued notification; whatever is
 still undelivered stays in the outbox and goes out after the next start.
 """
@@ -26,7 +28,6 @@ from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.exporter import Exporter, SnapshotCollector
-from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.notify import Deliverer, Notifier
 from gpuwatch.sampler.sampler import Producer, Sampler
 
@@ -37,6 +38,9 @@ FLUSH_TIMEOUT_S = 5.0
 
 
 class Daemon:
+    """Every part built once from ``config``: the sampler over ``producer``, the alert engine, the notifier
+    and its outbox, the exporter and the HTTP app; :meth:`run` serves until stopped."""
+
     def __init__(self, config: Config, producer: Producer, description: str, is_recording: bool,
                  reload_config: Callable[[], Config], notifier: SystemdNotifier | None = None) -> None:
         self.config = config
@@ -50,9 +54,27 @@ class Daemon:
         except ConfigError as exc:
             raise parts.StartError(str(exc)) from None
         self.engine = AlertEngine(parts.build_rules(config))
-        self.targets = parts.build_targets(config)
+        targets = parts.build_targets(config)
         self.outbox = parts.open_outbox(config)
         self.sampler = Sampler(producer, interval=config.sampler.interval)
+        self.hub = StreamHub(config.daemon.stream_queue)
+        self.notify = Notifier(self.outbox, config.receivers, parts.external_url(config, self.port),
+                               config.alerts.resolve_grace)
+        self.deliverer = Deliverer(self.outbox, targets, config.notify)
+        self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
+        counters = lambda: parts.DaemonCounters(self.deliverer.failed_attempts, self.pipeline.skipped,  # noqa: E731
+                                                self.hub.dropped, self.hub.clients)
+        self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
+                                           config.daemon.max_process_series,
+                                           extra=lambda: parts.daemon_families(self.outbox, counters()))
+        self.exporter = Exporter(self.collector)
+        self.sampler.observe_tick_duration(self.exporter.observe_tick)
+        self.sampler.subscribe(self.pipeline.offer)
+        reads = config.daemon.token_for_reads
+        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
+                                 self.reload, self.token,
+                                 token_for_reads=not is_loopback(self.host) if reads is None else reads)
+        self.app = build_app(self.services)
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
@@ -67,9 +89,6 @@ class Daemon:
                 "sampler": "finished" if finished else "running", "alerts": len(p.alerts),
                 "origin": p.latest.origin if p.latest is not None else None}
         return not stalled, info
-
-    def _history(self) -> list[Snapshot]:
-        return list(self.sampler.history)
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""
@@ -91,9 +110,9 @@ class Daemon:
             self.notify.set_receivers(new.receivers)
 
         await self.pipeline.call(swap)
-        self.deliverer.targets = targets
+        self.deliverer.set_targets(targets)
         self.services.token = token
-        self.exporter.collector.max_process_series = new.daemon.max_process_series
+        self.collector.max_process_series = new.daemon.max_process_series
         for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
                                           ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
             if old_value != new_value:
@@ -103,30 +122,6 @@ class Daemon:
         log.info("%s", message)
         self.sd.ready(message)
         return True, message
-
-    def _build(self, loop: asyncio.AbstractEventLoop) -> web.Application:
-        hub = StreamHub(self.config.daemon.stream_queue)
-        self.notify = Notifier(self.outbox, self.config.receivers, parts.external_url(self.config, self.port),
-                               self.config.alerts.resolve_grace)
-        self.deliverer = Deliverer(self.outbox, self.targets, self.config.notify)
-        self.pipeline = Pipeline(loop, self.engine, hub, self.notify,
-                                 on_queued=lambda: self.deliverer.wake.set())
-        counters = lambda: {"gpuwatch_notification_attempts_failed": self.deliverer.failed_attempts,  # noqa: E731
-                            "gpuwatch_snapshots_skipped": self.pipeline.skipped,
-                            "gpuwatch_stream_snapshots_dropped": hub.dropped,
-                            "gpuwatch_stream_clients": hub.clients}
-        collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
-                                      self.config.daemon.max_process_series,
-                                      extra=parts.daemon_families(self.outbox, counters))
-        self.exporter = Exporter(collector)
-        self.sampler.observe_tick_duration(self.exporter.observe_tick)
-        self.sampler.subscribe(self.pipeline.offer)
-        reads = self.config.daemon.token_for_reads
-        if reads is None:
-            reads = not is_loopback(self.host)
-        self.services = Services(self.pipeline, self.exporter, self._history, self._health, self.reload,
-                                 self.token, token_for_reads=reads)
-        return build_app(self.services)
 
     async def _watchdog(self, stop: asyncio.Event) -> None:
         interval = self.sd.watchdog_interval()
@@ -161,8 +156,8 @@ class Daemon:
     async def run(self) -> int:
         loop = self.loop = asyncio.get_running_loop()
         stop = self.stop_event = asyncio.Event()
-        app = self._build(loop)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self.pipeline.start(loop)
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         try:
@@ -194,7 +189,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.sampler.stop)
         await loop.run_in_executor(None, self.pipeline.close)
-        self.pipeline.hub.close()
+        self.hub.close()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()
         left = await self.deliverer.flush(FLUSH_TIMEOUT_S)

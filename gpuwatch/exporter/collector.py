@@ -9,39 +9,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from gpuwatch.exporter.gpu import gpu_families, union_label_names, values_for
+from gpuwatch.exporter.gpu import catalogue_families, family, gpu_families, union_label_names, values_for
 from gpuwatch.exporter.processes import process_families, select
-from gpuwatch.model.metrics import METRICS, read_metric
+from gpuwatch.model import series
+from gpuwatch.model.alert import Alert
 from gpuwatch.model.snapshot import Snapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-class AlertView(Protocol):
-    """What the exporter reads of an alert (``gpuwatch.alerts.Alert`` satisfies it)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def labels(self) -> Mapping[str, str]: ...
-
-    @property
-    def state(self) -> str: ...
-
-
 class SnapshotCollector:
     """A ``prometheus_client`` custom collector over ``latest()`` and ``alerts()``."""
 
     def __init__(self, latest: Callable[[], Snapshot | None],
-                 alerts: Callable[[], Sequence[AlertView]] = lambda: (),
+                 alerts: Callable[[], Sequence[Alert]] = lambda: (),
                  max_process_series: int = 256,
                  extra: Callable[[], Iterable[Metric]] = lambda: ()) -> None:
         self.latest = latest
@@ -61,75 +48,47 @@ class SnapshotCollector:
 
     def collect(self) -> Iterator[Metric]:
         snap = self.latest()
-        up = GaugeMetricFamily("gpuwatch_up", "1 once the daemon has a snapshot to export")
+        up = family(series.UP)
         up.add_metric([], 0.0 if snap is None else 1.0)
         yield up
-        dropped = CounterMetricFamily("gpuwatch_process_series_dropped",
-                                      "processes left off /metrics by daemon.max_process_series, per snapshot")
+        dropped = family(series.PROCESS_SERIES_DROPPED)
         if snap is None:
             dropped.add_metric([], float(self._dropped_total))
             yield dropped
             yield from self.extra()
             return
-        meta = GaugeMetricFamily("gpuwatch_snapshot_timestamp_seconds",
-                                 "when the exported snapshot was taken (recording time for a replay)",
-                                 labels=["origin"])
-        meta.add_metric([snap.origin], snap.time)
-        age = GaugeMetricFamily("gpuwatch_snapshot_age_seconds", "seconds since the exported snapshot was taken")
+        taken = family(series.SNAPSHOT_TIME)
+        taken.add_metric([snap.origin], snap.time)
+        age = family(series.SNAPSHOT_AGE)
         age.add_metric([], max(0.0, time.time() - snap.time) if not snap.is_recording else 0.0)
-        yield from (meta, age)
+        yield from (taken, age)
         yield from gpu_families(snap)
         kept, n_dropped = select(snap.processes, self.max_process_series)
         yield from process_families(snap, kept)
         dropped.add_metric([], self._count_dropped(snap, n_dropped))
         yield dropped
-        yield from _host_families(snap)
+        yield from catalogue_families("host", [([snap.host.hostname], snap.host)])
         yield from _source_families(snap)
         yield from _alert_families(self.alerts())
         yield from self.extra()
 
 
-def _host_families(snap: Snapshot) -> Iterator[Metric]:
-    for spec in METRICS.values():
-        if spec.scope == "host" and spec.prom_name is not None:
-            family = GaugeMetricFamily(spec.prom_name, f"{spec.help} ({spec.key})", labels=["hostname"])
-            value = read_metric(spec.key, snap.host)
-            if value is not None:
-                family.add_metric([snap.host.hostname], value * spec.prom_scale)
-            yield family
-    host = snap.host
-    for name, doc, value in (("gpuwatch_host_cpus", "logical CPUs", host.cpu_count),
-                             ("gpuwatch_host_load5", "5-minute load average", host.load5),
-                             ("gpuwatch_host_load15", "15-minute load average", host.load15),
-                             ("gpuwatch_host_memory_total_bytes", "host memory size", host.mem_total_bytes),
-                             ("gpuwatch_host_memory_available_bytes", "host memory available to new work",
-                              host.mem_available_bytes)):
-        family = GaugeMetricFamily(name, doc, labels=["hostname"])
-        if value is not None:
-            family.add_metric([host.hostname], float(value))
-        yield family
-
-
 def _source_families(snap: Snapshot) -> Iterator[Metric]:
-    up = GaugeMetricFamily("gpuwatch_source_up", "1 when the source delivered fresh data this tick",
-                           labels=["source"])
-    age = GaugeMetricFamily("gpuwatch_source_age_seconds", "seconds since the source last delivered fresh data",
-                            labels=["source"])
+    up, age = family(series.SOURCE_UP), family(series.SOURCE_AGE)
     for s in snap.sources:
         up.add_metric([s.name], 1.0 if s.state == "ok" else 0.0)
         age.add_metric([s.name], s.age_s)
     yield from (up, age)
 
 
-def _alert_families(alerts: Sequence[AlertView]) -> Iterator[Metric]:
+def _alert_families(alerts: Sequence[Alert]) -> Iterator[Metric]:
     """Pending and firing alerts, shaped like Prometheus' own ``ALERTS`` series."""
     active = [a for a in alerts if a.state in ("pending", "firing")]
-    names = union_label_names((a.labels for a in active), exclude=("alertname", "alertstate"))
-    family = GaugeMetricFamily("gpuwatch_alerts", "1 for each pending or firing alert (like Prometheus' ALERTS)",
-                               labels=["alertname", "alertstate", *names])
+    names = union_label_names((a.labels for a in active), exclude=series.ALERTS.labels)
+    fam = family(series.ALERTS, names)
     for a in active:
-        family.add_metric([a.name, a.state, *values_for(names, a.labels)], 1.0)
-    yield family
+        fam.add_metric([a.name, a.state, *values_for(names, a.labels)], 1.0)
+    yield fam
 
 
 class Exporter:
@@ -140,8 +99,7 @@ class Exporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = collector
         self.registry.register(collector)
-        self.tick_duration = Histogram("gpuwatch_sampler_tick_duration_seconds",
-                                       "time the sampler took to collect one snapshot",
+        self.tick_duration = Histogram(series.TICK_DURATION.name, series.TICK_DURATION.help,
                                        buckets=TICK_BUCKETS, registry=self.registry)
 
     def observe_tick(self, seconds: float) -> None:

@@ -1,5 +1,5 @@
 """Per-GPU metric families: the catalogue's GPU metrics in base units, one series per clock-event reason,
-profiling counters per backend, identity and PCIe link, and the label helpers the other families share.
+profiling counters per backend and identity, plus the family and label helpers the other families share.
 
 Profiling (SM activity, occupancy, tensor, DRAM...): the catalogue name (``gpuwatch_gpu_sm_active_ratio``)
 carries one series per GPU from the preferred backend (GPM, else DCGM) so alert rules match exactly one
@@ -9,20 +9,38 @@ value, for comparing them when both run.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gpuwatch.model.clock_events import CLOCK_EVENT_BITS, decode
-from gpuwatch.model.metrics import METRICS, read_metric
-from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, Profiling, Snapshot
-
-#: Labels on every per-GPU series: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host.
-GPU_LABELS = ("gpu", "uuid", "name", "hostname")
+from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
+from gpuwatch.model.metrics import METRICS, Scope, read_metric
+from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, PROFILING, Series, of_metric
+from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
+CLOCK_REASONS = tuple(name for name, _ in CLOCK_EVENT_BITS.values())
+
+
+def family(series: Series, extra_labels: Sequence[str] = ()) -> GaugeMetricFamily | CounterMetricFamily:
+    """An empty family for ``series``, of the kind the catalogue says."""
+    cls = CounterMetricFamily if series.kind == "counter" else GaugeMetricFamily
+    return cls(series.family_name, series.help, labels=[*series.labels, *extra_labels])
+
+
+def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]]
+                       ) -> Iterator[Metric]:
+    """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs."""
+    subjects = list(subjects)
+    for spec in METRICS.values():
+        if spec.scope == scope and spec.prom_name is not None:
+            fam = family(of_metric(spec))
+            for values, subject in subjects:
+                value = read_metric(spec.key, subject)
+                if value is not None:
+                    fam.add_metric(values, value * spec.prom_scale)
+            yield fam
 
 
 def label_name(key: str) -> str:
@@ -36,7 +54,8 @@ def label_name(key: str) -> str:
 
 
 def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
-    return [str(gpu.index), gpu.uuid, gpu.name or "", snap.host.hostname]
+    """Values of :data:`GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host."""
+    return list(gpu.identity_labels(snap.host.hostname).values())
 
 
 def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:
@@ -51,93 +70,50 @@ def values_for(names: list[str], mapping: Mapping[str, str]) -> list[str]:
     return [str(clean.get(n, "")) for n in names]
 
 
-CLOCK_REASONS = tuple(name for name, _ in CLOCK_EVENT_BITS.values())
-_PROFILING_RATIOS = tuple(f.name for f in dataclasses.fields(Profiling) if f.name.endswith("_active")
-                          or f.name == "sm_occupancy")
-
-
-def _catalogue(snap: Snapshot) -> Iterator[Metric]:
-    for spec in METRICS.values():
-        if spec.scope != "gpu" or spec.prom_name is None:
-            continue
-        doc = f"{spec.help} ({spec.key})"
-        family: GaugeMetricFamily | CounterMetricFamily
-        if spec.prom_name.endswith("_total"):
-            family = CounterMetricFamily(spec.prom_name[: -len("_total")], doc, labels=GPU_LABELS)
-        else:
-            family = GaugeMetricFamily(spec.prom_name, doc, labels=GPU_LABELS)
-        for gpu in snap.gpus:
-            value = read_metric(spec.key, gpu)
-            if value is not None:
-                family.add_metric(gpu_values(snap, gpu), value * spec.prom_scale)
-        yield family
-
-
 def _clock_events(snap: Snapshot) -> Iterator[Metric]:
-    family = GaugeMetricFamily("gpuwatch_gpu_clock_event_active",
-                               "1 while this clock-event (throttle) reason holds the GPU's clocks down",
-                               labels=[*GPU_LABELS, "reason"])
+    fam = family(CLOCK_EVENT_ACTIVE)
     for gpu in snap.gpus:
-        if gpu.clock_event_mask is None and not gpu.clock_events:
+        if not gpu.clock_events_known:
             continue  # unknown is not "no reason": leave the series out
-        active = set(gpu.clock_events) | set(decode(gpu.clock_event_mask))
-        reasons = list(CLOCK_REASONS) + sorted(active - set(CLOCK_REASONS))
-        for reason in reasons:
-            family.add_metric([*gpu_values(snap, gpu), reason], 1.0 if reason in active else 0.0)
-    yield family
+        active = gpu.active_clock_events
+        for reason in (*CLOCK_REASONS, *sorted(active - set(CLOCK_REASONS))):
+            fam.add_metric([*gpu_values(snap, gpu), reason], 1.0 if reason in active else 0.0)
+    yield fam
 
 
 def _profiling(snap: Snapshot) -> Iterator[Metric]:
-    for field_name in _PROFILING_RATIOS:
-        family = GaugeMetricFamily(f"gpuwatch_gpu_profiling_{field_name}_ratio",
-                                   f"{field_name.replace('_', ' ')} as reported by each profiling backend",
-                                   labels=[*GPU_LABELS, "source"])
+    for field_name, series in PROFILING.items():
+        fam = family(series)
         for gpu in snap.gpus:
             for source in PROFILING_SOURCES:
                 prof = gpu.profiling.get(source)
                 value = None if prof is None else getattr(prof, field_name)
                 if value is not None and value == value:
-                    family.add_metric([*gpu_values(snap, gpu), source], float(value) / 100.0)
-        yield family
+                    fam.add_metric([*gpu_values(snap, gpu), source], float(value) / 100.0)
+        yield fam
 
 
 def _identity(snap: Snapshot) -> Iterator[Metric]:
-    extra = union_label_names((g.labels for g in snap.gpus), exclude=(*GPU_LABELS, "pci_bus_id", "driver_version"))
-    info = GaugeMetricFamily("gpuwatch_gpu_info", "GPU identity; constant 1 (labels carry the facts)",
-                             labels=[*GPU_LABELS, "pci_bus_id", "driver_version", *extra])
-    gen = GaugeMetricFamily("gpuwatch_gpu_pcie_link_generation", "current PCIe link generation",
-                            labels=GPU_LABELS)
-    width = GaugeMetricFamily("gpuwatch_gpu_pcie_link_width", "current PCIe link width (lanes)", labels=GPU_LABELS)
-    mig = GaugeMetricFamily("gpuwatch_gpu_mig_mode_enabled", "1 when MIG mode is on", labels=GPU_LABELS)
-    reserved = GaugeMetricFamily("gpuwatch_gpu_memory_reserved_bytes", "device memory the driver reserves",
-                                 labels=GPU_LABELS)
+    extra = union_label_names((g.labels for g in snap.gpus), exclude=GPU_INFO.labels)
+    info = family(GPU_INFO, extra)
     for gpu in snap.gpus:
-        base = gpu_values(snap, gpu)
-        info.add_metric([*base, gpu.pci_bus_id or "", gpu.driver_version or "", *values_for(extra, gpu.labels)], 1)
-        if gpu.pcie_link_gen is not None:
-            gen.add_metric(base, gpu.pcie_link_gen)
-        if gpu.pcie_link_width is not None:
-            width.add_metric(base, gpu.pcie_link_width)
-        if gpu.mig_mode is not None:
-            mig.add_metric(base, 1.0 if gpu.mig_mode else 0.0)
-        if gpu.mem_reserved_bytes is not None:
-            reserved.add_metric(base, gpu.mem_reserved_bytes)
-    yield from (info, gen, width, mig, reserved)
+        info.add_metric([*gpu_values(snap, gpu), gpu.pci_bus_id or "", gpu.driver_version or "",
+                         *values_for(extra, gpu.labels)], 1)
+    yield info
 
 
 def _extras(snap: Snapshot) -> Iterator[Metric]:
     """Backend fields the model has no slot for (e.g. DCGM XID errors), one family keyed by ``field``."""
-    family = GaugeMetricFamily("gpuwatch_gpu_backend_field", "a backend value without a slot in the model",
-                               labels=[*GPU_LABELS, "field"])
+    fam = family(BACKEND_FIELD)
     for gpu in snap.gpus:
         for key, value in sorted(gpu.extra.items()):
             if value == value:
-                family.add_metric([*gpu_values(snap, gpu), label_name(key)], float(value))
-    yield family
+                fam.add_metric([*gpu_values(snap, gpu), label_name(key)], float(value))
+    yield fam
 
 
 def gpu_families(snap: Snapshot) -> Iterator[Metric]:
-    yield from _catalogue(snap)
+    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus))
     yield from _clock_events(snap)
     yield from _profiling(snap)
     yield from _identity(snap)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from gpuwatch.model.metrics import METRICS, read_metric
+from gpuwatch.exporter.gpu import catalogue_families, family
+from gpuwatch.model.series import GPU_PROCESSES
 from gpuwatch.model.snapshot import ProcessSample, Snapshot
-
-PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
 
 
 def _rank(p: ProcessSample) -> tuple[float, float, int]:
@@ -30,23 +29,10 @@ def select(processes: Sequence[ProcessSample], cap: int) -> tuple[list[ProcessSa
     return ranked[:cap], len(processes) - cap
 
 
-def _values(snap: Snapshot, p: ProcessSample) -> list[str]:
-    command = p.name or (p.cmdline.split()[0].rsplit("/", 1)[-1] if p.cmdline else "")
-    return [str(p.pid), str(p.gpu_index), p.user or "", command, snap.host.hostname]
-
-
 def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[Metric]:
-    for spec in METRICS.values():
-        if spec.scope != "process" or spec.prom_name is None:
-            continue
-        family = GaugeMetricFamily(spec.prom_name, f"{spec.help} ({spec.key})", labels=PROCESS_LABELS)
-        for p in kept:
-            value = read_metric(spec.key, p)
-            if value is not None:
-                family.add_metric(_values(snap, p), value * spec.prom_scale)
-        yield family
-    count = GaugeMetricFamily("gpuwatch_gpu_processes", "processes using each GPU (before the export cap)",
-                              labels=["gpu", "hostname"])
+    host = snap.host.hostname
+    yield from catalogue_families("process", ((list(p.identity_labels(host).values()), p) for p in kept))
+    count = family(GPU_PROCESSES)
     for gpu in snap.gpus:
-        count.add_metric([str(gpu.index), snap.host.hostname], len(snap.processes_on(gpu.index)))
+        count.add_metric([str(gpu.index), host], len(snap.processes_on(gpu.index)))
     yield count

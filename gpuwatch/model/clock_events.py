@@ -40,6 +40,11 @@ def decode(mask: int | None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def ordered(names: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """``names`` low bit first (the order NVML documents them), unknown names after, alphabetically."""
+    return tuple(sorted(names, key=lambda n: (NAME_TO_BIT.get(n, 1 << 62), n)))
+
+
 def encode(names: tuple[str, ...] | list[str]) -> int:
     mask = 0
     for n in names:

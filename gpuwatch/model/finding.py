@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
-Severity = Literal["info", "warning", "critical"]
-SEVERITY_RANK: dict[str, int] = {"critical": 2, "warning": 1, "info": 0}
+from gpuwatch.model.severity import Severity, severity_rank
 
 
 @dataclass(frozen=True)
@@ -40,4 +39,4 @@ class Finding:
     def rank_key(self) -> tuple[int, bool, float, str]:
         """Sort key: more severe first ("healthy" first among infos: it is the verdict), then higher
         score, then code (stable output)."""
-        return (-SEVERITY_RANK[self.severity], self.code != "healthy", -self.score, self.code)
+        return (severity_rank(self.severity), self.code != "healthy", -self.score, self.code)

@@ -1,5 +1,6 @@
 """The catalogue of named metrics: one place that says what ``gpu.sm_active`` is, in which unit, how to read
-it from a Snapshot, and what it is called on /metrics.
+it from a Snapshot, and what it is called on /metrics (:mod:`gpuwatch.model.series` adds the series that
+are not a reading of one value, and lists everything /metrics serves).
 
 Alert rules, the doctor, the exporter and the TUI all name metrics by these keys, so a rule's
 ``metric: gpu.sm_occupancy`` and the exporter's ``gpuwatch_gpu_sm_occupancy_ratio`` cannot drift apart.
@@ -14,6 +15,8 @@ from typing import Literal
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
 
 Scope = Literal["gpu", "process", "host"]
+#: How Prometheus should read a series; a counter's name ends in ``_total``.
+Kind = Literal["gauge", "counter", "histogram"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,7 @@ class MetricSpec:
     #: Prometheus metric name served by the exporter (base units), and the factor from ``unit`` to it.
     prom_name: str | None = None
     prom_scale: float = 1.0
+    kind: Kind = "gauge"
 
 
 def _attr(name: str) -> Callable[[object], float | None]:
@@ -88,15 +92,22 @@ _GPU: list[MetricSpec] = [
     MetricSpec("gpu.pstate", "gpu", "", "performance state (0 = fastest)",
                _attr("pstate"), "gpuwatch_gpu_performance_state"),
     MetricSpec("gpu.energy_j", "gpu", "joules", "energy since the driver loaded",
-               _attr("energy_j"), "gpuwatch_gpu_energy_joules_total"),
+               _attr("energy_j"), "gpuwatch_gpu_energy_joules_total", kind="counter"),
     MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML)",
-               lambda g: g.prof("pcie_tx_bytes_s") if g.prof("pcie_tx_bytes_s") is not None else
-               (None if g.pcie_tx_bytes_s is None else float(g.pcie_tx_bytes_s)),
+               _attr("pcie_tx_rate"),
                "gpuwatch_gpu_pcie_transmit_bytes_per_second"),
     MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies",
-               lambda g: g.prof("pcie_rx_bytes_s") if g.prof("pcie_rx_bytes_s") is not None else
-               (None if g.pcie_rx_bytes_s is None else float(g.pcie_rx_bytes_s)),
+               _attr("pcie_rx_rate"),
                "gpuwatch_gpu_pcie_receive_bytes_per_second"),
+    MetricSpec("gpu.mem_reserved_bytes", "gpu", "bytes", "device memory the driver reserves",
+               _attr("mem_reserved_bytes"), "gpuwatch_gpu_memory_reserved_bytes"),
+    MetricSpec("gpu.pcie_link_gen", "gpu", "", "current PCIe link generation",
+               _attr("pcie_link_gen"), "gpuwatch_gpu_pcie_link_generation"),
+    MetricSpec("gpu.pcie_link_width", "gpu", "lanes", "current PCIe link width",
+               _attr("pcie_link_width"), "gpuwatch_gpu_pcie_link_width"),
+    MetricSpec("gpu.mig_mode", "gpu", "", "1 when MIG mode is on", _attr("mig_mode"), "gpuwatch_gpu_mig_mode_enabled"),
+    MetricSpec("gpu.lost", "gpu", "", "1 once the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST); no longer polled",
+               _attr("lost"), "gpuwatch_gpu_lost"),
     MetricSpec("gpu.ecc_uncorrected", "gpu", "errors", "volatile uncorrected ECC errors",
                _attr("ecc_uncorrected"), "gpuwatch_gpu_ecc_uncorrected_errors"),
     MetricSpec("gpu.ecc_corrected", "gpu", "errors", "volatile corrected ECC errors",
@@ -147,10 +158,17 @@ _HOST: list[MetricSpec] = [
     MetricSpec("host.iowait_percent", "host", "percent", "CPU time waiting on IO",
                _attr("iowait_percent"), "gpuwatch_host_cpu_iowait_ratio", PCT),
     MetricSpec("host.load1", "host", "", "1-minute load average", _attr("load1"), "gpuwatch_host_load1"),
+    MetricSpec("host.load5", "host", "", "5-minute load average", _attr("load5"), "gpuwatch_host_load5"),
+    MetricSpec("host.load15", "host", "", "15-minute load average", _attr("load15"), "gpuwatch_host_load15"),
+    MetricSpec("host.cpu_count", "host", "CPUs", "logical CPUs", _attr("cpu_count"), "gpuwatch_host_cpus"),
     MetricSpec("host.mem_used_percent", "host", "percent", "host memory in use",
                _ratio("mem_used_bytes", "mem_total_bytes"), "gpuwatch_host_memory_used_ratio", PCT),
     MetricSpec("host.mem_used_bytes", "host", "bytes", "host memory in use",
                _attr("mem_used_bytes"), "gpuwatch_host_memory_used_bytes"),
+    MetricSpec("host.mem_total_bytes", "host", "bytes", "host memory size",
+               _attr("mem_total_bytes"), "gpuwatch_host_memory_total_bytes"),
+    MetricSpec("host.mem_available_bytes", "host", "bytes", "host memory available to new work",
+               _attr("mem_available_bytes"), "gpuwatch_host_memory_available_bytes"),
 ]
 
 METRICS: dict[str, MetricSpec] = {m.key: m for m in (*_GPU, *_PROCESS, *_HOST)}

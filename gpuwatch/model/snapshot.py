@@ -18,11 +18,17 @@ from typing import Literal
 from gpuwatch.model.clock_events import decode
 
 SCHEMA_VERSION = 1
+#: Bytes in a mebibyte: what NVML, DCGM and GPM report memory and rates in before conversion.
+MIB = 1 << 20
 
 SourceState = Literal["ok", "stale", "error"]
 
 #: Names of the profiling backends that may fill :class:`Profiling`.
 PROFILING_SOURCES = ("gpm", "dcgm")
+
+#: The labels that name a GPU, and a process on a GPU, wherever they are shown: /metrics series, alerts.
+GPU_LABELS = ("gpu", "uuid", "name", "hostname")
+PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,8 @@ class GpuSample:
     ecc_corrected: int | None = None
     ecc_uncorrected: int | None = None
     mig_mode: bool | None = None
+    #: The GPU fell off the bus (NVML_ERROR_GPU_IS_LOST): identity only, every measurement None, until a restart.
+    lost: bool = False
     #: Profiling counters per backend name ("gpm", "dcgm"); both are kept when both exist.
     profiling: dict[str, Profiling] = field(default_factory=dict)
     #: Backend fields the model has no slot for (e.g. DCGM_FI_DEV_XID_ERRORS), in the model's units.
@@ -106,6 +114,27 @@ class GpuSample:
         """Clock-event reasons in force: the names a backend gave and the bits of the mask, together.
         Every consumer (doctor, alerts, exporter, TUI) reads this, so they cannot disagree."""
         return frozenset(self.clock_events) | frozenset(decode(self.clock_event_mask))
+
+    @property
+    def clock_events_known(self) -> bool:
+        """False when no backend said anything about clock events: unknown, which is not "none"."""
+        return self.clock_event_mask is not None or bool(self.clock_events)
+
+    @property
+    def pcie_tx_rate(self) -> float | None:
+        """The best PCIe transmit rate there is: a profiling backend's (GPM or DCGM), else NVML's counter."""
+        best = self.prof("pcie_tx_bytes_s")
+        return best if best is not None else self.pcie_tx_bytes_s
+
+    @property
+    def pcie_rx_rate(self) -> float | None:
+        """The best PCIe receive rate (host-to-device copies), chosen as :attr:`pcie_tx_rate` is."""
+        best = self.prof("pcie_rx_bytes_s")
+        return best if best is not None else self.pcie_rx_bytes_s
+
+    def identity_labels(self, hostname: str) -> dict[str, str]:
+        """:data:`GPU_LABELS` with this GPU's values."""
+        return {"gpu": str(self.index), "uuid": self.uuid, "name": self.name or "", "hostname": hostname}
 
     @property
     def mem_used_ratio(self) -> float | None:
@@ -169,6 +198,18 @@ class ProcessSample:
     #: Their CPU together, percent of one core, and how many of them used 80 % of a core or more.
     workers_cpu_percent: float | None = None
     workers_busy: int | None = None
+
+    @property
+    def command(self) -> str:
+        """A short name for the process: its name, else the program of its command line, else ""."""
+        if self.name:
+            return self.name
+        return self.cmdline.split()[0].rsplit("/", 1)[-1] if self.cmdline and self.cmdline.split() else ""
+
+    def identity_labels(self, hostname: str) -> dict[str, str]:
+        """:data:`PROCESS_LABELS` with this process's values."""
+        return {"pid": str(self.pid), "gpu": str(self.gpu_index), "user": self.user or "",
+                "command": self.command, "hostname": hostname}
 
 
 @dataclass(frozen=True, slots=True)

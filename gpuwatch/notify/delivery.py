@@ -62,8 +62,11 @@ class Deliverer:
         self.cfg = cfg
         self.clock = clock
         self.wake = asyncio.Event()
-        self.delivered = 0
         self.failed_attempts = 0
+
+    def set_targets(self, targets: Mapping[str, Target]) -> None:
+        """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
+        self.targets = dict(targets)
 
     async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
         now = self.clock()
@@ -84,7 +87,6 @@ class Deliverer:
         now = self.clock()
         if 200 <= status < 300:
             self.outbox.mark_delivered(row.id, now)
-            self.delivered += 1
             return
         error = error or f"HTTP {status}"
         if 400 <= status < 500 and status not in RETRYABLE_4XX:

@@ -15,31 +15,14 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from gpuwatch.config import ReceiverConfig
+from gpuwatch.model.alert import Alert, Transition
 from gpuwatch.notify.outbox import Outbox
 from gpuwatch.notify.payloads import build_body
 
 log = logging.getLogger(__name__)
-
-
-class AlertLike(Protocol):
-    @property
-    def fingerprint(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
-class TransitionLike(Protocol):
-    @property
-    def alert(self) -> AlertLike: ...
-
-    @property
-    def previous(self) -> str: ...
 
 
 def _matches(receiver: ReceiverConfig, labels: Mapping[str, str]) -> bool:
@@ -71,7 +54,7 @@ class Notifier:
         self.receivers = list(receivers)
         self._next_due = float("-inf")
 
-    def _quiet(self, transitions: list[TransitionLike], active: list[AlertLike], now: float) -> bool:
+    def _quiet(self, transitions: list[Transition], active: list[Alert], now: float) -> bool:
         """True when this evaluation can change nothing: no transition, no repeat due, no orphan to resolve."""
         if self._firing is None or now >= self._next_due:
             return False
@@ -82,7 +65,7 @@ class Notifier:
             return self._firing <= live
         return True
 
-    def handle(self, transitions: Iterable[TransitionLike], active: Iterable[AlertLike], now: float) -> int:
+    def handle(self, transitions: Iterable[Transition], active: Iterable[Alert], now: float) -> int:
         """Record firing/resolved changes and queue what they cause, in one transaction; returns rows queued."""
         if self._first_time is None:
             self._first_time = now
@@ -109,7 +92,7 @@ class Notifier:
         self._firing = {fp for fp, (state, _) in stored.items() if state == "firing"}
         return queued
 
-    def _orphans(self, stored: Mapping[str, tuple[str, Any]], active: Iterable[AlertLike],
+    def _orphans(self, stored: Mapping[str, tuple[str, Any]], active: Iterable[Alert],
                  changed: Mapping[str, Any], now: float) -> dict[str, dict[str, Any]]:
         """Alerts stored as firing (before a restart) that the engine no longer has: resolve them."""
         live = {a.fingerprint for a in active if a.state in ("pending", "firing")}

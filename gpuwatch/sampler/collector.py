@@ -29,7 +29,6 @@ class _Slot:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gpuwatch-{source.name}")
         self.pending: Future[Reading] | None = None
         self.last_ok: float | None = None
-        self.last_reading: Reading | None = None
         self.state = "ok"
         self.message: str | None = None
 
@@ -59,7 +58,6 @@ class _Slot:
     def _ok(self, reading: Reading) -> None:
         self.state, self.message = "ok", None
         self.last_ok = time.monotonic()
-        self.last_reading = reading
 
     def status(self, started: float) -> SourceStatus:
         now = time.monotonic()

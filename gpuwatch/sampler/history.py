@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import Snapshot
 
 
@@ -41,14 +40,4 @@ class History:
                 break
             out.append(snap)
         out.reverse()
-        return out
-
-    def gpu_series(self, key: str, gpu_index: int, window_s: float | None = None) -> list[tuple[float, float | None]]:
-        """``(time, value)`` of a ``gpu.*`` metric for one GPU, oldest first."""
-        snaps = list(self._items) if window_s is None or not self._items else self.since(
-            self._items[-1].time - window_s)
-        out: list[tuple[float, float | None]] = []
-        for snap in snaps:
-            gpu = snap.gpu(gpu_index)
-            out.append((snap.time, None if gpu is None else read_metric(key, gpu)))
         return out

@@ -30,10 +30,6 @@ class Producer(Protocol):
     def close(self) -> None: ...
 
 
-class Paced(Protocol):
-    def delay_after(self, snap: Snapshot) -> float | None: ...
-
-
 class Sampler:
     """Runs a Producer every ``interval`` seconds on its own thread."""
 

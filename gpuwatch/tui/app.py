@@ -18,6 +18,8 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
+from gpuwatch.model.alert import Alert
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.actions import Controls
@@ -38,8 +40,8 @@ class SourceState:
 
     snapshot: Snapshot | None = None
     history: History | None = None
-    alerts: tuple[Any, ...] | None = None
-    findings: list[Any] | None = None
+    alerts: tuple[Alert, ...] | None = None
+    findings: list[Finding] | None = None
     diagnosis_note: str = ""
     status: str = "waiting for the first sample"
     problem: bool = False

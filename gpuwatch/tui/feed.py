@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from textual.message import Message
 from textual.message_pump import MessagePump
 
+from gpuwatch.alerts import AlertEngine
+from gpuwatch.doctor import RECENT_WINDOW_S
+from gpuwatch.model.alert import Alert
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.sampler.sampler import Sampler
@@ -22,14 +26,14 @@ from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
-DIAGNOSIS_WINDOW_S = 30.0  # the doctor judges this much; findings carry since when they hold
+DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
 
 
 class SnapshotReady(Message):
     """A new snapshot from ``source`` with that source's alerts (``None``: no alert engine there)."""
 
-    def __init__(self, source: str, snapshot: Snapshot, alerts: tuple[Any, ...] | None, history: History) -> None:
+    def __init__(self, source: str, snapshot: Snapshot, alerts: tuple[Alert, ...] | None, history: History) -> None:
         super().__init__()
         self.source = source
         self.snapshot = snapshot
@@ -44,7 +48,7 @@ class SnapshotReady(Message):
 class DiagnosisReady(Message):
     """The doctor's findings for ``source`` (``None`` with ``note`` saying why there are none)."""
 
-    def __init__(self, source: str, findings: list[Any] | None, note: str = "") -> None:
+    def __init__(self, source: str, findings: list[Finding] | None, note: str = "") -> None:
         super().__init__()
         self.source = source
         self.findings = findings
@@ -80,7 +84,7 @@ class LocalFeed:
     """An in-process Sampler (live sources or a recording) feeding the dashboard."""
 
     def __init__(self, sampler: Sampler, description: str, is_recording: bool, *,
-                 engine: Any | None = None, alerts_note: str = "", diagnose_every_s: float = 5.0,
+                 engine: AlertEngine | None = None, alerts_note: str = "", diagnose_every_s: float = 5.0,
                  run_sampler: bool = True) -> None:
         self.sampler = sampler
         self.description = description
@@ -98,7 +102,7 @@ class LocalFeed:
 
     # -- sampler thread -------------------------------------------------------------------------------
     def _on_snapshot(self, snap: Snapshot) -> None:
-        alerts: tuple[Any, ...] | None = None
+        alerts: tuple[Alert, ...] | None = None
         if self.engine is not None:
             try:
                 self.engine.evaluate(snap)

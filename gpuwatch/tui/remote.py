@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import requests
 from textual.message_pump import MessagePump
 
+from gpuwatch.model.alert import Alert
 from gpuwatch.model.codec import snapshot_from_dict
+from gpuwatch.model.finding import Finding
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.feed import DiagnosisReady, FeedStatus, Mode, SnapshotReady
 
-DEFAULT_URL = "http://127.0.0.1:9464"
 POLL_ALERTS_S = 2.0
 POLL_DIAGNOSIS_S = 5.0
+T = TypeVar("T")
 
 
 def normalise_url(text: str) -> str:
@@ -45,7 +48,7 @@ class RemoteFeed:
         self.alerts_note = ""
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self.histories = {u: History(capacity=history_capacity) for u in self.urls}
-        self._alerts: dict[str, tuple[Any, ...] | None] = dict.fromkeys(self.urls)
+        self._alerts: dict[str, tuple[Alert, ...] | None] = dict.fromkeys(self.urls)
         self._target: MessagePump | None = None
         self._stop = threading.Event()
         self._paused = False
@@ -91,23 +94,25 @@ class RemoteFeed:
         next_diag = 0.0
         tick = 0.0
         while not self._stop.is_set():
-            self._alerts[url] = self._get_list(url, "alerts")
+            self._alerts[url] = self._get_list(url, "alerts", Alert.from_dict)
             if tick >= next_diag:
-                findings = self._get_list(url, "diagnosis", key="findings")
+                findings = self._get_list(url, "diagnosis", Finding.from_dict, key="findings")
                 note = "" if findings is not None else "the daemon serves no diagnosis"
                 self._post(DiagnosisReady(url, None if findings is None else list(findings), note))
                 next_diag = tick + POLL_DIAGNOSIS_S
             self._stop.wait(POLL_ALERTS_S)
             tick += POLL_ALERTS_S
 
-    def _get_list(self, url: str, path: str, key: str | None = None) -> tuple[Any, ...] | None:
+    def _get_list(self, url: str, path: str, decode: Callable[[dict[str, Any]], T],
+                  key: str | None = None) -> tuple[T, ...] | None:
+        """``/api/v1/<path>``'s list decoded into model types here, at the edge; None when it cannot be read."""
         try:
             resp = requests.get(f"{url}/api/v1/{path}", timeout=self.timeouts, headers=self.headers)
             if resp.status_code != 200:
                 return None
             items = resp.json().get(key or path)
-            return tuple(items) if isinstance(items, list) else None
-        except (requests.RequestException, ValueError, AttributeError):
+            return tuple(decode(item) for item in items) if isinstance(items, list) else None
+        except (requests.RequestException, ValueError, AttributeError, KeyError, TypeError):
             return None
 
     def start(self, target: MessagePump) -> None:

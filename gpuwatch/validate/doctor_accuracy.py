@@ -49,7 +49,7 @@ class FaultRun:
 
 
 def fault_argv(python: str, fault: str, duration: float) -> list[str]:
-    return [python, "-m", "gpuwatch.workload", "--fault", fault, "--duration", f"{duration:g}", "--json"]
+    return [python, "-m", "gpuwatch", "workload", "--fault", fault, "--duration", f"{duration:g}", "--json"]
 
 
 def run_fault(fault: str, python: str, duration: float, window: float, sampler: Sampler, interval: float,

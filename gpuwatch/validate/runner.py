@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.cli.workload import READY_LINE
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.workload.config import READY_LINE
 
 READY_TIMEOUT_S = 240.0  # model build + CUDA-graph capture of the base model on a cold GPU
 EXIT_GRACE_S = 60.0
@@ -90,7 +90,7 @@ class Workload:
 
 def workload_argv(stage: str, device: str, duration: float, extra: list[str]) -> list[str]:
     # The workload measures a little longer than the sampler watches, so the window falls inside it.
-    return [sys.executable, "-m", "gpuwatch.workload", "--stage", stage, "--device", device,
+    return [sys.executable, "-m", "gpuwatch", "workload", "--stage", stage, "--device", device,
             "--duration", f"{duration + 0.3:g}", "--json", *extra]
 
 

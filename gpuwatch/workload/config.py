@@ -14,6 +14,9 @@ Stage = Literal["naive", "workers", "batched", "compiled", "bf16"]
 Traffic = Literal["steady", "longtail", "bursty"]
 Device = Literal["cuda", "cpu"]
 
+#: What a running stage prints on stderr once it is warm; ``gpuwatch validate`` starts sampling then.
+READY_LINE = "gpuwatch-workload: ready"
+
 #: The incident's fixes, in the order they were applied; each stage keeps the fixes before it.
 STAGES: tuple[Stage, ...] = ("naive", "workers", "batched", "compiled", "bf16")
 TRAFFIC: tuple[Traffic, ...] = ("steady", "longtail", "bursty")

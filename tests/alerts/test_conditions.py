@@ -10,7 +10,7 @@ import math
 import pytest
 
 from alerts.build import gpu, proc, snap
-from gpuwatch.alerts.conditions import build
+from gpuwatch.alerts.engine import build
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.alerts.loader import parse_rules
 from gpuwatch.alerts.rules import Condition
@@ -30,9 +30,7 @@ def pattern(text: str, snaps: list[Snapshot]) -> str:
     ev = build(condition(text))
     out, active = "", frozenset()
     for s in snaps:
-        frame = Frame(s, s.time)
-        frame.active = active
-        result = ev.evaluate(frame)
+        result = ev.evaluate(Frame(s, s.time), active)
         active = frozenset(result)
         out += "X" if result else "."
     return out

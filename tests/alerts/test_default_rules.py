@@ -8,7 +8,7 @@ import pytest
 
 from alerts.build import GIB, snap
 from gpuwatch.alerts import DEFAULT_RULES, load_rules
-from gpuwatch.alerts.conditions import build
+from gpuwatch.alerts.engine import build
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling
 

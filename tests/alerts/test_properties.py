@@ -40,10 +40,11 @@ def evaluate(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -
 
 
 def model(items: list[tuple[float, float | None]], for_s: int, keep_s: int) -> list[str]:
-    """Prometheus' alerting-rule evaluation for one series, written independently of the engine."""
-    state, since, keep_since, resolved_at, t, out = "-", 0.0, None, 0.0, 0.0, []
-    for dt, value in items:
-        t += dt
+    """Prometheus' alerting-rule evaluation for one series, written independently of the engine (over the
+    very timestamps the engine sees, so float rounding at a boundary cannot tell them apart)."""
+    state, since, keep_since, resolved_at, last, out = "-", 0.0, None, 0.0, None, []
+    for s, (_, value) in zip(trace(items), items, strict=True):
+        t, dt, last = s.time, s.time - (last if last is not None else s.time), s.time
         if value is not None and value < 30:
             if state in ("-", "resolved") or (state == "pending" and dt > 300):  # nobody looked: restart for
                 state, since = "pending", t

@@ -1,8 +1,9 @@
-"""The data flow is one way: consumers read Snapshots and never import a source (a lint rule, checked here
-with the project's own ruff configuration)."""
+"""The data flow is one way: consumers read Snapshots and never import a source (a ruff rule, checked here with
+the project's own configuration), and the import graph has no loop and no upward edge (read from the source)."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -31,3 +32,146 @@ def test_a_consumer_that_imports_a_source_fails_the_lint(consumer: str, module: 
 @pytest.mark.parametrize("composer", ["cli", "sampler", "runtime", "sources"])
 def test_the_composition_roots_may_import_sources(composer: str) -> None:
     assert _ruff(f"gpuwatch/{composer}/probe.py", "import gpuwatch.sources.host\n").returncode == 0
+
+
+# -- the import graph, read from the source ------------------------------------------------------------------
+# Layers, bottom up: model; sources (and the sampler over them); consumers; the composition roots (cli,
+# runtime) that put them together. An import goes down or sideways, never up, and never round in a loop.
+# The reference workload stands apart: it imports nothing of gpuwatch, and loads torch only to run a stage.
+
+PACKAGE = ROOT / "gpuwatch"
+CONSUMERS = ("alerts", "doctor", "exporter", "tui", "daemon", "notify", "validate")
+COMPOSERS = ("cli", "runtime")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(source: str, modules: set[str]) -> tuple[set[str], list[str]]:
+    """(gpuwatch modules ``source`` imports, resolved to the module files; its dynamic or function-level
+    imports of gpuwatch, in words)."""
+    found: set[str] = set()
+    hidden: list[str] = []
+    tree = ast.parse(source)
+    top_level = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from pkg import submodule`` imports the submodule; ``from pkg import name`` the package
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                     for a in node.names]
+        elif isinstance(node, ast.Call):
+            callee = ast.unparse(node.func)
+            if callee in ("importlib.import_module", "import_module", "__import__"):
+                hidden.append(f"line {node.lineno}: {callee}()")
+        ours = [n for n in names if n.split(".")[0] == "gpuwatch"]
+        if ours and id(node) not in top_level:
+            hidden.append(f"line {node.lineno}: import inside a function ({ours[-1]})")
+        for name in ours:
+            while name not in modules and "." in name:
+                name = name.rsplit(".", 1)[0]
+            if name in modules:
+                found.add(name)
+    return found, hidden
+
+
+def graph() -> tuple[dict[str, set[str]], dict[str, list[str]]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges, hidden = {}, {}
+    for name, path in files.items():
+        edges[name], hidden[name] = imports(path.read_text(encoding="utf-8"), set(files))
+        edges[name].discard(name)
+    return edges, hidden
+
+
+def layer(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else "gpuwatch"
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected parts with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            # a package's __init__ re-exports its modules: importing the package is not importing them back
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    edges, _ = graph()
+    assert cycles(edges) == []
+
+
+def test_the_cycle_finder_finds_a_lazy_loop() -> None:
+    edges = {"gpuwatch.alerts.a": {"gpuwatch.alerts.b"}, "gpuwatch.alerts.b": {"gpuwatch.alerts.a"},
+             "gpuwatch.model.m": set()}
+    assert cycles(edges) == [["gpuwatch.alerts.a", "gpuwatch.alerts.b"]]
+
+
+@pytest.mark.parametrize(("lower", "allowed"), [("model", {"model"}), ("sources", {"model", "sources"})])
+def test_the_model_and_the_sources_import_no_consumer(lower: str, allowed: set[str]) -> None:
+    edges, _ = graph()
+    upward = {m: sorted(d for d in deps if layer(d) not in allowed) for m, deps in edges.items() if layer(m) == lower}
+    assert {m: d for m, d in upward.items() if d} == {}
+
+
+def test_consumers_import_no_source_and_no_composition_root() -> None:
+    edges, _ = graph()
+    forbidden = {"sources", *COMPOSERS}
+    upward = {m: sorted(d for d in deps if layer(d) in forbidden) for m, deps in edges.items() if layer(m) in CONSUMERS}
+    assert {m: d for m, d in upward.items() if d} == {}
+
+
+def test_the_workload_stands_apart() -> None:
+    edges, _ = graph()
+    outside = {m: sorted(d for d in deps if layer(d) != "workload") for m, deps in edges.items()
+               if layer(m) == "workload"}
+    assert {m: d for m, d in outside.items() if d} == {}
+
+
+def test_consumers_import_nothing_dynamically() -> None:
+    """An import inside a function or through importlib hides an edge of the graph (it once hid a loop)."""
+    _, hidden = graph()
+    assert {m: h for m, h in hidden.items() if h and layer(m) in (*CONSUMERS, "model", "sources", "sampler")} == {}
+
+
+@pytest.mark.parametrize("probe", ["import importlib\nm = importlib.import_module('gpuwatch.alerts')\n",
+                                   "def f():\n    from gpuwatch.alerts import windows\n",
+                                   "m = __import__('gpuwatch.doctor')\n"])
+def test_a_dynamic_or_lazy_import_is_caught(probe: str) -> None:
+    _, hidden = imports(probe, {"gpuwatch.alerts", "gpuwatch.alerts.windows", "gpuwatch.doctor"})
+    assert len(hidden) == 1
+
+
+@pytest.mark.parametrize("consumer", ["alerts", "exporter", "tui", "daemon"])
+def test_importlib_in_a_consumer_fails_the_lint(consumer: str) -> None:
+    result = _ruff(f"gpuwatch/{consumer}/probe.py", "import importlib\n")
+    assert result.returncode == 1 and "TID251" in result.stdout

@@ -127,7 +127,7 @@ def test_history_keeps_a_fixed_number_of_snapshots() -> None:
     for i in range(10):
         history.append(full_snapshot(t=float(i), seq=i))
     assert [s.seq for s in history] == [7, 8, 9]
-    assert [t for t, _ in history.gpu_series("gpu.util", 0, window_s=1.0)] == [8.0, 9.0]
+    assert [s.time for s in history.since(8.0)] == [8.0, 9.0]
 
 
 def _recording(tmp_path: Path, n: int = 4, interval: float = 1.0) -> Path:

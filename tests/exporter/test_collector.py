@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,21 +13,19 @@ from tools import require_tool
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
+from gpuwatch.model.alert import Alert, AlertState, fingerprint
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.recording import load
-from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
 
 
-@dataclass(frozen=True)
-class FakeAlert:
-    name: str
-    labels: dict[str, str]
-    state: str
+def alert(name: str, labels: dict[str, str], state: AlertState) -> Alert:
+    return Alert(name, fingerprint(labels), labels, {}, state)
 
 
-def scrape(snap: Snapshot | None, alerts: tuple[FakeAlert, ...] = (), cap: int = 256) -> dict[tuple, float]:
+def scrape(snap: Snapshot | None, alerts: tuple[Alert, ...] = (), cap: int = 256) -> dict[tuple, float]:
     exporter = Exporter(SnapshotCollector(lambda: snap, lambda: alerts, max_process_series=cap))
     body = render(exporter.registry).decode()
     out: dict[tuple, float] = {}
@@ -81,9 +78,9 @@ def test_every_known_clock_event_reason_has_a_series_per_gpu() -> None:
 
 
 def test_alerts_are_exported_like_prometheus_ALERTS_pending_and_firing_only() -> None:
-    alerts = (FakeAlert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"}, "firing"),
-              FakeAlert("CpuBound", {"alertname": "CpuBound", "pid": "471"}, "pending"),
-              FakeAlert("Old", {"alertname": "Old"}, "resolved"))
+    alerts = (alert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"}, "firing"),
+              alert("CpuBound", {"alertname": "CpuBound", "pid": "471"}, "pending"),
+              alert("Old", {"alertname": "Old"}, "resolved"))
     samples = scrape(full_snapshot(), alerts)
     assert value(samples, "gpuwatch_alerts", alertname="GpuStarved", alertstate="firing", gpu="0") == 1
     assert value(samples, "gpuwatch_alerts", alertname="CpuBound", alertstate="pending", pid="471") == 1
@@ -127,7 +124,7 @@ def test_tick_durations_fill_the_histogram() -> None:
 
 def test_a_scrape_is_clean_under_promtool_check_metrics() -> None:
     promtool = require_tool("promtool")
-    alerts = (FakeAlert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "app.kubernetes.io/name": "x"},
+    alerts = (alert("GpuStarved", {"alertname": "GpuStarved", "gpu": "0", "app.kubernetes.io/name": "x"},
                         "firing"),)
     exporter = Exporter(SnapshotCollector(lambda: full_snapshot(), lambda: alerts))
     exporter.observe_tick(0.01)
@@ -166,3 +163,11 @@ def test_the_bundled_recording_exports_cleanly_at_every_step() -> None:
         check = subprocess.run([promtool, "check", "metrics"], input=render(exporter.registry),
                                capture_output=True, timeout=30, check=False)
         assert check.returncode == 0 and not check.stdout and not check.stderr, check.stdout + check.stderr
+
+
+def test_a_lost_gpu_is_exported_as_lost_with_its_identity_and_no_measurements() -> None:
+    snap = full_snapshot()
+    lost = GpuSample(index=1, uuid=snap.gpus[1].uuid, name=snap.gpus[1].name, lost=True)
+    samples = scrape(dataclasses.replace(snap, gpus=(snap.gpus[0], lost)))
+    assert value(samples, "gpuwatch_gpu_lost", gpu="1") == 1 and value(samples, "gpuwatch_gpu_lost", gpu="0") == 0
+    assert not [k for k in samples if k[0] == "gpuwatch_gpu_power_watts" and ("gpu", "1") in k[1]]

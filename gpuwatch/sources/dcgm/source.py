@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 import requests
 import urllib3.exceptions
 
+from gpuwatch.model.snapshot import MIB
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import DcgmParseError, parse_body
 
-MIB = 1024 * 1024
 _CHUNK = 64 * 1024
 
 

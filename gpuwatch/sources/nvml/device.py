@@ -13,7 +13,6 @@ from gpuwatch.sources.nvml.getters import Getter, Values, fast_getters, mig_gett
 log = logging.getLogger(__name__)
 
 #: Label set on a GPU that answered NVML_ERROR_GPU_IS_LOST: its identity stays, its measurements are None.
-LOST_LABELS = {"state": "lost"}
 
 
 def _keep(result: Any, values: Values) -> None:
@@ -119,8 +118,4 @@ class Device:
         self.lost = True
 
     def lost_sample(self) -> GpuSample:
-        return GpuSample(**self.identity, labels=dict(LOST_LABELS))
-
-    def unsupported(self) -> dict[str, str]:
-        """getter key -> why NVML will not answer it (for diagnostics and tests)."""
-        return {g.key: g.off for g in (*self.fast, *self.slow) if g.off is not None}
+        return GpuSample(**self.identity, lost=True)

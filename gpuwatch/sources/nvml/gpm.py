@@ -12,13 +12,12 @@ import ctypes
 import struct
 from typing import Any
 
-from gpuwatch.model.snapshot import Profiling
+from gpuwatch.model.snapshot import MIB, Profiling
 from gpuwatch.sources.nvml.device import Device, once
 
 #: GPM needs more than this many seconds between the two samples of a pair (nvml.h).
 MIN_GAP_S = 0.1
 
-_MIB = float(2**20)
 _set = object.__setattr__
 
 #: Profiling field -> (pynvml metric constant, factor to the model's unit). GPM utilisations are
@@ -32,8 +31,8 @@ METRICS: tuple[tuple[str, str, float], ...] = (
     ("fp64_active", "NVML_GPM_METRIC_FP64_UTIL", 1.0),
     ("fp32_active", "NVML_GPM_METRIC_FP32_UTIL", 1.0),
     ("fp16_active", "NVML_GPM_METRIC_FP16_UTIL", 1.0),
-    ("pcie_tx_bytes_s", "NVML_GPM_METRIC_PCIE_TX_PER_SEC", _MIB),
-    ("pcie_rx_bytes_s", "NVML_GPM_METRIC_PCIE_RX_PER_SEC", _MIB),
+    ("pcie_tx_bytes_s", "NVML_GPM_METRIC_PCIE_TX_PER_SEC", float(MIB)),
+    ("pcie_rx_bytes_s", "NVML_GPM_METRIC_PCIE_RX_PER_SEC", float(MIB)),
 )
 
 

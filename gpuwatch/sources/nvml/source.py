@@ -1,7 +1,7 @@
 """The NVML source: every GPU's cheap getters each tick, slow ones on a slower cadence, GPM and processes.
 
 Lost GPUs: a GPU that answers NVML_ERROR_GPU_IS_LOST keeps its identity (index, UUID, name, bus id) in
-every later reading, with all measurements None and ``labels == {"state": "lost"}``; it is not polled
+every later reading, with all measurements None and ``lost`` set; it is not polled
 again (each call to a lost GPU can block, and NVML handles do not come back without a restart). The
 other GPUs go on. Only failures of the whole backend (NVML shut down and not coming back, a driver
 upgraded under the process) escape :meth:`NvmlSource.poll`, as :class:`NvmlBackendError`.
@@ -193,9 +193,4 @@ class NvmlSource(Source):
             gpus.append(device.sample(values, profiling))
             processes.extend(rows)
         return Reading(gpus=tuple(gpus), processes=tuple(processes))
-
-    # -- introspection -----------------------------------------------------------------------------------
-    def unsupported(self) -> dict[int, dict[str, str]]:
-        """GPU index -> {getter: why NVML will not answer it}: what ``gpuwatch doctor`` may explain."""
-        return {g.device.index: g.device.unsupported() for g in self.gpus}
 

@@ -8,48 +8,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from gpuwatch.tui.analysis import field
-
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+from gpuwatch.model.finding import Finding
 
 
-def render_findings(findings: Sequence[Any] | None, note: str, styles: dict[str, str]) -> Text:
+def render_findings(findings: Sequence[Finding] | None, note: str, styles: dict[str, str]) -> Text:
     if findings is None:
         return Text(note or "waiting for the first diagnosis…", style="dim")
     if not findings:
         return Text("nothing to report: no known bottleneck in the last minutes", style=styles.get("ok", ""))
-    ranked = sorted(findings, key=lambda f: (SEVERITY_RANK.get(field(f, "severity"), 3), -float(field(f, "score", 0))))
     out = Text()
-    for i, f in enumerate(ranked):
+    for i, f in enumerate(sorted(findings, key=lambda f: f.rank_key)):
         if i:
             out.append("\n")
-        severity = str(field(f, "severity", "info"))
         colour = {"critical": styles.get("error", "red"), "warning": styles.get("warning", "yellow")}.get(
-            severity, styles.get("info", "blue"))
-        out.append(f" {severity.upper():8} ", style=f"bold reverse {colour}")
-        out.append(" " + str(field(f, "title", field(f, "code", "?"))), style="bold")
-        where = []
-        if field(f, "gpu_index") is not None:
-            where.append(f"GPU {field(f, 'gpu_index')}")
-        if field(f, "pid") is not None:
-            where.append(f"pid {field(f, 'pid')}")
-        since = field(f, "since")
-        if since is not None:
-            where.append("since " + time.strftime("%H:%M:%S", time.localtime(float(since))))
+            f.severity, styles.get("info", "blue"))
+        out.append(f" {f.severity.upper():8} ", style=f"bold reverse {colour}")
+        out.append(" " + (f.title or f.code), style="bold")
+        where = [*([f"GPU {f.gpu_index}"] if f.gpu_index is not None else []),
+                 *([f"pid {f.pid}"] if f.pid is not None else []),
+                 *(["since " + time.strftime("%H:%M:%S", time.localtime(f.since))] if f.since is not None else [])]
         if where:
             out.append("  (" + ", ".join(where) + ")", style="dim")
-        for line in field(f, "evidence", ()) or ():
-            out.append("\n    • " + str(line))
-        fix = field(f, "fix")
-        if fix:
+        for line in f.evidence:
+            out.append("\n    • " + line)
+        if f.fix:
             out.append("\n    fix: ", style=f"bold {styles.get('ok', 'green')}")
-            out.append(str(fix))
+            out.append(f.fix)
     return out
 
 
@@ -63,7 +52,7 @@ class DiagnosisPane(VerticalScroll):
         self.border_title = "Diagnosis"
         self._shown: str | None = None
 
-    def show(self, findings: Sequence[Any] | None, note: str = "") -> None:
+    def show(self, findings: Sequence[Finding] | None, note: str = "") -> None:
         theme = self.app.current_theme
         styles = {"ok": theme.success or "green", "warning": theme.warning or "yellow",
                   "error": theme.error or "red", "info": theme.primary}

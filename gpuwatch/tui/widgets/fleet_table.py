@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.text import Text
 
-from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
+from gpuwatch.model.alert import Alert
+from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.snapshot import GpuSample, Snapshot
-from gpuwatch.tui.analysis import field
 from gpuwatch.tui.format import DASH, num, pct, size
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
@@ -25,9 +25,10 @@ RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts
 
 
 def _clocks(g: GpuSample) -> Text:
-    worst = [n for n in g.clock_events if n in SEVERE_REASONS] or [n for n in g.clock_events if n in THROTTLE_REASONS]
+    names = ordered(g.active_clock_events)
+    worst = [n for n in names if n in SEVERE_REASONS] or [n for n in names if n in THROTTLE_REASONS]
     if not worst:
-        return Text("ok" if g.clock_event_mask is not None else DASH, style="dim")
+        return Text("ok" if g.clock_events_known else DASH, style="dim")
     return Text(",".join(worst), style="bold red" if worst[0] in SEVERE_REASONS else "bold yellow")
 
 
@@ -62,12 +63,12 @@ class FleetTable(RowTable):
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         return 1 + max(1, len(self.keys))
 
-    def show(self, source: str, host: str, snap: Snapshot | None, alerts: Sequence[Any] | None,
+    def show(self, source: str, host: str, snap: Snapshot | None, alerts: Sequence[Alert] | None,
              status: str) -> None:
         firing_by_gpu: dict[str, int] = {}
         for a in alerts or ():
-            if field(a, "state") == "firing":
-                gpu = (field(a, "labels", {}) or {}).get("gpu", "")
+            if a.state == "firing":
+                gpu = a.labels.get("gpu", "")
                 firing_by_gpu[gpu] = firing_by_gpu.get(gpu, 0) + 1
         rows: dict[str, tuple[Any, ...]] = {}
         if snap is None or not snap.gpus:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS
+from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.snapshot import GpuSample, HostSample
 from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
 from gpuwatch.tui.widgets.lines import LinesWidget
@@ -138,8 +138,7 @@ def _pct(ratio: float | None) -> float | None:
 
 
 def _pcie(gpu: GpuSample, width: int) -> Text:
-    rx = gpu.prof("pcie_rx_bytes_s") if gpu.prof("pcie_rx_bytes_s") is not None else gpu.pcie_rx_bytes_s
-    tx = gpu.prof("pcie_tx_bytes_s") if gpu.prof("pcie_tx_bytes_s") is not None else gpu.pcie_tx_bytes_s
+    rx, tx = gpu.pcie_rx_rate, gpu.pcie_tx_rate
     text = Text("PCIe".ljust(LABEL), style="bold")
     text.append(f"rx {rate(rx)}  tx {rate(tx)}")
     text.truncate(width, pad=True)
@@ -148,13 +147,13 @@ def _pcie(gpu: GpuSample, width: int) -> Text:
 
 def _clock_events(gpu: GpuSample, pal: Palette) -> Text:
     text = Text("clocks".ljust(LABEL), style="bold")
-    if gpu.clock_event_mask is None and not gpu.clock_events:
+    if not gpu.clock_events_known:
         text.append("clock-event reasons unknown", style="dim")
         return text
-    if not gpu.clock_events:
+    if not gpu.active_clock_events:
         text.append("no clock events: running at full speed", style=pal.ok)
         return text
-    for name in gpu.clock_events:
+    for name in ordered(gpu.active_clock_events):
         if name in SEVERE_REASONS:
             style = f"bold reverse {pal.error}"
         elif name in THROTTLE_REASONS:

@@ -1,7 +1,7 @@
 """History plots drawn with block characters: GPU-Util with SM activity drawn inside it, and memory.
 
 Why not plotext: a plotext chart redrawn every second costs about as much CPU as the rest of the
-dashboard together (DESIGN.md, costs measured). Two series of eighth-cell bars say the same thing here:
+dashboard together (docs/architecture.md, costs). Two series of eighth-cell bars say the same thing here:
 where the GPU-Util bar towers over the SM-activity bar, the GPU is "busy" with few SMs doing work.
 The plot recomputes its columns only when a new sample arrived *and* it is on screen.
 """

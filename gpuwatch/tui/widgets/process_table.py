@@ -1,6 +1,6 @@
 """The process table: GPU processes with their CPU side (busiest thread, RSS, state, IO).
 
-Cost matters here: clearing and refilling a DataTable every second costs ~2.6 % of a core (DESIGN.md).
+Cost matters here: clearing and refilling a DataTable every second costs ~2.6 % of a core (docs/architecture.md, costs).
 So rows are keyed by ``pid:gpu`` in a :class:`RowTable`, which repaints only the rows whose cells changed.
 """
 

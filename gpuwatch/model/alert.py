@@ -1,4 +1,4 @@
-"""What the engine hands out: an :class:`Alert` (one rule firing for one label set) and a
+"""What the alert engine hands out: an :class:`Alert` (one rule firing for one label set) and a
 :class:`Transition` (an alert changing state). Both are plain data so the daemon can serve them as JSON,
 the notifier can queue them and the TUI can draw them without knowing the engine."""
 
@@ -9,9 +9,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuwatch.model.severity import severity_rank
+
 #: ``inactive`` only appears on a Transition (a pending alert whose condition went away before ``for``).
 AlertState = Literal["inactive", "pending", "firing", "resolved"]
 STATES: tuple[str, ...] = ("inactive", "pending", "firing", "resolved")
+#: How the dashboard lists alerts: what needs a human now first.
+STATE_ORDER = {"firing": 0, "pending": 1, "resolved": 2}
 
 
 def fingerprint(labels: dict[str, str]) -> str:
@@ -48,6 +52,16 @@ class Alert:
     @property
     def severity(self) -> str:
         return self.labels.get("severity", "")
+
+    @property
+    def since(self) -> float | None:
+        """When the alert entered its current state (fired, became pending, resolved)."""
+        return {"firing": self.fired_at, "resolved": self.resolved_at}.get(self.state, self.active_since)
+
+    @property
+    def rank_key(self) -> tuple[int, int, str]:
+        """Sort key: firing, then pending, then resolved; worst severity first; then by name."""
+        return (STATE_ORDER.get(self.state, len(STATE_ORDER)), severity_rank(self.severity), self.name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "fingerprint": self.fingerprint, "labels": dict(self.labels),

@@ -1,0 +1,93 @@
+"""Everything /metrics serves, as data: the catalogue's metrics plus the series that are not one reading of
+one value (identity, per-reason and per-backend series, sources, alerts, the daemon's own counters).
+
+The exporter builds its families from these specs, ``gpuwatch rules metrics --all`` prints them and the
+README's table is generated from them, so a series cannot be served without being documented. Like
+dcgm-exporter's counters file, each says gauge or counter outright; nothing is guessed from a name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
+from gpuwatch.model.snapshot import GPU_LABELS, PROCESS_LABELS, Profiling
+
+SECTIONS = ("gpu", "process", "host", "source", "alerts", "gpuwatch")
+_SCOPE_LABELS = {"gpu": GPU_LABELS, "process": PROCESS_LABELS, "host": ("hostname",)}
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One metric family. ``name`` is what Prometheus stores (a counter's ends in ``_total``); ``labels``
+    are the fixed labels (``gpuwatch_gpu_info`` and ``gpuwatch_alerts`` add the backend's and the rules')."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...]
+    section: str
+
+    @property
+    def family_name(self) -> str:
+        """The name a client library's family takes: a counter's without ``_total``."""
+        return self.name.removesuffix("_total") if self.kind == "counter" else self.name
+
+
+def of_metric(spec: MetricSpec) -> Series:
+    assert spec.prom_name is not None
+    return Series(spec.prom_name, spec.kind, f"{spec.help} ({spec.key})", _SCOPE_LABELS[spec.scope], spec.scope)
+
+
+def _gpu(name: str, help: str, *extra: str) -> Series:
+    return Series(name, "gauge", help, (*GPU_LABELS, *extra), "gpu")
+
+
+def _own(name: str, kind: Kind, help: str, *labels: str) -> Series:
+    return Series(name, kind, help, labels, "gpuwatch")
+
+
+CLOCK_EVENT_ACTIVE = _gpu("gpuwatch_gpu_clock_event_active",
+                          "1 while this clock-event (throttle) reason holds the GPU's clocks down", "reason")
+PROFILING_FIELDS = tuple(f.name for f in dataclasses.fields(Profiling)
+                         if f.name.endswith("_active") or f.name == "sm_occupancy")
+PROFILING = {field: _gpu(f"gpuwatch_gpu_profiling_{field}_ratio",
+                         f"{field.replace('_', ' ')} as reported by each profiling backend", "source")
+             for field in PROFILING_FIELDS}
+GPU_INFO = _gpu("gpuwatch_gpu_info", "GPU identity; constant 1 (labels carry the facts)",
+                "pci_bus_id", "driver_version")
+BACKEND_FIELD = _gpu("gpuwatch_gpu_backend_field", "a backend value without a slot in the model", "field")
+GPU_PROCESSES = Series("gpuwatch_gpu_processes", "gauge", "processes using each GPU (before the export cap)",
+                       ("gpu", "hostname"), "process")
+SOURCE_UP = Series("gpuwatch_source_up", "gauge", "1 when the source delivered fresh data this tick", ("source",),
+                   "source")
+SOURCE_AGE = Series("gpuwatch_source_age_seconds", "gauge", "seconds since the source last delivered fresh data",
+                    ("source",), "source")
+ALERTS = Series("gpuwatch_alerts", "gauge", "1 for each pending or firing alert (like Prometheus' ALERTS)",
+                ("alertname", "alertstate"), "alerts")
+UP = _own("gpuwatch_up", "gauge", "1 once the daemon has a snapshot to export")
+SNAPSHOT_TIME = _own("gpuwatch_snapshot_timestamp_seconds", "gauge",
+                     "when the exported snapshot was taken (recording time for a replay)", "origin")
+SNAPSHOT_AGE = _own("gpuwatch_snapshot_age_seconds", "gauge", "seconds since the exported snapshot was taken")
+PROCESS_SERIES_DROPPED = _own("gpuwatch_process_series_dropped_total", "counter",
+                              "processes left off /metrics by daemon.max_process_series, per snapshot")
+TICK_DURATION = _own("gpuwatch_sampler_tick_duration_seconds", "histogram",
+                     "time the sampler took to collect one snapshot (_bucket, _sum, _count and _created series)")
+NOTIFICATIONS = _own("gpuwatch_notifications", "gauge", "notifications in the outbox by receiver and state "
+                     "(pending, delivered, dead)", "receiver", "state")
+NOTIFICATION_ATTEMPTS_FAILED = _own("gpuwatch_notification_attempts_failed_total", "counter",
+                                    "delivery attempts that failed")
+SNAPSHOTS_SKIPPED = _own("gpuwatch_snapshots_skipped_total", "counter",
+                         "snapshots alert evaluation skipped to catch up")
+STREAM_SNAPSHOTS_DROPPED = _own("gpuwatch_stream_snapshots_dropped_total", "counter",
+                                "snapshots dropped for slow stream clients")
+STREAM_CLIENTS = _own("gpuwatch_stream_clients", "gauge", "connected /api/v1/stream clients")
+
+#: Every series /metrics can serve, by section.
+CATALOGUE: tuple[Series, ...] = tuple(sorted(
+    (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
+     GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, UP, SNAPSHOT_TIME, SNAPSHOT_AGE,
+     PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED, SNAPSHOTS_SKIPPED,
+     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS),
+    key=lambda s: (SECTIONS.index(s.section), s.name)))
