@@ -12,6 +12,7 @@ from gpuwatch.alerts.rules import (
     OPS,
     AllOf,
     AnyOf,
+    Climb,
     Condition,
     Flapping,
     Jitter,
@@ -33,6 +34,7 @@ KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "volatility": (("metric", "stddev", "window"), ()),
     "flapping": (("metric", "op", "value", "window", "high"), ("low",)),
     "throttle": (("percent", "window"), ("reasons",)),
+    "climb": (("metric", "window", "limit", "within"), ("rise",)),
     "stale": ((), ("source", "sources")),
 }
 #: Reasons a throttle condition watches unless told otherwise: everything but "idle".
@@ -117,6 +119,9 @@ class ConditionParser:
                             f.number("low", high, percent=True))
         elif kind == "throttle":
             cond = Throttle(f.reasons(), f.number("percent", percent=True), f.duration("window"))
+        elif kind == "climb":
+            cond = Climb(f.metric(), f.duration("window"), f.number("limit"), f.duration("within"),
+                         f.number("rise", 0.0, positive=False))
         else:
             cond = Stale(f.sources())
         if f.failed:

@@ -127,7 +127,7 @@ def _rule(errors: _Errors, raw: Any, line: int, group: str) -> Rule | None:
     annotations = _string_map(errors, raw, "annotations", where, templates=True)
     if "condition" not in raw:
         errors.add(raw.line, where, "missing 'condition' (threshold, all, any, jitter, volatility, flapping, "
-                   "throttle or stale)")
+                   "throttle, climb or stale)")
         return None
     condition = ConditionParser(lambda ln, msg: errors.add(ln, where, msg)).parse(
         raw["condition"], line_of(raw, "condition"))

@@ -11,6 +11,7 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
               and m offset w`` (a full window of history; ``low`` as hysteresis below)
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
               and max without (reason) (... offset w)`` (a full window of history)
+  climb       ``(m - m offset w) >= rise and predict_linear(m[w], within) >= limit``
   stale       ``gpuwatch_source_up{source=~".."} == 0``
 Hysteresis (``clear``, flapping's ``low``) holds while the rule's own alert is active, which Prometheus
 keeps in ``ALERTS``: ``(m > value or (m > clear and ignoring(alertname, alertstate, ...) ALERTS{...}))``.
@@ -27,6 +28,7 @@ import yaml
 from gpuwatch.alerts.rules import (
     AllOf,
     AnyOf,
+    Climb,
     Condition,
     Flapping,
     Jitter,
@@ -123,6 +125,11 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
         w = format_duration(cond.window_s)
         return (f"(avg_over_time((max without (reason) ({sel}))[{w}:{step}]) >= {_num(cond.percent / 100)}) "
                 f"and max without (reason) ({sel} offset {w})")
+    if isinstance(cond, Climb):
+        name, scale = _series(cond.metric)
+        w = format_duration(cond.window_s)
+        return (f"({name} - {name} offset {w}) >= {_num(cond.rise * scale)} and "  # the rise is $value
+                f"predict_linear({name}[{w}], {_num(cond.within_s)}) >= {_num(cond.limit * scale)}")
     if isinstance(cond, Stale):
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
         return f"{SOURCE_UP.name}{sel} == 0"

@@ -10,6 +10,8 @@ Condition kinds (each names what it measures, so a rule reads like the sentence 
   * ``flapping``: Nagios-style percent of state changes of ``metric op value`` over ``window``,
     starting at ``high`` and, while the alert is active, stopping only below ``low``;
   * ``throttle``: any of ``reasons`` (clock-event reasons) active for at least ``percent`` of ``window``;
+  * ``climb``: a least-squares line over ``window`` reaches ``limit`` within ``within`` and the metric rose
+    at least ``rise`` over the window (a leak heading for full; Prometheus' ``predict_linear``);
   * ``stale``: a source (or any source) not ``ok``.
 """
 
@@ -97,13 +99,23 @@ class Throttle:
 
 
 @dataclass(frozen=True)
+class Climb:
+    metric: str
+    window_s: float
+    limit: float
+    within_s: float
+    rise: float
+    kind: str = field(default="climb", init=False)
+
+
+@dataclass(frozen=True)
 class Stale:
     #: Source names; empty means any source.
     sources: tuple[str, ...] = ()
     kind: str = field(default="stale", init=False)
 
 
-Condition: TypeAlias = "Threshold | AllOf | AnyOf | Jitter | Volatility | Flapping | Throttle | Stale"
+Condition: TypeAlias = "Threshold | AllOf | AnyOf | Jitter | Volatility | Flapping | Throttle | Climb | Stale"
 
 
 @dataclass(frozen=True)

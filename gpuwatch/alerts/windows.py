@@ -11,7 +11,7 @@ from collections import deque
 
 from gpuwatch.alerts.conditions import COMPARE, LOOKBACK_S, Evaluator, Results, crossed, read
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import Flapping, Jitter, Threshold, Throttle, Volatility
+from gpuwatch.alerts.rules import Climb, Flapping, Jitter, Threshold, Throttle, Volatility
 from gpuwatch.model.snapshot import GpuSample
 
 
@@ -47,7 +47,7 @@ class WindowEval(Evaluator):
 
     keep_s = 0.0
 
-    def __init__(self, cond: Threshold | Jitter | Volatility | Flapping | Throttle) -> None:
+    def __init__(self, cond: Threshold | Jitter | Volatility | Flapping | Throttle | Climb) -> None:
         super().__init__(cond)
         self.window_s = (cond.avg_s or 0.0) if isinstance(cond, Threshold) else cond.window_s
         self._windows: dict[Key, Window] = {}
@@ -177,6 +177,34 @@ class ThrottleEval(WindowEval):
         return pct if pct >= self.cond.percent else None
 
 
+class ClimbEval(WindowEval):
+    """Heading for a limit: the least-squares line over the window (x relative to now, as Prometheus'
+    ``predict_linear``) reaches ``limit`` within ``within``, and the metric rose ``rise`` since the window
+    began (``m - m offset w``). A whole window of history is needed. The value is that rise."""
+
+    cond: Climb
+    keep_s = LOOKBACK_S
+
+    def sample(self, frame: Frame, key: Key) -> float | None:
+        return read(frame, key, self.cond.metric)
+
+    def reduce(self, window: Window, now: float, latched: bool) -> float | None:
+        base = window.base(now, self.window_s)
+        points = window.points
+        if base is None or len(points) < 2:
+            return None
+        n = len(points)
+        mx = sum(t - now for t, _ in points) / n
+        my = sum(v for _, v in points) / n
+        sxx = sum((t - now - mx) ** 2 for t, _ in points)
+        if sxx <= 0:
+            return None
+        slope = sum((t - now - mx) * (v - my) for t, v in points) / sxx
+        projected = my - slope * mx + slope * self.cond.within_s
+        rise = points[-1][1] - base
+        return rise if projected >= self.cond.limit and rise >= self.cond.rise else None
+
+
 #: The evaluator of each windowed kind of condition (a threshold's ``avg`` is :class:`AverageThresholdEval`).
 WINDOWED: dict[type, type[WindowEval]] = {Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval,
-                                          Throttle: ThrottleEval}
+                                          Throttle: ThrottleEval, Climb: ClimbEval}

@@ -69,6 +69,7 @@ def test_threshold(case: str, cond: str, values: list[float | None], expected: s
 
 
 JITTER = '{jitter: {metric: gpu.mem_used_percent, rise: 20, window: 60s}}'
+CLIMB = '{climb: {metric: gpu.mem_used_percent, window: 30s, limit: 100, within: 10m, rise: 5}}'
 WINDOWED = [
     ("a spike that rose and fell back within the window holds while its peak is in the window",
      JITTER, [40] * 7 + [70, 40, 40, 40, 40, 40, 40, 40], "........XXXXX.."),
@@ -76,6 +77,13 @@ WINDOWED = [
     ("a rise slower than the window is not a spike", JITTER, [40 + 2 * i for i in range(11)] + [40], "." * 12),
     ("a spike smaller than 'rise' does not hold", JITTER, [40] * 7 + [55, 40, 40], ".........."),
     ("no baseline a window ago, no verdict", JITTER, [40, 80, 40], "..."),
+    ("climb: a steady rise whose line reaches 100 % within 10 min, once a whole window is seen",
+     CLIMB, [40 + 2 * i for i in range(10)], "...XXXXXXX"),
+    ("climb: a level, however high, is not a climb", CLIMB, [97] * 8, "........"),
+    ("climb: a slow rise that would take hours to fill does not hold", CLIMB, [40 + 0.1 * i for i in range(8)],
+     "........"),
+    ("climb: a rise smaller than 'rise' over the window does not hold", CLIMB, [96, 96.5, 97, 97.5, 98, 98.5],
+     "......"),
     ("volatility: standard deviation over the closed window [t-30s, t] (four samples at 10 s)",
      '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}', [50, 50, 50, 80, 20, 50, 50, 50, 50],
      "...XXXXX."),

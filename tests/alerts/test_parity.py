@@ -59,6 +59,10 @@ groups:
         condition: {volatility: {metric: gpu.mem_used_percent, stddev: 12.3, window: 10m}}
         for: 2m
         annotations: {summary: "sd {{ $value }}"}
+      - alert: MemoryClimbing
+        condition: {climb: {metric: gpu.mem_used_percent, window: 5m, limit: 100.25, within: 30m, rise: 10.25}}
+        for: 1m
+        annotations: {summary: "climbed {{ $value }}"}
       - alert: UtilFlapping
         condition: {flapping: {metric: gpu.util, op: ">=", value: 50, window: 10m, high: 35, low: 15}}
         keep_firing_for: 1m
