@@ -102,8 +102,8 @@ def test_malformed_files_say_where(text: str, line: int) -> None:
 def test_the_shipped_rules_load_with_every_required_rule() -> None:
     rules = load_rules([DEFAULT_RULES])
     names = {r.name for r in rules.rules}
-    assert {"GpuMemoryHeldWhileIdle", "GpuBusyButSmOccupancyLow", "GpuTensorCoresIdleUnderLoad", "GpuMemoryJitter",
-            "GpuClockThrottled", "GpuwatchSourceStale", "ProcessThreadCpuBound"} <= names
+    assert {"GpuMemoryHeldWhileIdle", "GpuUtilOverstatesWork", "GpuMemoryLeak", "GpuTensorCoresIdleUnderLoad",
+            "GpuMemoryJitter", "GpuClockThrottled", "GpuwatchSourceStale", "ProcessThreadCpuBound"} <= names
     incident = rules.rule("GpuMemoryHeldWhileIdle")
     assert incident is not None and incident.for_s == 300
     assert isinstance(incident.condition, AllOf)
