@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -97,39 +98,31 @@ with tempfile.TemporaryFile() as f:
 """
 
 
-def _start(code: str) -> subprocess.Popen[str]:
+def details_after_a_second(code: str) -> dict[str, object]:
+    """Start ``code`` (it prints 'ready'), poll it twice a second apart, kill it and its children."""
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
-
-
-def test_busy_worker_children_without_a_gpu_context_are_counted() -> None:
-    proc = _start(LOADER)
     try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         source = HostSource()
         source.poll(0.0, [proc.pid])
         time.sleep(1.0)
-        details = source.poll(0.0, [proc.pid]).process_details[proc.pid]
+        return source.poll(0.0, [proc.pid]).process_details[proc.pid]
     finally:
         for child in read_children(proc.pid):
             os.kill(child, signal.SIGKILL)
         proc.kill()
         proc.wait()
+
+
+def test_busy_worker_children_without_a_gpu_context_are_counted() -> None:
+    details: Any = details_after_a_second(LOADER)
     assert details["workers"] == 2, details
     assert details["workers_cpu_percent"] > 60, details  # two spinners on a shared 2-core machine
     assert details["cpu_percent"] < 20 and details["threads_running"] == 0, details  # the parent sleeps
 
 
 def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
-    proc = _start(READER)
-    try:
-        source = HostSource()
-        source.poll(0.0, [proc.pid])
-        time.sleep(1.0)
-        details = source.poll(0.0, [proc.pid]).process_details[proc.pid]
-    finally:
-        proc.kill()
-        proc.wait()
+    details: Any = details_after_a_second(READER)
     assert details["io_read_chars_s"] > 10e6, details  # ~50 reads of 1 MiB a second, from the page cache
     assert details["cpu_percent"] < 50, details
     if details["wait_channel"] is not None:  # hidden where the kernel restricts /proc/PID/wchan
