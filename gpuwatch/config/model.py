@@ -29,6 +29,13 @@ class SourcesConfig:
 
 
 @dataclass(frozen=True)
+class ExporterConfig:
+    names: str = _opt(f.one_of("gpuwatch", "dcgm", "both"), "GPU series names on /metrics: gpuwatch's, "
+                      "dcgm-exporter's (its units and labels, for dashboards and rules written for it), or both",
+                      default="gpuwatch")
+
+
+@dataclass(frozen=True)
 class AlertsConfig:
     rule_paths: tuple[str, ...] = _opt(f.text_list, "alert rule files (YAML); empty = the shipped rules",
                                        default=())
@@ -88,6 +95,7 @@ class Config:
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    exporter: ExporterConfig = field(default_factory=ExporterConfig)
     receivers: tuple[ReceiverConfig, ...] = ()
     #: The file this came from (None: defaults only).
     path: Path | None = None
@@ -97,4 +105,4 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"sampler": SamplerConfig, "sources": SourcesConfig, "alerts": AlertsConfig,
-                             "daemon": DaemonConfig, "notify": NotifyConfig}
+                             "daemon": DaemonConfig, "notify": NotifyConfig, "exporter": ExporterConfig}

@@ -66,7 +66,8 @@ class Daemon:
                                                 self.hub.dropped, self.hub.clients)
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
                                            config.daemon.max_process_series,
-                                           extra=lambda: parts.daemon_families(self.outbox, counters()))
+                                           extra=lambda: parts.daemon_families(self.outbox, counters()),
+                                           names=config.exporter.names)
         self.exporter = Exporter(self.collector)
         self.sampler.observe_tick_duration(self.exporter.observe_tick)
         self.sampler.subscribe(self.pipeline.offer)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import Metric
 
+from gpuwatch.exporter.dcgm import dcgm_families
 from gpuwatch.exporter.gpu import catalogue_families, family, gpu_families, union_label_names, values_for
 from gpuwatch.exporter.processes import process_families, select
 from gpuwatch.model import series
@@ -21,6 +22,8 @@ from gpuwatch.model.alert import Alert
 from gpuwatch.model.snapshot import Snapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Which names GPU series carry: gpuwatch's, dcgm-exporter's, or both side by side.
+NAME_SETS = ("gpuwatch", "dcgm", "both")
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -30,8 +33,12 @@ class SnapshotCollector:
     def __init__(self, latest: Callable[[], Snapshot | None],
                  alerts: Callable[[], Sequence[Alert]] = lambda: (),
                  max_process_series: int = 256,
-                 extra: Callable[[], Iterable[Metric]] = lambda: ()) -> None:
+                 extra: Callable[[], Iterable[Metric]] = lambda: (),
+                 names: str = "gpuwatch") -> None:
+        if names not in NAME_SETS:
+            raise ValueError(f"names must be one of {', '.join(NAME_SETS)}, got {names!r}")
         self.latest = latest
+        self.names = names
         self.alerts = alerts
         self.max_process_series = max_process_series
         self.extra = extra
@@ -62,7 +69,10 @@ class SnapshotCollector:
         age = family(series.SNAPSHOT_AGE)
         age.add_metric([], max(0.0, time.time() - snap.time) if not snap.is_recording else 0.0)
         yield from (taken, age)
-        yield from gpu_families(snap)
+        if self.names in ("gpuwatch", "both"):
+            yield from gpu_families(snap)
+        if self.names in ("dcgm", "both"):
+            yield from dcgm_families(snap)
         kept, n_dropped = select(snap.processes, self.max_process_series)
         yield from process_families(snap, kept)
         dropped.add_metric([], self._count_dropped(snap, n_dropped))

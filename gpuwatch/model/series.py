@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gpuwatch.model.dcgm_names import DCGM_FIELDS, DCGM_LABELS, POD_LABELS
 from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
 from gpuwatch.model.snapshot import GPU_LABELS, PROCESS_LABELS, Profiling
 
-SECTIONS = ("gpu", "process", "host", "source", "alerts", "gpuwatch")
+SECTIONS = ("gpu", "dcgm", "process", "host", "source", "alerts", "gpuwatch")
 _SCOPE_LABELS = {"gpu": GPU_LABELS, "process": PROCESS_LABELS, "host": ("hostname",)}
 
 
@@ -83,11 +84,15 @@ SNAPSHOTS_SKIPPED = _own("gpuwatch_snapshots_skipped_total", "counter",
 STREAM_SNAPSHOTS_DROPPED = _own("gpuwatch_stream_snapshots_dropped_total", "counter",
                                 "snapshots dropped for slow stream clients")
 STREAM_CLIENTS = _own("gpuwatch_stream_clients", "gauge", "connected /api/v1/stream clients")
+#: dcgm-exporter's GPU series (``[exporter] names = "dcgm"`` or ``"both"``), in its units; see
+#: :mod:`gpuwatch.model.dcgm_names` (its counters are served as gauges).
+DCGM = {f.name: Series(f.name, "gauge", f"{f.help} (dcgm-exporter name)", (*DCGM_LABELS, *POD_LABELS), "dcgm")
+        for f in DCGM_FIELDS}
 
 #: Every series /metrics can serve, by section.
 CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
      GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, UP, SNAPSHOT_TIME, SNAPSHOT_AGE,
      PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED, SNAPSHOTS_SKIPPED,
-     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS),
+     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

@@ -20,12 +20,14 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def served_families(tmp_path: Path) -> dict[str, str]:
-    """family name -> type, as a scraper parses a daemon's /metrics with every kind of part present."""
+    """family name -> type, as a scraper parses a daemon's /metrics with every kind of part present (both
+    gpuwatch's and dcgm-exporter's GPU names)."""
     alert = Alert("GpuStarved", "f1", {"alertname": "GpuStarved", "gpu": "0"}, {}, "firing")
     outbox = Outbox(tmp_path / "outbox.sqlite")
     counters = DaemonCounters(notification_attempts_failed=2, snapshots_skipped=1, stream_snapshots_dropped=0,
                               stream_clients=1)
-    collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters))
+    collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters),
+                                  names="both")
     body = render(Exporter(collector).registry).decode()
     outbox.close()
     return {f.name: f.type for f in text_string_to_metric_families(body)}
