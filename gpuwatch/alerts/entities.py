@@ -65,7 +65,10 @@ class Frame:
         subject, hostname = self._subjects[key], self.snapshot.host.hostname
         if isinstance(subject, SourceStatus):
             return {"source": subject.name}
-        return {"hostname": hostname} if isinstance(subject, HostSample) else subject.identity_labels(hostname)
+        if isinstance(subject, HostSample):
+            return {"hostname": hostname}
+        pod = {k: v for k, v in subject.pod_labels().items() if v}  # on Kubernetes: whose pod it is
+        return {**subject.identity_labels(hostname), **pod}
 
     def has(self, key: Key) -> bool:
         return key in self._subjects

@@ -87,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
     opened = open_options(dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
-                                              dcgm_url=config.sources.dcgm_url))
+                                              dcgm_url=config.sources.dcgm_url,
+                                              kubelet_socket=config.sources.kubelet_socket or None,
+                                              kubelet_interval=config.sources.kubelet_interval))
     try:
         daemon = Daemon(config, opened.producer, opened.description, opened.is_recording,
                         reload_config=lambda: _configure(args))

@@ -26,6 +26,11 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class SourcesConfig:
     dcgm_url: str | None = _opt(f.url, "also scrape this dcgm-exporter /metrics URL", default=None)
+    kubelet_socket: str = _opt(f.text, "the kubelet's PodResources socket: pod, namespace and container labels "
+                               "for each GPU (no socket there: off)",
+                               default="/var/lib/kubelet/pod-resources/kubelet.sock")
+    kubelet_interval: float = _opt(f.duration, "how often to ask the kubelet which pod holds each GPU",
+                                   default=10.0)
 
 
 @dataclass(frozen=True)

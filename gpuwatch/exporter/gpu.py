@@ -54,8 +54,9 @@ def label_name(key: str) -> str:
 
 
 def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
-    """Values of :data:`GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one host."""
-    return list(gpu.identity_labels(snap.host.hostname).values())
+    """Values of :data:`SERIES_GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one
+    host, select by ``namespace``/``pod``/``container`` on Kubernetes."""
+    return [*gpu.identity_labels(snap.host.hostname).values(), *gpu.pod_labels().values()]
 
 
 def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:

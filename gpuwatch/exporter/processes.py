@@ -29,9 +29,14 @@ def select(processes: Sequence[ProcessSample], cap: int) -> tuple[list[ProcessSa
     return ranked[:cap], len(processes) - cap
 
 
+def process_values(p: ProcessSample, host: str) -> list[str]:
+    """Values of :data:`SERIES_PROCESS_LABELS`."""
+    return [*p.identity_labels(host).values(), *p.pod_labels().values(), p.container_id or ""]
+
+
 def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[Metric]:
     host = snap.host.hostname
-    yield from catalogue_families("process", ((list(p.identity_labels(host).values()), p) for p in kept))
+    yield from catalogue_families("process", ((process_values(p, host), p) for p in kept))
     count = family(GPU_PROCESSES)
     for gpu in snap.gpus:
         count.add_metric([str(gpu.index), host], len(snap.processes_on(gpu.index)))

@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwatch.model.snapshot import MIB, GpuSample
+from gpuwatch.model.snapshot import MIB, POD_LABELS, GpuSample
 
-#: dcgm-exporter's labels on every GPU series, then the Kubernetes ones it adds from the kubelet.
+#: dcgm-exporter's labels on every GPU series (it adds :data:`POD_LABELS` from the kubelet, as gpuwatch does).
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
-POD_LABELS = ("namespace", "pod", "container")
 
 Reader = Callable[[GpuSample], "float | None"]
 

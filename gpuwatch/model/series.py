@@ -11,12 +11,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gpuwatch.model.dcgm_names import DCGM_FIELDS, DCGM_LABELS, POD_LABELS
+from gpuwatch.model.dcgm_names import DCGM_FIELDS, DCGM_LABELS
 from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
-from gpuwatch.model.snapshot import GPU_LABELS, PROCESS_LABELS, Profiling
+from gpuwatch.model.snapshot import GPU_LABELS, POD_LABELS, PROCESS_LABELS, Profiling
 
 SECTIONS = ("gpu", "dcgm", "process", "host", "source", "alerts", "gpuwatch")
-_SCOPE_LABELS = {"gpu": GPU_LABELS, "process": PROCESS_LABELS, "host": ("hostname",)}
+#: Every GPU and process series also carries the Kubernetes pod (empty, so absent, off Kubernetes) and a
+#: process its container id.
+SERIES_GPU_LABELS = (*GPU_LABELS, *POD_LABELS)
+SERIES_PROCESS_LABELS = (*PROCESS_LABELS, *POD_LABELS, "container_id")
+_SCOPE_LABELS = {"gpu": SERIES_GPU_LABELS, "process": SERIES_PROCESS_LABELS, "host": ("hostname",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,7 @@ def of_metric(spec: MetricSpec) -> Series:
 
 
 def _gpu(name: str, help: str, *extra: str) -> Series:
-    return Series(name, "gauge", help, (*GPU_LABELS, *extra), "gpu")
+    return Series(name, "gauge", help, (*SERIES_GPU_LABELS, *extra), "gpu")
 
 
 def _own(name: str, kind: Kind, help: str, *labels: str) -> Series:

@@ -29,6 +29,8 @@ PROFILING_SOURCES = ("gpm", "dcgm")
 #: The labels that name a GPU, and a process on a GPU, wherever they are shown: /metrics series, alerts.
 GPU_LABELS = ("gpu", "uuid", "name", "hostname")
 PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
+#: Kubernetes labels of a GPU (from the kubelet) and of the processes on it: empty off Kubernetes.
+POD_LABELS = ("namespace", "pod", "container")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,10 @@ class GpuSample:
         """:data:`GPU_LABELS` with this GPU's values."""
         return {"gpu": str(self.index), "uuid": self.uuid, "name": self.name or "", "hostname": hostname}
 
+    def pod_labels(self) -> dict[str, str]:
+        """:data:`POD_LABELS` with the pod holding this GPU ("" where none is known)."""
+        return {k: self.labels.get(k, "") for k in POD_LABELS}
+
     @property
     def mem_used_ratio(self) -> float | None:
         if self.mem_used_bytes is None or not self.mem_total_bytes:
@@ -198,6 +204,10 @@ class ProcessSample:
     #: Their CPU together, percent of one core, and how many of them used 80 % of a core or more.
     workers_cpu_percent: float | None = None
     workers_busy: int | None = None
+    #: The Kubernetes pod holding the process's GPU (from the kubelet), when one container holds it.
+    namespace: str | None = None
+    pod: str | None = None
+    container: str | None = None
 
     @property
     def command(self) -> str:
@@ -210,6 +220,10 @@ class ProcessSample:
         """:data:`PROCESS_LABELS` with this process's values."""
         return {"pid": str(self.pid), "gpu": str(self.gpu_index), "user": self.user or "",
                 "command": self.command, "hostname": hostname}
+
+    def pod_labels(self) -> dict[str, str]:
+        """:data:`POD_LABELS` with this process's pod ("" where none is known)."""
+        return {"namespace": self.namespace or "", "pod": self.pod or "", "container": self.container or ""}
 
 
 @dataclass(frozen=True, slots=True)

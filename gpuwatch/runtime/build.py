@@ -36,6 +36,9 @@ class SamplingOptions:
     slow_interval: float = 10.0
     #: NVML's own PCIe throughput counter costs ~21 ms a call: off unless asked for (GPM gives PCIe rates).
     nvml_pcie_throughput: bool = False
+    #: The kubelet's PodResources socket (the daemon's; None: no pod labels) and how often to ask it.
+    kubelet_socket: str | None = None
+    kubelet_interval: float = 10.0
 
 
 @dataclass
@@ -64,6 +67,20 @@ def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:
     return sources, problems
 
 
+def _label_sources(opts: SamplingOptions) -> list[Source]:
+    """The kubelet source where its socket is; off (one info line) where it is not."""
+    if not opts.kubelet_socket:
+        return []
+    try:
+        from gpuwatch.sources.kubelet import kubelet_source
+    except ImportError as exc:
+        log.info("pod labels need grpcio and protobuf (%s is missing): pip install 'gpuwatch-monitor[kubernetes]'",
+                 exc.name)
+        return []
+    source = kubelet_source(opts.kubelet_socket, max(1.0, opts.kubelet_interval))
+    return [source] if source is not None else []
+
+
 def open_producer(opts: SamplingOptions) -> Opened:
     if opts.replay is not None:
         rp = ReplayProducer(opts.replay, speed=opts.speed, loop=opts.loop)
@@ -71,7 +88,7 @@ def open_producer(opts: SamplingOptions) -> Opened:
     gpu_sources, problems = _gpu_sources(opts)
     if gpu_sources:
         names = "+".join(s.name.upper() for s in gpu_sources)
-        return Opened(LiveCollector([*gpu_sources, HostSource()]), f"live via {names}", False)
+        return Opened(LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)]), f"live via {names}", False)
     reason = problems[0] if problems else "no GPU source"
     if opts.allow_bundled and bundled_recording().exists():
         log.warning("%s; playing the bundled H200 recording", reason)

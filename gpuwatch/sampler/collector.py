@@ -56,6 +56,9 @@ class _Slot:
         return reading
 
     def _ok(self, reading: Reading) -> None:
+        if reading.stale is not None:  # an answer from the source's last good reading: used, marked stale
+            self.state, self.message = "stale", reading.stale
+            return
         self.state, self.message = "ok", None
         self.last_ok = time.monotonic()
 
@@ -107,6 +110,23 @@ def merge_gpu_lists(base: tuple[GpuSample, ...], other: tuple[GpuSample, ...]) -
     return tuple(out)
 
 
+def label_gpus(gpus: tuple[GpuSample, ...], processes: tuple[ProcessSample, ...],
+               labels: dict[str, dict[str, str]]) -> tuple[tuple[GpuSample, ...], tuple[ProcessSample, ...]]:
+    """GPUs with the labels given for their UUID; processes with their GPU's pod, when one container holds
+    it (a GPU shared by several pods names them all, comma-separated, and no process can be told apart)."""
+    out = tuple(dataclasses.replace(g, labels={**g.labels, **labels[g.uuid]}) if g.uuid in labels else g
+                for g in gpus)
+    pods = {g.index: g.pod_labels() for g in out if g.uuid in labels}
+    procs = []
+    for p in processes:
+        pod = pods.get(p.gpu_index)
+        if pod is None or any("," in v for v in pod.values()):
+            procs.append(p)
+        else:
+            procs.append(dataclasses.replace(p, **{k: v or None for k, v in pod.items()}))  # type: ignore[arg-type]
+    return out, tuple(procs)
+
+
 class LiveCollector:
     """Polls the sources in order (GPU sources, then host) and builds a Snapshot."""
 
@@ -146,6 +166,13 @@ class LiveCollector:
                 details.update(reading.process_details)
         merged = tuple(dataclasses.replace(p, **details[p.pid]) if p.pid in details else p  # type: ignore[arg-type]
                        for p in processes)
+        labels: dict[str, dict[str, str]] = {}
+        for slot in (s for s in self.slots if s.source.role == "labels"):
+            reading = slot.poll(now, pids)
+            if reading is not None:
+                labels.update(reading.gpu_labels)
+        if labels:
+            gpus, merged = label_gpus(gpus or (), merged, labels)
         self.seq += 1
         return Snapshot(
             time=time.time(),

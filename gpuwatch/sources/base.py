@@ -29,14 +29,21 @@ class Reading:
     host: HostSample | None = None
     #: Host-side details per pid (user, cmdline, CPU, threads, IO ...), merged into ``processes``.
     process_details: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Labels for GPUs by UUID (e.g. the Kubernetes pod holding each), added to the merged GPUs and to their
+    #: processes; a UUID no GPU source saw is ignored.
+    gpu_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Set when the source answered from an old reading (its backend failed since): why. The source is
+    #: reported ``stale`` and its reading is still used.
+    stale: str | None = None
 
 
 class Source:
     """Base class for sources. ``role`` orders polling: GPU sources first, then the host source, which is
-    given the pids the GPU sources found so it never walks every process on the machine."""
+    given the pids the GPU sources found so it never walks every process on the machine; ``labels``
+    sources (Kubernetes) come last and label the GPUs the others found."""
 
     name: str = "source"
-    role: Literal["gpu", "host"] = "gpu"
+    role: Literal["gpu", "host", "labels"] = "gpu"
     #: Longest a poll may take before the sampler stops waiting and marks the source stale.
     deadline_s: float = 2.0
 
