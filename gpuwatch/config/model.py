@@ -38,6 +38,8 @@ class ExporterConfig:
     names: str = _opt(f.one_of("gpuwatch", "dcgm", "both"), "GPU series names on /metrics: gpuwatch's, "
                       "dcgm-exporter's (its units and labels, for dashboards and rules written for it), or both",
                       default="gpuwatch")
+    diagnosis_interval: float = _opt(f.duration, "how often the doctor's findings on /metrics "
+                                     "(gpuwatch_diagnosis_finding) are refreshed", default=15.0)
 
 
 @dataclass(frozen=True)

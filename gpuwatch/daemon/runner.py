@@ -24,6 +24,7 @@ from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import parts
 from gpuwatch.daemon.app import Services, build_app
+from gpuwatch.daemon.diagnosis import DiagnosisPublisher
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
@@ -64,10 +65,13 @@ class Daemon:
         self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
         counters = lambda: parts.DaemonCounters(self.deliverer.failed_attempts, self.pipeline.skipped,  # noqa: E731
                                                 self.hub.dropped, self.hub.clients)
+        self.diagnosis = DiagnosisPublisher(lambda: list(self.sampler.history),
+                                            max(1.0, config.exporter.diagnosis_interval))
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
                                            config.daemon.max_process_series,
                                            extra=lambda: parts.daemon_families(self.outbox, counters()),
-                                           names=config.exporter.names)
+                                           names=config.exporter.names,
+                                           findings=lambda: self.diagnosis.findings)
         self.exporter = Exporter(self.collector)
         self.sampler.observe_tick_duration(self.exporter.observe_tick)
         self.sampler.subscribe(self.pipeline.offer)
@@ -172,6 +176,7 @@ class Daemon:
         self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
         self._install_signals(loop, stop)
         self.sampler.start()
+        self.diagnosis.start()
         tasks = [loop.create_task(self.deliverer.run(stop)), loop.create_task(self._watchdog(stop))]
         first = [asyncio.ensure_future(self.pipeline.first_snapshot.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(first, timeout=FIRST_SNAPSHOT_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
@@ -189,6 +194,7 @@ class Daemon:
     async def _shutdown(self, runner: web.AppRunner, tasks: list[asyncio.Task[None]]) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.sampler.stop)
+        await loop.run_in_executor(None, self.diagnosis.stop)
         await loop.run_in_executor(None, self.pipeline.close)
         self.hub.close()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -19,6 +19,7 @@ from gpuwatch.exporter.gpu import catalogue_families, family, gpu_families, unio
 from gpuwatch.exporter.processes import process_families, select
 from gpuwatch.model import series
 from gpuwatch.model.alert import Alert
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -34,11 +35,13 @@ class SnapshotCollector:
                  alerts: Callable[[], Sequence[Alert]] = lambda: (),
                  max_process_series: int = 256,
                  extra: Callable[[], Iterable[Metric]] = lambda: (),
-                 names: str = "gpuwatch") -> None:
+                 names: str = "gpuwatch",
+                 findings: Callable[[], Sequence[Finding]] = lambda: ()) -> None:
         if names not in NAME_SETS:
             raise ValueError(f"names must be one of {', '.join(NAME_SETS)}, got {names!r}")
         self.latest = latest
         self.names = names
+        self.findings = findings
         self.alerts = alerts
         self.max_process_series = max_process_series
         self.extra = extra
@@ -80,7 +83,20 @@ class SnapshotCollector:
         yield from catalogue_families("host", [([snap.host.hostname], snap.host)])
         yield from _source_families(snap)
         yield from _alert_families(self.alerts())
+        yield from _finding_families(self.findings(), snap.host.hostname)
         yield from self.extra()
+
+
+def _finding_families(findings: Sequence[Finding], hostname: str) -> Iterator[Metric]:
+    """The doctor's current findings, one series each (a finding on two processes of a GPU counts once)."""
+    fam = family(series.DIAGNOSIS_FINDING)
+    seen: set[tuple[str, str, str]] = set()
+    for f in findings:
+        labels = (f.code, f.severity, "" if f.gpu_index is None else str(f.gpu_index))
+        if labels not in seen:
+            seen.add(labels)
+            fam.add_metric([*labels, hostname], 1.0)
+    yield fam
 
 
 def _source_families(snap: Snapshot) -> Iterator[Metric]:

@@ -71,6 +71,9 @@ SOURCE_AGE = Series("gpuwatch_source_age_seconds", "gauge", "seconds since the s
                     ("source",), "source")
 ALERTS = Series("gpuwatch_alerts", "gauge", "1 for each pending or firing alert (like Prometheus' ALERTS)",
                 ("alertname", "alertstate"), "alerts")
+DIAGNOSIS_FINDING = Series("gpuwatch_diagnosis_finding", "gauge", "1 for each finding of the doctor over the last "
+                           "30 s (gpu empty for a host-wide finding), refreshed every exporter.diagnosis_interval",
+                           ("code", "severity", "gpu", "hostname"), "alerts")
 UP = _own("gpuwatch_up", "gauge", "1 once the daemon has a snapshot to export")
 SNAPSHOT_TIME = _own("gpuwatch_snapshot_timestamp_seconds", "gauge",
                      "when the exported snapshot was taken (recording time for a replay)", "origin")
@@ -96,7 +99,7 @@ DCGM = {f.name: Series(f.name, "gauge", f"{f.help} (dcgm-exporter name)", (*DCGM
 #: Every series /metrics can serve, by section.
 CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
-     GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, UP, SNAPSHOT_TIME, SNAPSHOT_AGE,
-     PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED, SNAPSHOTS_SKIPPED,
-     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, *DCGM.values()),
+     GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP, SNAPSHOT_TIME,
+     SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
+     SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_snapshot_is_the_latest_one_in_the_lossless_json_form(running: RunningDa
 def test_metrics_scrape_is_clean_under_promtool(running: RunningDaemon) -> None:
     promtool = require_tool("promtool")
     body = requests.get(running.url + "/metrics", timeout=5).content
-    assert b'gpuwatch_gpu_utilization_ratio{gpu="0"' in body
+    assert re.search(rb'^gpuwatch_gpu_utilization_ratio\{[^}]*\bgpu="0"', body, re.M)
     assert b"gpuwatch_sampler_tick_duration_seconds_count" in body
     assert b'gpuwatch_notifications' in body
     check = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=30, check=False)
