@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.alerts.backtest import format_timeline, run_backtest
 from gpuwatch.alerts.loader import lint
@@ -42,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = rsub.add_parser("export", help="write the rules as a Prometheus rule file",
                         description="Write a Prometheus rule file over the exporter's metric names for every rule "
                         "PromQL can express; the others are listed on stderr with the reason.")
-    e.add_argument("--format", choices=["prometheus"], default="prometheus", help="output format")
+    e.add_argument("--format", choices=["prometheus", "kubernetes"], default="prometheus",
+                   help="prometheus: a rule file; kubernetes: a PrometheusRule for the Prometheus Operator")
     e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
     e.add_argument("--rules", type=Path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
@@ -92,8 +95,22 @@ def run_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def prometheus_rule(rule_file: str) -> str:
+    """A Prometheus rule file as a Prometheus Operator ``PrometheusRule`` (what its ServiceMonitor's Prometheus
+    picks up in a cluster), with the rule file's header comments kept."""
+    header = [line for line in rule_file.splitlines() if line.startswith("#")]
+    header[0] = header[0].replace("--format prometheus", "--format kubernetes") if header else ""
+    resource = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                "metadata": {"name": "gpuwatch", "labels": {"app.kubernetes.io/name": "gpuwatch"}},
+                "spec": {"groups": yaml.safe_load(rule_file)["groups"]}}
+    body = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True, width=10_000)
+    return "\n".join(header) + "\n" + body
+
+
 def run_export(args: argparse.Namespace) -> int:
     export = export_prometheus(_load(args.rules))
+    if args.format == "kubernetes":
+        export.text = prometheus_rule(export.text)
     if args.output:
         args.output.write_text(export.text, encoding="utf-8")
         print(f"wrote {len(export.exported)} rules to {args.output}", file=sys.stderr)

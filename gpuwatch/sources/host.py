@@ -134,7 +134,9 @@ class HostSource(Source):
     deadline_s = 2.0
 
     def __init__(self) -> None:
-        self.hostname = socket.gethostname()
+        # In a Kubernetes pod the hostname is the pod's; the DaemonSet passes the node's name as NODE_NAME
+        # (as for dcgm-exporter), so series and alerts name the machine.
+        self.hostname = os.environ.get("NODE_NAME") or socket.gethostname()
         self._tracked: dict[int, _Tracked] = {}
         self._last_cpu_times: list[Any] | None = None
         self._cpu_count = psutil.cpu_count() or None
