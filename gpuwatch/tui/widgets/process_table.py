@@ -53,6 +53,10 @@ def _io_cell(p: ProcessSample) -> Text:
     return _right(f"{size(p.io_read_bytes_s)}/{size(p.io_write_bytes_s)}")
 
 
+def _pod(p: ProcessSample) -> str:
+    return f"{p.namespace}/{p.pod}" if p.pod else ""
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("pid", "PID", 7, lambda p: p.pid, lambda p: str(p.pid)),
     Column("user", "USER", 8, lambda p: p.user or "", lambda p: (p.user or DASH)[:8], compact=False),
@@ -65,11 +69,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("state", "S", 3, lambda p: p.state or "", _state_cell, compact=False),
     Column("io", "IO R/W", 11, lambda p: _num(p.io_read_bytes_s) + _num(p.io_write_bytes_s), _io_cell,
            compact=False),
+    # Shown only when some process runs in a Kubernetes pod (the kubelet source names it).
+    Column("pod", "POD", 24, lambda p: _pod(p).lower(), lambda p: (_pod(p) or DASH)[:24], compact=False),
     Column("cmd", "COMMAND", 20, lambda p: (p.cmdline or p.name or "").lower(), lambda p: p.cmdline or p.name or DASH),
 )
 SORTABLE = tuple(c.key for c in COLUMNS)
-LEFT = frozenset({"pid", "user", "gpu", "state", "cmd"})
-ASCENDING_FIRST = frozenset({"pid", "user", "gpu", "cmd", "state"})
+LEFT = frozenset({"pid", "user", "gpu", "state", "pod", "cmd"})
+ASCENDING_FIRST = frozenset({"pid", "user", "gpu", "cmd", "state", "pod"})
 COMPACT_BELOW = 110
 
 
@@ -78,11 +84,11 @@ def row_key(p: ProcessSample) -> str:
 
 
 def matches(p: ProcessSample, needle: str) -> bool:
-    """The filter: a case-insensitive substring of pid, user, name or command line."""
+    """The filter: a case-insensitive substring of pid, user, name, command line or namespace/pod/container."""
     if not needle:
         return True
     needle = needle.lower()
-    return any(needle in (s or "").lower() for s in (str(p.pid), p.user, p.name, p.cmdline))
+    return any(needle in (s or "").lower() for s in (str(p.pid), p.user, p.name, p.cmdline, _pod(p), p.container))
 
 
 class ProcessTable(RowTable):
@@ -98,11 +104,14 @@ class ProcessTable(RowTable):
         self.columns_shown: tuple[Column, ...] = ()
         self.samples: dict[str, ProcessSample] = {}
         self._all: Sequence[ProcessSample] = ()
+        self._width = 0
+        self._pods = False
 
     # -- columns -------------------------------------------------------------------------------------
     def fit(self, width: int) -> None:
         """Choose the columns for ``width`` cells; the command column takes what is left."""
-        cols = [c for c in COLUMNS if c.compact or width >= COMPACT_BELOW]
+        self._width = width
+        cols = [c for c in COLUMNS if (c.compact or width >= COMPACT_BELOW) and (c.key != "pod" or self._pods)]
         fixed = sum(c.width + 2 for c in cols if c.key != "cmd")
         cmd_w = max(12, width - fixed - 3)
         shown = tuple(c if c.key != "cmd" else Column(c.key, c.label, cmd_w, c.sort_value, c.cell) for c in cols)
@@ -123,6 +132,10 @@ class ProcessTable(RowTable):
     def show(self, processes: Sequence[ProcessSample]) -> None:
         """Bring the table to ``processes``; rows whose cells did not change are not repainted."""
         self._all = processes
+        pods = any(p.pod for p in processes)
+        if pods != self._pods and self._width:
+            self._pods = pods
+            self.fit(self._width)  # the POD column comes or goes (only on that change: a second render)
         if not self.columns_shown:
             return
         wanted = [p for p in processes
