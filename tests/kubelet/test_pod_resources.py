@@ -159,3 +159,16 @@ def test_no_socket_means_no_source_and_one_info_line(tmp_path: Path, caplog: pyt
     lines = [r for r in caplog.records if "kubelet" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
     assert "pod labels are off" in lines[0].getMessage()
+
+
+def test_an_outage_is_logged_once_and_its_end_once(server: PodResourcesServer, source: KubeletSource,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="gpuwatch"):
+        server.fail = "kubelet restarting"
+        wait_for(lambda: source.failures >= 3)
+        server.fail = None
+        refreshed = source.refreshes
+        wait_for(lambda: source.refreshes > refreshed)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("kubelet restarting" in m for m in messages) == 1
+    assert sum("answers again" in m for m in messages) == 1

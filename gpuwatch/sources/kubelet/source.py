@@ -54,6 +54,7 @@ class KubeletSource(Source):
         self._lock = threading.Lock()
         self._labels: dict[str, dict[str, str]] = {}
         self._problem: str | None = "no answer from the kubelet yet"
+        self._warned = False  # one warning per outage, one info line when it ends
         self.refreshes = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -76,14 +77,17 @@ class KubeletSource(Source):
         with self._lock:
             self._labels, self._problem = labels, None
             self.refreshes += 1
+        if self._warned:
+            self._warned = False
+            log.info("kubelet %s answers again: pod labels are current", self.socket_path)
         return True
 
     def _failed(self, why: str) -> None:
         with self._lock:
-            first = self._problem is None
             self._problem = f"kubelet {self.socket_path}: {why}; keeping the last pod labels"
             self.failures += 1
-        if first:
+        if not self._warned:
+            self._warned = True
             log.warning("%s", self._problem)
 
     def _run(self) -> None:
