@@ -83,11 +83,12 @@ SNAPSHOTS_SKIPPED = _own("gpuwatch_snapshots_skipped_total", "counter",
 STREAM_SNAPSHOTS_DROPPED = _own("gpuwatch_stream_snapshots_dropped_total", "counter",
                                 "snapshots dropped for slow stream clients")
 STREAM_CLIENTS = _own("gpuwatch_stream_clients", "gauge", "connected /api/v1/stream clients")
+RULES_LOADED = _own("gpuwatch_rules_loaded", "gauge", "alert rules the daemon evaluates (0: no alert can fire)")
 
 #: Every series /metrics can serve, by section.
 CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
      GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, UP, SNAPSHOT_TIME, SNAPSHOT_AGE,
      PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED, SNAPSHOTS_SKIPPED,
-     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS),
+     STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED),
     key=lambda s: (SECTIONS.index(s.section), s.name)))
