@@ -9,11 +9,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
@@ -65,26 +64,12 @@ def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWa
 class GpuWatchApp(Controls):
     CSS_PATH = "gpuwatch.tcss"
     TITLE = "gpuwatch"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("slash", "filter", "filter", key_display="/"),
-        Binding("s", "cycle_sort", "sort"),
-        Binding("r", "reverse_sort", "reverse", show=False),
-        Binding("t", "tree", "tree"),
-        Binding("k", "kill", "kill"),
-        Binding("p", "pause", "pause"),
-        Binding("escape", "clear_filter", "clear filter", show=False),
-        *[Binding(str(n), f"pick_gpu({n})", f"GPU {n - 1}", show=False) for n in range(1, 10)],
-        Binding("0", "pick_gpu(0)", "all GPUs", show=False),
-    ]
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
         self.feed = feed
         self.sources: dict[str, SourceState] = {}
         self.selected_source: str | None = None
-        self.selected_gpu: int | None = None
         self.rendered = 0
         self._banner = ""
 
@@ -97,7 +82,8 @@ class GpuWatchApp(Controls):
             yield GpuPanel(id="gpu")
             yield HistoryPlot(id="plot")
         yield Input(placeholder="filter: pid, user or command (Enter keeps, Esc clears)", id="filter")
-        yield ProcessTable(id="procs")
+        yield ProcessTable(id="procs").data_bind(GpuWatchApp.sort, GpuWatchApp.filter_text, GpuWatchApp.tree_view,
+                                                 GpuWatchApp.gpu_filter)
         with Horizontal(id="bottom"):
             yield AlertsPane(id="alerts")
             yield DiagnosisPane(id="diagnosis")
@@ -205,12 +191,11 @@ class GpuWatchApp(Controls):
         state = self.sources.get(self.selected_source or "")
         if state is None:
             return
-        table = self.query_one(ProcessTable)
         # A recording's name is on the banner already; the status line keeps its room for numbers.
         description = "" if self.feed.mode == "recording" else self.feed.description
-        text = status_line(state.snapshot, description, paused=self.paused, sort=table.sort_key,
-                           reverse=table.sort_reverse, tree=table.tree_view, gpu_filter=table.gpu_filter,
-                           filter_text=table.filter_text, problem=state.status if state.problem else "")
+        text = status_line(state.snapshot, description, paused=self.paused, sort=self.sort.key,
+                           reverse=self.sort.reverse, tree=self.tree_view, gpu_filter=self.gpu_filter,
+                           filter_text=self.filter_text, problem=state.status if state.problem else "")
         self.query_one("#status", TextLine).show(text)
 
     def on_screen_resume(self) -> None:

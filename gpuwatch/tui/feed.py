@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from textual.message import Message
@@ -30,42 +31,39 @@ DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings ca
 DIAGNOSIS_HISTORY_S = 600.0
 
 
+@dataclass
 class SnapshotReady(Message):
     """A new snapshot from ``source`` with that source's alerts (``None``: no alert engine there)."""
 
-    def __init__(self, source: str, snapshot: Snapshot, alerts: tuple[Alert, ...] | None, history: History) -> None:
-        super().__init__()
-        self.source = source
-        self.snapshot = snapshot
-        self.alerts = alerts
-        self.history = history
+    source: str
+    snapshot: Snapshot
+    alerts: tuple[Alert, ...] | None
+    history: History
 
     def can_replace(self, message: Message) -> bool:
         # Called on the older message with a newer one pending: same source -> drop the older one.
         return isinstance(message, SnapshotReady) and message.source == self.source
 
 
+@dataclass
 class DiagnosisReady(Message):
     """The doctor's findings for ``source`` (``None`` with ``note`` saying why there are none)."""
 
-    def __init__(self, source: str, findings: list[Finding] | None, note: str = "") -> None:
-        super().__init__()
-        self.source = source
-        self.findings = findings
-        self.note = note
+    source: str
+    findings: list[Finding] | None
+    note: str = ""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DiagnosisReady) and message.source == self.source
 
 
+@dataclass
 class FeedStatus(Message):
     """A source's connection state, in words for the status line."""
 
-    def __init__(self, source: str, state: Literal["ok", "error", "ended"], text: str) -> None:
-        super().__init__()
-        self.source = source
-        self.state = state
-        self.text = text
+    source: str
+    state: Literal["ok", "error", "ended"]
+    text: str
 
 
 class Feed(Protocol):

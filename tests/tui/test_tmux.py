@@ -13,7 +13,7 @@ def test_bundled_replay_in_tmux_shows_the_panel_and_processes_answers_keys_and_q
         tmux: Tmux, bundled: Path) -> None:
     tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
     screen = tmux.wait_screen("GPU-Util", "SM occup", "NVIDIA H200", "RECORDING", " 558 ", " 603 ")
-    assert "python3" in screen
+    assert "[mp worker of 554] spawn_main(tracker_fd=4, pipe_handle=6)" in screen  # not the interpreter path
     tmux("send-keys", "-t", "gw", "/")
     tmux.wait_screen("filter: pid, user or command")
     tmux("send-keys", "-t", "gw", "558", "Enter")
