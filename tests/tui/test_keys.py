@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from conftest import live_app, replay_app
+from rich.console import Console
 from test_kill import select_pid, wait_exit
 
 from gpuwatch.tui.widgets.help_screen import HelpScreen
