@@ -72,6 +72,9 @@ class Controls(App[None]):
     def _render_status(self) -> None:
         raise NotImplementedError
 
+    def _relayout(self) -> None:
+        raise NotImplementedError
+
     # -- state changes redraw what shows them ------------------------------------------------------------
     def watch_sort(self) -> None:
         self._render_status()
@@ -124,17 +127,20 @@ class Controls(App[None]):
     def _filter_submitted(self) -> None:
         self.query_one("#filter").display = False
         self.query_one(ProcessTable).focus()
+        self._relayout()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True  # at once, not via a class: keys typed right after "/" must land in the box
         box.focus()
+        self._relayout()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
         self.query_one(ProcessTable).focus()
+        self._relayout()
 
     # -- view --------------------------------------------------------------------------------------------
     def action_step_sort(self, delta: int) -> None:
