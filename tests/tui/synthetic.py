@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import psutil
+
 from gpuwatch.model.clock_events import decode
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
@@ -46,10 +48,11 @@ def processes(i: int, tick: int, extra_pids: tuple[int, ...] = ()) -> list[Proce
             num_threads=24, threads_in_io_wait=2 if n == 1 else 0, rss_bytes=(6 + n) * GIB,
             state="running" if n == 0 else "sleeping", io_read_bytes_s=3.2e7 if n == 1 else 0.0,
             io_write_bytes_s=0.0, create_time=T0 - 3600))
-    for pid in extra_pids:
+    for pid in extra_pids:  # real processes of the test: their identity as the host source would read it
+        live = psutil.Process(pid)
         out.append(ProcessSample(pid=pid, gpu_index=i, gpu_memory_bytes=GIB, sm_util=1.0, ppid=1, user="tester",
-                                 name="sleep", cmdline="sleep 60", cpu_percent=0.0, rss_bytes=2**20,
-                                 state="sleeping"))
+                                 name=live.name(), cmdline=" ".join(live.cmdline()), cpu_percent=0.0,
+                                 rss_bytes=2**20, state="sleeping", create_time=live.create_time()))
     return out
 
 
