@@ -4,8 +4,9 @@ A fixed split wastes the screen both ways: at 160x50 a two-process table sat on 
 alerts pane cut its summaries and the diagnosis scrolled; at 80x24 the alerts pane showed 2 of 3 alerts.
 So the process table takes the rows it has (header plus one per process), the alerts pane the rows its
 alerts need, and the diagnosis what is left. Where everything fits at full width, alerts sit above the
-diagnosis (their summaries need the width); otherwise the two sit side by side under the table, and a
-long process list keeps at least a third of the rows.
+diagnosis (their summaries need the width); where it does not, they stay stacked if that shows as large a
+share of the findings as side by side would, else the two sit side by side under the table; a long
+process list keeps at least a third of the rows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ BORDER = 2
 BOTTOM_MIN = 6
 #: Fewest rows the table keeps (header and two processes).
 PROCS_MIN = 3
+#: Fewest diagnosis lines worth stacking the panes for when the findings do not fit anyway.
+DIAGNOSIS_MIN = 5
 #: Spare rows the GPU panel row takes first: the panel's host and "more" lines. Where the history plot is
 #: on screen it takes half the spare rows (at most TOP_GROW_PLOT): the plot is what gains from height.
 TOP_GROW = 4
@@ -53,7 +56,12 @@ def plan(rows: int, width: int, process_rows: int, alert_rows: int,
         spare = rows - stacked_need
         extra = min(spare, max(TOP_GROW, min(TOP_GROW_PLOT, spare // 2)) if plot_shown else TOP_GROW)
         return Plan(procs_need, alerts_need, rows - extra - procs_need - alerts_need, stacked=True, top_extra=extra)
-    bottom_need = max(alerts_need, BORDER + diagnosis_lines(width // 2))
+    side_lines = diagnosis_lines(width // 2)
+    stacked_rows = rows - procs_need - alerts_need - BORDER  # diagnosis lines on screen if stacked anyway
+    if stacked_rows >= DIAGNOSIS_MIN and stacked_rows / max(1, diagnosis_lines(width)) >= (
+            rows - procs_need - BORDER) / max(1, side_lines):
+        return Plan(procs_need, alerts_need, rows - procs_need - alerts_need, stacked=True)
+    bottom_need = max(alerts_need, BORDER + side_lines)
     if procs_need + bottom_need <= rows:
         procs = procs_need
     else:

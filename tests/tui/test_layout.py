@@ -41,6 +41,12 @@ def test_plan(rows: int, width: int, procs: int, alerts: int, diag: int, plot: b
     assert plan(rows, width, procs, alerts, lines(diag), plot_shown=plot) == expected
 
 
+def test_findings_too_long_for_the_screen_stay_stacked_where_that_shows_more_of_them() -> None:
+    wrapped = lambda width: 22 if width >= 100 else 36  # noqa: E731 - lines at full and at half width
+    assert plan(30, 120, 2, 3, wrapped) == Plan(procs=3, alerts=6, diagnosis=21, stacked=True)
+    assert plan(14, 80, 2, 3, lambda width: 25 if width >= 80 else 40).stacked is False
+
+
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Path, size: tuple[int, int]) -> None:
     app = replay_app(bundled, 130)
@@ -50,8 +56,10 @@ async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Pat
         diagnosis = app.query_one(DiagnosisPane)
         assert alerts.row_count == 3 and alerts.size.height >= 1 + alerts.row_count
         assert table.size.height == 1 + table.row_count == 3
-        if size[0] >= 120:  # stacked: the whole diagnosis is on screen, and the alerts at full width
-            assert diagnosis.max_scroll_y == 0 and alerts.size.width > size[0] - 6
+        if size[0] >= 120:  # stacked: alerts at full width, the diagnosis gets every row left
+            assert alerts.size.width > size[0] - 6 and app.layout_plan is not None and app.layout_plan.stacked
+            # at 160x50 and larger the whole diagnosis is on screen; at 120x40 all but a few lines
+            assert diagnosis.max_scroll_y == 0 if size[0] >= 160 else diagnosis.size.height >= 19
         else:
             assert diagnosis.size.height >= 9  # was 2 lines before the layout followed content
         used = sum(w.outer_size.height for w in app.screen.children if w.display)
