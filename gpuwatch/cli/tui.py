@@ -66,7 +66,7 @@ def build_feed(args: argparse.Namespace) -> Feed:
     if opened.is_recording and (args.replay is None or args.replay.resolve() == bundled_recording().resolve()):
         skipped = feed.skip_idle()  # the bundled recording's service starts after ~10 idle seconds
         if skipped:
-            feed.description += f" from {skipped:.0f} s, where the GPU gets busy"
+            feed.description += f" from {skipped:.0f} s"  # where its GPU gets busy
     return feed
 
 
