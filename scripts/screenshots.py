@@ -28,10 +28,8 @@ sys.path.insert(0, str(ROOT))
 from gpuwatch.data import bundled_recording  # noqa: E402
 from gpuwatch.model.recording import iter_snapshots  # noqa: E402
 from gpuwatch.model.snapshot import Snapshot  # noqa: E402
-from gpuwatch.sampler.sampler import Sampler  # noqa: E402
-from gpuwatch.tui.analysis import load_engine  # noqa: E402
 from gpuwatch.tui.app import make_app  # noqa: E402
-from gpuwatch.tui.feed import LocalFeed  # noqa: E402
+from gpuwatch.tui.feed import local_feed  # noqa: E402
 
 OUT = ROOT / "screenshots"
 
@@ -72,10 +70,7 @@ class RecordingProducer:
 
 
 async def take(shot: Shot, recording: Path) -> str:
-    engine, note = load_engine()
-    sampler = Sampler(RecordingProducer(recording), interval=1.0)
-    feed = LocalFeed(sampler, f"recording: {recording.name}", True, engine=engine, alerts_note=note,
-                     run_sampler=False)
+    feed = local_feed(RecordingProducer(recording), f"recording: {recording.name}", True, run_sampler=False)
     feed.prime(shot.ticks)
     app = make_app(feed)
     async with app.run_test(size=shot.size) as pilot:

@@ -1,31 +1,46 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run all of it: ruff, mypy, pytest.
 # Safe to re-run; installs only what is missing. Python >= 3.10.
+#
+#   GPUWATCH_TEST_TORCH=1  also install torch (the CPU build, ~200 MB) so the workload tests run; without it
+#                          they are skipped, and nothing multi-GB is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System tools the tests drive for real: promtool/Prometheus/Alertmanager, tmux, systemd-analyze.
-need=()
-command -v promtool >/dev/null || need+=(prometheus)
-command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null || need+=(prometheus-alertmanager)
-command -v tmux >/dev/null || need+=(tmux)
-command -v systemd-analyze >/dev/null || need+=(systemd)
+need=() why=()
+command -v promtool >/dev/null || { need+=(prometheus); why+=("prometheus: promtool checks the /metrics output and the exported rules"); }
+command -v prometheus-alertmanager >/dev/null || command -v alertmanager >/dev/null \
+  || { need+=(prometheus-alertmanager); why+=("prometheus-alertmanager: receives the daemon's Alertmanager webhooks"); }
+command -v tmux >/dev/null || { need+=(tmux); why+=("tmux: runs the dashboard in a real terminal"); }
+command -v systemd-analyze >/dev/null || { need+=(systemd); why+=("systemd: systemd-analyze verifies the generated unit"); }
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "== installing Debian packages: ${need[*]}"
+    echo "== installing Debian packages the tests drive for real (apt-get, --no-install-recommends):"
+    printf '   %s\n' "${why[@]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
     echo "!! missing ${need[*]}: tests that need them will be skipped (install them, or run as root)" >&2
+    printf '   %s\n' "${why[@]}" >&2
   fi
 fi
 
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# The workload's tests run on the CPU: take the CPU build of torch (a bare 'torch' pulls a multi-GB CUDA build).
-.venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/python -m pip install -q torch==2.13.0 \
-  || echo "!! torch==2.13.0 not installable here: the workload tests will be skipped" >&2
+if [ "${GPUWATCH_TEST_TORCH:-0}" = 1 ] && ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  # PyTorch's CPU-only index first: a bare 'torch' from PyPI is the multi-GB CUDA build on most machines.
+  # Where that index cannot be reached (some CI machines reach only the default index), the default index.
+  echo "== installing torch (CPU build) for the workload tests"
+  .venv/bin/python -m pip install -q --timeout 20 --retries 1 torch==2.13.0 \
+      --index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
+    || { echo "   PyTorch's CPU index is unreachable: trying the default index"
+         .venv/bin/python -m pip install -q torch==2.13.0; } \
+    || echo "!! torch==2.13.0 not installable here: the workload tests will be skipped" >&2
+elif ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  echo "== torch not installed: the workload tests are skipped (GPUWATCH_TEST_TORCH=1 installs the CPU build)"
+fi
 .venv/bin/python -m pip install -q -e '.[test]'
 
 echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks scripts

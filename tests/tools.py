@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import pytest
 
@@ -21,3 +22,16 @@ def require_tool(*names: str) -> str:
     if os.environ.get("GPUWATCH_REQUIRE_TOOLS") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def require_torch() -> Any:
+    """The torch module; skip (or fail in CI) without it. scripts/test.sh installs the CPU build only when
+    asked (GPUWATCH_TEST_TORCH=1), so a plain run never downloads a multi-GB CUDA build."""
+    try:
+        import torch
+    except ImportError:
+        message = "torch not installed (GPUWATCH_TEST_TORCH=1 ./scripts/test.sh installs the CPU build)"
+        if os.environ.get("GPUWATCH_REQUIRE_TOOLS") == "1" and os.environ.get("GPUWATCH_TEST_TORCH") == "1":
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)
+    return torch

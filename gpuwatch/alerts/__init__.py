@@ -1,6 +1,6 @@
 """Alert rules over Snapshots: load rule files, evaluate them, export them to Prometheus.
 
-    rules = load_rules([Path("alerts/default.yml")])      # RuleError names file:line, rule and problem
+    rules = load_rules([DEFAULT_RULES])                     # RuleError names file:line, rule and problem
     engine = AlertEngine(rules)
     for snap in snapshots:                                 # in time order
         for t in engine.evaluate(snap): ...                # Transitions: pending / firing / resolved

@@ -6,8 +6,8 @@ Every problem is reported, each as ``file:line: rule 'X': what is wrong``, so on
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
+from importlib import resources  # noqa: TID251 - reads package data; imports nothing
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,9 @@ from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 
 
 def _default_rules() -> Path:
-    """The shipped rules: ``alerts/default.yml`` in the source tree, or where a wheel installs it
-    (``<prefix>/share/gpuwatch/alerts/default.yml``)."""
-    source_tree = Path(__file__).resolve().parents[2] / "alerts" / "default.yml"
-    installed = Path(sys.prefix) / "share" / "gpuwatch" / "alerts" / "default.yml"
-    return source_tree if source_tree.exists() or not installed.exists() else installed
+    """The shipped rules, package data beside the code: every install scheme (a venv, ``pip install
+    --user``, pipx, a wheel unpacked anywhere) puts them where the package is, so they are always found."""
+    return Path(str(resources.files("gpuwatch.data") / "alerts" / "default.yml"))
 
 
 DEFAULT_RULES = _default_rules()
@@ -112,7 +110,7 @@ def _rule(errors: _Errors, raw: Any, line: int, group: str) -> Rule | None:
     if "record" in raw or "expr" in raw:
         what = "recording rules ('record')" if "record" in raw else "PromQL 'expr'"
         errors.add(line_of(raw, "record" if "record" in raw else "expr"), f"rule '{name or '?'}'",
-                   f"{what} is not supported: write a structured 'condition' (see alerts/default.yml)")
+                   f"{what} is not supported: write a structured 'condition' (see `gpuwatch rules show`)")
         return None
     if not isinstance(name, str) or not _NAME.match(name):
         errors.add(line_of(raw, "alert"), f"group '{group}'",

@@ -4,6 +4,7 @@ command takes."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from gpuwatch.model.recording import RecordingError
@@ -25,6 +26,17 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def seconds_offset(text: str) -> float:
+    """A point in a recording, in seconds from its start: finite and not negative."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
     return value
 
 

@@ -20,7 +20,7 @@ from gpuwatch.config import (
     override,
 )
 from gpuwatch.config.example import render_example
-from gpuwatch.daemon.parts import StartError, build_rules, build_targets, read_token, state_dir
+from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
 
 DESCRIPTION = f"""\
@@ -69,6 +69,9 @@ def _check(config: Config) -> int:
     check_listen(config, read_token(config))
     print(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} rule(s), "
           f"{len(config.receivers)} receiver(s), outbox in {state_dir(config)}")
+    warning = no_rules_warning(rules, config)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

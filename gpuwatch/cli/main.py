@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Sequence
 
@@ -18,8 +19,22 @@ DESCRIPTION = """\
 Live dashboard, Prometheus exporter and alerting daemon for NVIDIA GPUs that shows what GPU-Util hides
 (SM activity, occupancy, tensor activity, the CPU side of the pipeline) and says why a GPU is under-used.
 
-With no NVIDIA driver on this machine, the commands that sample play a bundled recording made on an
-H200 instead (labelled as a recording), or whatever --replay FILE names."""
+Bare 'gpuwatch' is the dashboard and takes its flags ('gpuwatch --replay FILE'). With no NVIDIA driver
+on this machine the dashboard and 'doctor' play a bundled recording made on an H200 (labelled as a
+recording); 'snapshot', 'record' and 'daemon' say so and exit 2 unless given --replay FILE or --dcgm URL.
+'rules test' backtests over the bundled recording unless given --replay."""
+
+
+def with_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``tui`` put in where no command is named, so bare ``gpuwatch`` takes the dashboard's
+    flags (``gpuwatch --replay FILE``); top-level flags (-v, --help, --version) stay in front of it."""
+    argv = list(argv)
+    i = 0
+    while i < len(argv) and re.fullmatch(r"-v+|--verbose", argv[i]):
+        i += 1
+    if i < len(argv) and (argv[i] in ("-h", "--help", "--version") or not argv[i].startswith("-")):
+        return argv  # a command (or a typo argparse names), or top-level help
+    return [*argv[:i], "tui", *argv[i:]]
 
 
 def _chosen_command(argv: Sequence[str]) -> str | None:
@@ -31,7 +46,7 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
             continue
         name = arg.replace("-", "_")
         return name if name in COMMANDS else None
-    return "tui"
+    return None
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -55,13 +70,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command is None:
-        args = parser.parse_args([*argv, "tui"])
     try:
         return int(args.func(args) or 0)
     except CliError as exc:

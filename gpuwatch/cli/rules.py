@@ -56,6 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--all", action="store_true",
                    help="every series /metrics serves, as the README's markdown table")
     m.set_defaults(func=run_metrics)
+    s = rsub.add_parser("show", help="print the shipped rules (a starting point for your own file)",
+                        description="Print the shipped rule file, to copy and edit: "
+                        "'gpuwatch rules show > my-rules.yml', then point [alerts] rule_paths at it.")
+    s.set_defaults(func=run_show)
 
 
 def _load(paths: list[Path] | None) -> RuleSet:
@@ -137,3 +141,9 @@ def series_markdown() -> str:
     rows += [f"| `{s.name}` | {s.kind} | {', '.join(s.labels) or '-'} | {s.help.replace('|', '/')} |"
              for s in CATALOGUE]
     return "\n".join(rows)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    sys.stdout.write(DEFAULT_RULES.read_text(encoding="utf-8"))
+    print(f"# {DEFAULT_RULES}", file=sys.stderr)
+    return 0

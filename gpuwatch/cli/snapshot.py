@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, seconds_offset
 from gpuwatch.cli.table import render_snapshot
 from gpuwatch.model.codec import dumps
 from gpuwatch.sampler.sampler import Sampler
@@ -18,24 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "Rates (CPU %, IO, GPM activity) need two readings, so a live snapshot waits one "
                        "--interval between them.")
     p.add_argument("--json", action="store_true", help="print the Snapshot as JSON")
-    p.add_argument("--at", type=float, default=0.0, metavar="S",
-                   help="with --replay: the snapshot S seconds into the recording")
+    p.add_argument("--at", type=seconds_offset, default=0.0, metavar="S",
+                   help="with --replay: the snapshot S seconds into the recording (0 = the first)")
     add_sampling_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     opened = open_from_args(args)
+    if args.at and not opened.is_recording:
+        raise CliError("--at picks a moment of a recording: give --replay FILE", exit_code=2)
     sampler = Sampler(opened.producer, interval=args.interval)
     try:
         snap = sampler.tick()
         if opened.is_recording and snap is not None:
-            first = snap.time
+            first, count = snap.time, 1
             while snap.time - first < args.at:
                 later = sampler.tick()
-                if later is None:  # the recording ended before --at: show its last snapshot
-                    break
-                snap = later
+                if later is None:
+                    longest = math.floor((snap.time - first) * 10) / 10
+                    raise CliError(f"--at {args.at:g}: the recording is {longest:.1f} s long ({count} snapshots); "
+                                   f"give --at between 0 and {longest:.1f}", exit_code=2)
+                snap, count = later, count + 1
         else:
             time.sleep(args.interval)  # second reading: CPU %, IO rates and GPM need a delta
             snap = sampler.tick()

@@ -44,9 +44,8 @@ def build_feed(args: argparse.Namespace) -> Feed:
 
     Textual, requests and the alert engine are imported here, not at module level, so other commands
     (and ``gpuwatch --help``) do not pay for them."""
-    from gpuwatch.sampler.sampler import Sampler
-    from gpuwatch.tui.analysis import load_engine
-    from gpuwatch.tui.feed import LocalFeed
+    from gpuwatch.data import bundled_recording
+    from gpuwatch.tui.feed import local_feed
 
     if getattr(args, "connect", None):
         from gpuwatch.tui.remote import RemoteFeed
@@ -55,12 +54,20 @@ def build_feed(args: argparse.Namespace) -> Feed:
             raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
         return RemoteFeed(list(args.connect), token=_read_token(getattr(args, "token_file", None)))
     rules = getattr(args, "rules", None)
-    engine, note = load_engine(rules)
-    if rules and engine is None:
-        raise CliError(note)
+    if rules:  # rules the user named must load, checked before a source is opened
+        from gpuwatch.tui.analysis import load_engine
+
+        engine, note = load_engine(rules)
+        if engine is None:
+            raise CliError(note)
     opened = open_from_args(args, allow_bundled=True)
-    sampler = Sampler(opened.producer, interval=args.interval)
-    return LocalFeed(sampler, opened.description, opened.is_recording, engine=engine, alerts_note=note)
+    feed = local_feed(opened.producer, opened.description, opened.is_recording, interval=args.interval,
+                      rule_paths=rules)
+    if opened.is_recording and (args.replay is None or args.replay.resolve() == bundled_recording().resolve()):
+        skipped = feed.skip_idle()  # the bundled recording's service starts after ~10 idle seconds
+        if skipped:
+            feed.description += f" from {skipped:.0f} s"  # where its GPU gets busy
+    return feed
 
 
 def _read_token(path: Path | None) -> str | None:

@@ -88,8 +88,9 @@ def _check_torch() -> None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise CliError("torch is not installed: install the extra with `pip install 'gpuwatch-monitor[workload]'`",
-                       exit_code=2)
+        from gpuwatch.workload.run import INSTALL_HINT
+
+        raise CliError(f"torch is not installed: {INSTALL_HINT}", exit_code=2)
 
 
 def run_doctor(args: argparse.Namespace) -> int:

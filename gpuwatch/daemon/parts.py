@@ -45,6 +45,16 @@ def build_rules(config: Config) -> RuleSet:
         raise StartError(f"alert rules: cannot read {exc.filename}: {exc.strerror}") from None
 
 
+def no_rules_warning(rules: RuleSet, config: Config) -> str | None:
+    """The loud line for a daemon that would evaluate nothing: without it, a misplaced rule file means
+    a daemon that runs for months and never alerts."""
+    if len(rules):
+        return None
+    where = ", ".join(str(p) for p in rule_paths(config)) or "no rule file"
+    return (f"no alert rules loaded from {where}: no alert can fire (check [alerts] rule_paths; "
+            f"'gpuwatch rules show' prints the shipped rules)")
+
+
 def state_dir(config: Config, env: Mapping[str, str] | None = None) -> Path:
     """``[daemon] state_dir``, else systemd's ``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/gpuwatch``."""
     env = os.environ if env is None else env
@@ -102,6 +112,7 @@ class DaemonCounters:
     snapshots_skipped: int
     stream_snapshots_dropped: int
     stream_clients: int
+    rules_loaded: int
 
 
 def daemon_families(outbox: Outbox, now: DaemonCounters) -> Iterator[Metric]:
@@ -113,7 +124,8 @@ def daemon_families(outbox: Outbox, now: DaemonCounters) -> Iterator[Metric]:
     for spec, value in ((series.NOTIFICATION_ATTEMPTS_FAILED, now.notification_attempts_failed),
                         (series.SNAPSHOTS_SKIPPED, now.snapshots_skipped),
                         (series.STREAM_SNAPSHOTS_DROPPED, now.stream_snapshots_dropped),
-                        (series.STREAM_CLIENTS, now.stream_clients)):
+                        (series.STREAM_CLIENTS, now.stream_clients),
+                        (series.RULES_LOADED, now.rules_loaded)):
         fam = family(spec)
         fam.add_metric([], float(value))
         yield fam

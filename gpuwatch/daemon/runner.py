@@ -55,6 +55,7 @@ class Daemon:
         except ConfigError as exc:
             raise parts.StartError(str(exc)) from None
         self.engine = AlertEngine(parts.build_rules(config))
+        self._warn_if_no_rules(config)
         targets = parts.build_targets(config)
         self.outbox = parts.open_outbox(config)
         self.sampler = Sampler(producer, interval=config.sampler.interval)
@@ -64,7 +65,7 @@ class Daemon:
         self.deliverer = Deliverer(self.outbox, targets, config.notify)
         self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
         counters = lambda: parts.DaemonCounters(self.deliverer.failed_attempts, self.pipeline.skipped,  # noqa: E731
-                                                self.hub.dropped, self.hub.clients)
+                                                self.hub.dropped, self.hub.clients, len(self.engine.rules))
         self.diagnosis = DiagnosisPublisher(lambda: list(self.sampler.history),
                                             max(1.0, config.exporter.diagnosis_interval))
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
@@ -84,6 +85,11 @@ class Daemon:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
 
+    def _warn_if_no_rules(self, config: Config) -> None:
+        warning = parts.no_rules_warning(self.engine.rules, config)
+        if warning:
+            log.warning("%s", warning)
+
     def _health(self) -> tuple[bool, dict[str, Any]]:
         p = self.pipeline
         finished = self.sampler.finished.is_set()
@@ -92,7 +98,9 @@ class Daemon:
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),
                 "sampler": "finished" if finished else "running", "alerts": len(p.alerts),
-                "origin": p.latest.origin if p.latest is not None else None}
+                "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules)}
+        if not info["rules"]:
+            info["warning"] = "no alert rules loaded: no alert can fire"
         return not stalled, info
 
     async def reload(self) -> tuple[bool, str]:
@@ -123,6 +131,7 @@ class Daemon:
             if old_value != new_value:
                 log.warning("%s changed to %s: that takes a restart", key, new_value)
         self.config = new
+        self._warn_if_no_rules(new)
         message = f"reloaded: {len(rules)} rule(s), {len(targets)} receiver(s)"
         log.info("%s", message)
         self.sd.ready(message)

@@ -95,11 +95,12 @@ STREAM_CLIENTS = _own("gpuwatch_stream_clients", "gauge", "connected /api/v1/str
 #: :mod:`gpuwatch.model.dcgm_names` (its counters are served as gauges).
 DCGM = {f.name: Series(f.name, "gauge", f"{f.help} (dcgm-exporter name)", (*DCGM_LABELS, *POD_LABELS), "dcgm")
         for f in DCGM_FIELDS}
+RULES_LOADED = _own("gpuwatch_rules_loaded", "gauge", "alert rules the daemon evaluates (0: no alert can fire)")
 
 #: Every series /metrics can serve, by section.
 CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
      GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP, SNAPSHOT_TIME,
      SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
-     SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, *DCGM.values()),
+     SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED, *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

@@ -1,14 +1,18 @@
-"""What the keys and the mouse do: sort, filter, tree, pause, GPU pick, help and the kill dialog.
+"""What the keys and the mouse do, and the view state they change.
 
+The view (sort, filter, tree, which GPU) is reactive state of the app: the process table is bound to it
+with ``data_bind`` and the status line and panels redraw from watchers, so a key handler only sets a value.
 A mixin of the app, kept apart so the app module stays about data flow and drawing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import signal
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.widgets import Input
 
@@ -19,18 +23,48 @@ from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
 from gpuwatch.tui.widgets.fleet_table import FleetTable
 from gpuwatch.tui.widgets.help_screen import HelpScreen
 from gpuwatch.tui.widgets.kill_dialog import KillDialog
-from gpuwatch.tui.widgets.process_table import ProcessTable
+from gpuwatch.tui.widgets.process_screen import ProcessScreen
+from gpuwatch.tui.widgets.process_table import ProcessTable, Sort
 from gpuwatch.tui.widgets.row_table import RowTable
+
+KEYS: list[BindingType] = [
+    Binding("q", "quit", "quit"),
+    Binding("question_mark,h", "help", "help", key_display="?"),
+    Binding("slash", "filter", "filter", key_display="/"),
+    Binding("s", "step_sort(1)", "sort"),
+    Binding("full_stop", "step_sort(1)", "next sort column", show=False),
+    Binding("comma", "step_sort(-1)", "previous sort column", show=False),
+    Binding("r", "reverse_sort", "reverse", show=False),
+    Binding("t", "tree", "tree"),
+    Binding("enter", "details", "details", show=False),
+    Binding("k", "kill", "kill"),
+    Binding("T", "signal('SIGTERM')", "SIGTERM", show=False),
+    Binding("K", "signal('SIGKILL')", "SIGKILL", show=False),
+    Binding("I", "signal('SIGINT')", "SIGINT", show=False),
+    Binding("p", "pause", "pause"),
+    Binding("escape", "clear_filter", "clear filter", show=False),
+    *[Binding(str(n), f"pick_gpu({n})", f"GPU {n - 1}", show=False) for n in range(1, 10)],
+    Binding("0", "pick_gpu(0)", "all GPUs", show=False),
+]
 
 
 class Controls(App[None]):
-    """Key and mouse handlers; the app provides the state and the two render methods."""
+    """The view state and the key and mouse handlers; the app provides the two render methods."""
+
+    BINDINGS: ClassVar[list[BindingType]] = KEYS
 
     paused: reactive[bool] = reactive(False)
+    sort: reactive[Sort] = reactive(Sort, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
+    tree_view: reactive[bool] = reactive(False, init=False)
+    #: Only this GPU's processes in the table (``None``: all); keys 1-9 and 0.
+    gpu_filter: reactive[int | None] = reactive(None, init=False)
+    #: The GPU the panel and the plot show.
+    selected_gpu: reactive[int | None] = reactive(None, init=False)
+
     feed: Feed
     sources: dict[str, Any]
     selected_source: str | None
-    selected_gpu: int | None
 
     def _render_selected(self) -> None:
         raise NotImplementedError
@@ -38,10 +72,35 @@ class Controls(App[None]):
     def _render_status(self) -> None:
         raise NotImplementedError
 
+    def _relayout(self) -> None:
+        raise NotImplementedError
+
+    # -- state changes redraw what shows them ------------------------------------------------------------
+    def watch_sort(self) -> None:
+        self._render_status()
+
+    def watch_filter_text(self) -> None:
+        self._render_status()
+
+    def watch_tree_view(self) -> None:
+        self._render_status()
+
+    def watch_gpu_filter(self) -> None:
+        self._render_status()
+
+    def watch_selected_gpu(self) -> None:
+        self._render_selected()
+
+    def watch_paused(self, paused: bool) -> None:
+        self.feed.pause(paused)
+        if not paused:
+            self._render_selected()
+        self._render_status()
+
+    # -- mouse -------------------------------------------------------------------------------------------
     @on(RowTable.HeaderClicked, "#procs")
     def _header_clicked(self, event: RowTable.HeaderClicked) -> None:
-        self.query_one(ProcessTable).sort_by(event.column)
-        self._render_status()
+        self.sort = self.sort.by(event.column)
 
     @on(RowTable.CursorMoved, "#fleet")
     def _fleet_row(self, event: RowTable.CursorMoved) -> None:
@@ -51,80 +110,84 @@ class Controls(App[None]):
         source, gpu = picked
         if (source, gpu) != (self.selected_source, self.selected_gpu):
             self.selected_source = source
-            self.selected_gpu = gpu if gpu is not None else self.selected_gpu
             state = self.sources.get(source)
             if state is not None:
                 self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
-            self._render_selected()
+            if gpu is not None and gpu != self.selected_gpu:
+                self.selected_gpu = gpu  # redraws through its watcher
+            else:
+                self._render_selected()
 
+    # -- filter ------------------------------------------------------------------------------------------
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        table = self.query_one(ProcessTable)
-        table.filter_text = event.value.strip()
-        table.refilter()
-        self._render_status()
+        self.filter_text = event.value.strip()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
         self.query_one("#filter").display = False
         self.query_one(ProcessTable).focus()
+        self._relayout()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True  # at once, not via a class: keys typed right after "/" must land in the box
         box.focus()
+        self._relayout()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
         self.query_one(ProcessTable).focus()
+        self._relayout()
 
-    def action_cycle_sort(self) -> None:
-        self.query_one(ProcessTable).cycle_sort()
-        self._render_status()
+    # -- view --------------------------------------------------------------------------------------------
+    def action_step_sort(self, delta: int) -> None:
+        self.sort = self.sort.step(self.query_one(ProcessTable).column_keys, delta)
 
     def action_reverse_sort(self) -> None:
-        table = self.query_one(ProcessTable)
-        table.sort_by(table.sort_key)
-        self._render_status()
+        self.sort = self.sort.flipped()
 
     def action_tree(self) -> None:
-        table = self.query_one(ProcessTable)
-        table.tree_view = not table.tree_view
-        table.refilter()
-        self._render_status()
+        self.tree_view = not self.tree_view
 
     def action_pause(self) -> None:
         self.paused = not self.paused
 
-    def watch_paused(self, paused: bool) -> None:
-        self.feed.pause(paused)
-        if not paused:
-            self._render_selected()
-        self._render_status()
-
     def action_pick_gpu(self, n: int) -> None:
-        table = self.query_one(ProcessTable)
         if n == 0:
-            table.gpu_filter = None
-        else:
-            state = self.sources.get(self.selected_source or "")
-            snap = state.snapshot if state else None
-            if snap is None or snap.gpu(n - 1) is None:
-                have = ", ".join(str(g.index) for g in snap.gpus) if snap else "none yet"
-                self.notify(f"there is no GPU {n - 1} here (GPUs: {have})", severity="warning", timeout=3)
-                return
-            self.selected_gpu = table.gpu_filter = n - 1
-            if self.selected_source is not None:
-                self.query_one(FleetTable).select(self.selected_source, n - 1)
-        table.refilter()
-        self._render_selected()
+            self.gpu_filter = None
+            return
+        state = self.sources.get(self.selected_source or "")
+        snap = state.snapshot if state else None
+        if snap is None or snap.gpu(n - 1) is None:
+            have = ", ".join(str(g.index) for g in snap.gpus) if snap else "none yet"
+            self.notify(f"there is no GPU {n - 1} here (GPUs: {have})", severity="warning", timeout=3)
+            return
+        self.gpu_filter = self.selected_gpu = n - 1
+        if self.selected_source is not None:
+            self.query_one(FleetTable).select(self.selected_source, n - 1)
 
+    # -- screens -----------------------------------------------------------------------------------------
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_details(self) -> None:
+        proc = self.query_one(ProcessTable).selected()
+        if proc is None:
+            self.notify("no process selected", severity="warning", timeout=3)
+            return
+        self.push_screen(ProcessScreen(proc))
+
     def action_kill(self) -> None:
+        self._confirm_signal((signal.SIGTERM, signal.SIGKILL))
+
+    def action_signal(self, name: str) -> None:
+        self._confirm_signal((signal.Signals[name],))
+
+    def _confirm_signal(self, offer: tuple[signal.Signals, ...]) -> None:
+        """Refuse in one line, or ask which signal (or whether) to send, then check again and send it."""
         refusal = kill_refusal(self.feed.mode, self.feed.description)
         proc = self.query_one(ProcessTable).selected()
         if refusal is None and proc is None:
@@ -143,4 +206,4 @@ class Controls(App[None]):
             sent, message = signals.send(target, sig)
             self.notify(message, severity="information" if sent else "error", timeout=5)
 
-        self.push_screen(KillDialog(target), done)
+        self.push_screen(KillDialog(target, offer), done)

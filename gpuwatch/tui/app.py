@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
@@ -24,6 +24,7 @@ from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.actions import Controls
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
+from gpuwatch.tui.layout import Plan, plan
 from gpuwatch.tui.status import banner_text, status_line
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
@@ -32,6 +33,13 @@ from gpuwatch.tui.widgets.gpu_panel import GpuPanel
 from gpuwatch.tui.widgets.history_plot import HistoryPlot
 from gpuwatch.tui.widgets.lines import TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
+from gpuwatch.tui.widgets.row_table import RowTable
+
+#: Rows of the GPU panel row (the -tall screen adds the host and "more" lines), and the fleet table's cap.
+TOP, TALL_TOP = 7, 9
+FLEET_MAX, FLEET_MAX_SHORT = 10, 5
+#: Below NARROW columns the history plot is hidden; below WIDE the GPU panel keeps a fixed 80 columns.
+NARROW, WIDE = 120, 160
 
 
 @dataclass
@@ -65,28 +73,15 @@ def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWa
 class GpuWatchApp(Controls):
     CSS_PATH = "gpuwatch.tcss"
     TITLE = "gpuwatch"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("slash", "filter", "filter", key_display="/"),
-        Binding("s", "cycle_sort", "sort"),
-        Binding("r", "reverse_sort", "reverse", show=False),
-        Binding("t", "tree", "tree"),
-        Binding("k", "kill", "kill"),
-        Binding("p", "pause", "pause"),
-        Binding("escape", "clear_filter", "clear filter", show=False),
-        *[Binding(str(n), f"pick_gpu({n})", f"GPU {n - 1}", show=False) for n in range(1, 10)],
-        Binding("0", "pick_gpu(0)", "all GPUs", show=False),
-    ]
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
         self.feed = feed
         self.sources: dict[str, SourceState] = {}
         self.selected_source: str | None = None
-        self.selected_gpu: int | None = None
         self.rendered = 0
         self._banner = ""
+        self.layout_plan: Plan | None = None
 
     # -- layout ----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -97,7 +92,8 @@ class GpuWatchApp(Controls):
             yield GpuPanel(id="gpu")
             yield HistoryPlot(id="plot")
         yield Input(placeholder="filter: pid, user or command (Enter keeps, Esc clears)", id="filter")
-        yield ProcessTable(id="procs")
+        yield ProcessTable(id="procs").data_bind(GpuWatchApp.sort, GpuWatchApp.filter_text, GpuWatchApp.tree_view,
+                                                 GpuWatchApp.gpu_filter)
         with Horizontal(id="bottom"):
             yield AlertsPane(id="alerts")
             yield DiagnosisPane(id="diagnosis")
@@ -122,11 +118,40 @@ class GpuWatchApp(Controls):
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
-        self.screen.set_class(width < 120, "-narrow")
+        self.screen.set_class(width < NARROW, "-narrow")
+        self.screen.set_class(NARROW <= width < WIDE, "-medium")
         self.screen.set_class(height < 36, "-short")
         self.screen.set_class(height >= 45, "-tall")
         self.query_one(ProcessTable).fit(width)
         self._render_selected()
+        self._relayout()
+
+    def _relayout(self) -> None:
+        """Share the rows under the GPU panel by content (see :mod:`gpuwatch.tui.layout`)."""
+        width, height = self.size
+        fleet = self.query_one(FleetTable)
+        top = TALL_TOP if height >= 45 else TOP
+        fixed = 1 + 1 + top  # status line, footer, GPU panel
+        fixed += self.query_one("#banner").has_class("-shown") + self.query_one("#filter").display
+        if fleet.has_class("-shown"):
+            fixed += min(FLEET_MAX_SHORT if height < 36 else FLEET_MAX, fleet.row_count + 1)
+        diagnosis = self.query_one(DiagnosisPane)
+        new = plan(height - fixed, width, self.query_one(ProcessTable).row_count,
+                   self.query_one(AlertsPane).row_count, diagnosis.lines_at, plot_shown=width >= NARROW)
+        if new == self.layout_plan:
+            return
+        self.layout_plan = new
+        self.query_one("#top").styles.height = top + new.top_extra
+        self.query_one(ProcessTable).styles.height = new.procs
+        bottom = self.query_one("#bottom")
+        bottom.set_class(new.stacked, "-stacked")
+        bottom.styles.height = new.bottom
+        self.query_one(AlertsPane).styles.height = new.alerts
+        diagnosis.styles.height = new.diagnosis
+
+    @on(RowTable.RowCountChanged, "#procs, #alerts, #fleet")
+    def _rows_changed(self) -> None:
+        self._relayout()
 
     # -- messages from the feed -----------------------------------------------------------------------
     @_while_shown
@@ -148,6 +173,7 @@ class GpuWatchApp(Controls):
         state.findings, state.diagnosis_note = msg.findings, msg.note
         if msg.source == self.selected_source:
             self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
+            self._relayout()
 
     @_while_shown
     def on_feed_status(self, msg: FeedStatus) -> None:
@@ -164,8 +190,9 @@ class GpuWatchApp(Controls):
     def _update_fleet(self, source: str, state: SourceState) -> None:
         fleet = self.query_one(FleetTable)
         snap = state.snapshot
-        if self.feed.mode != "remote" and snap is not None and len(snap.gpus) > 1:
+        if self.feed.mode != "remote" and snap is not None and len(snap.gpus) > 1 and not fleet.has_class("-shown"):
             fleet.add_class("-shown")
+            self._relayout()
         if fleet.has_class("-shown"):
             address = source.split("://", 1)[-1]
             host = snap.host.hostname if snap is not None else address
@@ -200,17 +227,17 @@ class GpuWatchApp(Controls):
             banner = self.query_one("#banner", Static)
             banner.update(text)
             banner.add_class("-shown")
+            self._relayout()
 
     def _render_status(self) -> None:
         state = self.sources.get(self.selected_source or "")
         if state is None:
             return
-        table = self.query_one(ProcessTable)
         # A recording's name is on the banner already; the status line keeps its room for numbers.
         description = "" if self.feed.mode == "recording" else self.feed.description
-        text = status_line(state.snapshot, description, paused=self.paused, sort=table.sort_key,
-                           reverse=table.sort_reverse, tree=table.tree_view, gpu_filter=table.gpu_filter,
-                           filter_text=table.filter_text, problem=state.status if state.problem else "")
+        text = status_line(state.snapshot, description, paused=self.paused, sort=self.sort.key,
+                           reverse=self.sort.reverse, tree=self.tree_view, gpu_filter=self.gpu_filter,
+                           filter_text=self.filter_text, problem=state.status if state.problem else "")
         self.query_one("#status", TextLine).show(text)
 
     def on_screen_resume(self) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from textual.message import Message
@@ -21,51 +23,50 @@ from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
-from gpuwatch.sampler.sampler import Sampler
+from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
+#: GPU-Util from which a recording is "where something happens" (an idle GPU reads 0-2 %).
+BUSY_PERCENT = 5.0
 
 
+@dataclass
 class SnapshotReady(Message):
     """A new snapshot from ``source`` with that source's alerts (``None``: no alert engine there)."""
 
-    def __init__(self, source: str, snapshot: Snapshot, alerts: tuple[Alert, ...] | None, history: History) -> None:
-        super().__init__()
-        self.source = source
-        self.snapshot = snapshot
-        self.alerts = alerts
-        self.history = history
+    source: str
+    snapshot: Snapshot
+    alerts: tuple[Alert, ...] | None
+    history: History
 
     def can_replace(self, message: Message) -> bool:
         # Called on the older message with a newer one pending: same source -> drop the older one.
         return isinstance(message, SnapshotReady) and message.source == self.source
 
 
+@dataclass
 class DiagnosisReady(Message):
     """The doctor's findings for ``source`` (``None`` with ``note`` saying why there are none)."""
 
-    def __init__(self, source: str, findings: list[Finding] | None, note: str = "") -> None:
-        super().__init__()
-        self.source = source
-        self.findings = findings
-        self.note = note
+    source: str
+    findings: list[Finding] | None
+    note: str = ""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DiagnosisReady) and message.source == self.source
 
 
+@dataclass
 class FeedStatus(Message):
     """A source's connection state, in words for the status line."""
 
-    def __init__(self, source: str, state: Literal["ok", "error", "ended"], text: str) -> None:
-        super().__init__()
-        self.source = source
-        self.state = state
-        self.text = text
+    source: str
+    state: Literal["ok", "error", "ended"]
+    text: str
 
 
 class Feed(Protocol):
@@ -146,6 +147,16 @@ class LocalFeed:
                 break
         self.diagnose_now()
 
+    def skip_idle(self, limit: int = 120) -> float:
+        """Play, without showing, the leading snapshots in which no GPU is busy (at most ``limit``): the
+        bundled recording opens on ~10 idle seconds before its service starts. Seconds skipped."""
+        first = latest = self.sampler.tick()
+        for _ in range(limit):
+            if latest is None or any((g.gpu_util or 0) >= BUSY_PERCENT for g in latest.gpus):
+                break
+            latest = self.sampler.tick()
+        return 0.0 if first is None or latest is None else latest.time - first.time
+
     def start(self, target: MessagePump) -> None:
         self._target = target
         if self._last is not None:
@@ -169,3 +180,12 @@ class LocalFeed:
                                   daemon=True)
         closer.start()
         closer.join(2.0)
+
+
+def local_feed(producer: Producer, description: str, is_recording: bool, *, interval: float = 1.0,
+               rule_paths: Sequence[Path] | None = None, run_sampler: bool = True) -> LocalFeed:
+    """The feed ``gpuwatch tui`` builds for this machine or a recording; the tests and the screenshots build
+    theirs here too, so what they show is what the command shows. No rules given: the shipped ones."""
+    engine, note = analysis.load_engine(rule_paths)
+    return LocalFeed(Sampler(producer, interval=interval), description, is_recording, engine=engine,
+                     alerts_note=note, run_sampler=run_sampler)

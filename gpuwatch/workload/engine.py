@@ -95,7 +95,7 @@ class GraphEngine:
 
     name = "cuda-graphs"
 
-    def __init__(self, model: Encoder, device: torch.device, caps: dict[int, int],
+    def __init__(self, model: Callable[..., torch.Tensor], device: torch.device, caps: dict[int, int],
                  capture: Capture = cuda_graph) -> None:
         self.device = device
         self.graphs: dict[tuple[int, int], tuple[Callable[[], Any], torch.Tensor, torch.Tensor, torch.Tensor]] = {}

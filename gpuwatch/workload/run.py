@@ -1,7 +1,7 @@
 """Runs one stage end to end: worker processes, the model, the serving loop, the numbers.
 
 torch is imported here, lazily from the CLI: gpuwatch works without it, and ``gpuwatch workload`` then
-says which extra to install.
+says how to install torch.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from typing import Any
 from gpuwatch.workload.config import Result, WorkloadConfig, summarise
 from gpuwatch.workload.frontend import AttachmentStore, Frontend, FrontendSpec, worker_main
 
-INSTALL_HINT = "install the extra with `pip install 'gpuwatch-monitor[workload]'` (it brings torch)"
+#: Right for a source install (the package is not on PyPI): torch into gpuwatch's own environment, CPU build.
+INSTALL_HINT = ("install it into gpuwatch's environment: `pip install torch --index-url "
+                "https://download.pytorch.org/whl/cpu` (the CPU build; drop --index-url for CUDA), or with pipx "
+                "`pipx inject gpuwatch-monitor torch`")
 
 
 class WorkloadError(RuntimeError):

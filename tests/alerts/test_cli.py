@@ -107,7 +107,8 @@ def test_test_with_custom_rules_and_bad_inputs(capsys: pytest.CaptureFixture[str
 def test_export_writes_what_is_committed_and_lists_the_rest(capsys: pytest.CaptureFixture[str],
                                                             tmp_path: Path) -> None:
     code, out, err = cli(capsys, "export", "--format", "prometheus")
-    committed = (DEFAULT_RULES.parent / "prometheus" / "gpuwatch-rules.yml").read_text(encoding="utf-8")
+    generated = Path(__file__).resolve().parents[2] / "alerts" / "prometheus" / "gpuwatch-rules.yml"
+    committed = generated.read_text(encoding="utf-8")
     assert code == 0 and out == committed and "not exported" not in err
     target = tmp_path / "rules.yml"
     assert cli(capsys, "export", "-o", str(target))[0] == 0

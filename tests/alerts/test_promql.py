@@ -12,7 +12,7 @@ from tools import require_tool
 from gpuwatch.alerts import DEFAULT_RULES, load_rules, parse_rules
 from gpuwatch.alerts.promql import Unexpressible, export_prometheus, to_promql
 
-PROM_DIR = DEFAULT_RULES.parent / "prometheus"
+PROM_DIR = Path(__file__).resolve().parents[2] / "alerts" / "prometheus"
 GENERATED = PROM_DIR / "gpuwatch-rules.yml"
 
 

@@ -25,7 +25,7 @@ def served_families(tmp_path: Path) -> dict[str, str]:
     alert = Alert("GpuStarved", "f1", {"alertname": "GpuStarved", "gpu": "0"}, {}, "firing")
     outbox = Outbox(tmp_path / "outbox.sqlite")
     counters = DaemonCounters(notification_attempts_failed=2, snapshots_skipped=1, stream_snapshots_dropped=0,
-                              stream_clients=1)
+                              stream_clients=1, rules_loaded=13)
     collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters),
                                   names="both")
     body = render(Exporter(collector).registry).decode()

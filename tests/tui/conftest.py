@@ -18,11 +18,9 @@ from tools import require_tool
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.snapshot import Snapshot
-from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.replay import ReplayProducer
-from gpuwatch.tui.analysis import load_engine
 from gpuwatch.tui.app import GpuWatchApp, make_app
-from gpuwatch.tui.feed import LocalFeed
+from gpuwatch.tui.feed import local_feed
 
 BUNDLED_FALLBACK_SECONDS = 240
 
@@ -59,10 +57,7 @@ def recording_2gpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def replay_app(path: Path, ticks: int) -> GpuWatchApp:
     """The dashboard over ``path`` after ``ticks`` snapshots, with the shipped alert rules."""
-    producer = ReplayProducer(path, speed=0)
-    sampler = Sampler(producer, interval=1.0)
-    engine, note = load_engine()
-    feed = LocalFeed(sampler, f"recording: {path.name}", True, engine=engine, alerts_note=note, run_sampler=False)
+    feed = local_feed(ReplayProducer(path, speed=0), f"recording: {path.name}", True, run_sampler=False)
     feed.prime(ticks)
     return make_app(feed)
 
@@ -85,8 +80,7 @@ class SyntheticLive:
 
 
 def live_app(extra_pids: tuple[int, ...] = (), gpus: int = 1, ticks: int = 3) -> GpuWatchApp:
-    sampler = Sampler(SyntheticLive(extra_pids, gpus), interval=1.0)
-    feed = LocalFeed(sampler, "live via NVML", False, run_sampler=False, alerts_note="no rules in this test")
+    feed = local_feed(SyntheticLive(extra_pids, gpus), "live via NVML", False, rule_paths=[], run_sampler=False)
     feed.prime(ticks)
     return make_app(feed)
 

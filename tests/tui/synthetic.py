@@ -4,8 +4,11 @@ tick number, so every run and every machine draws the same screen."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
+
+import psutil
 
 from gpuwatch.model.clock_events import decode
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
@@ -46,10 +49,14 @@ def processes(i: int, tick: int, extra_pids: tuple[int, ...] = ()) -> list[Proce
             num_threads=24, threads_in_io_wait=2 if n == 1 else 0, rss_bytes=(6 + n) * GIB,
             state="running" if n == 0 else "sleeping", io_read_bytes_s=3.2e7 if n == 1 else 0.0,
             io_write_bytes_s=0.0, create_time=T0 - 3600))
-    for pid in extra_pids:
+    for pid in extra_pids:  # the test's own processes carry their identity as the host source reads it
+        name, cmdline, started = "sleep", "sleep 60", None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            live = psutil.Process(pid)
+            name, cmdline, started = live.name(), " ".join(live.cmdline()), live.create_time()
         out.append(ProcessSample(pid=pid, gpu_index=i, gpu_memory_bytes=GIB, sm_util=1.0, ppid=1, user="tester",
-                                 name="sleep", cmdline="sleep 60", cpu_percent=0.0, rss_bytes=2**20,
-                                 state="sleeping"))
+                                 name=name, cmdline=cmdline, cpu_percent=0.0, rss_bytes=2**20, state="sleeping",
+                                 create_time=started))
     return out
 
 

@@ -47,3 +47,16 @@ def test_without_a_terminal_it_says_so_and_exits_1(bundled: Path) -> None:
                           text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert done.returncode == 1
     assert "needs a terminal" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_bundled_recording_opens_where_the_gpu_gets_busy(bundled: Path, recording: Path) -> None:
+    feed = build_feed(parse("--replay", str(bundled)))  # type: ignore[arg-type]
+    assert isinstance(feed, LocalFeed)
+    shown = list(feed.sampler.history)
+    assert [(s.gpus[0].gpu_util or 0) >= 5 for s in shown] == [False] * (len(shown) - 1) + [True]
+    skipped = shown[-1].time - shown[0].time
+    assert len(shown) > 5 and feed.description.endswith(f"h200-incident.ndjson.gz from {skipped:.0f} s")
+    feed.sampler.stop()
+    other = build_feed(parse("--replay", str(recording)))  # type: ignore[arg-type]
+    assert isinstance(other, LocalFeed) and not list(other.sampler.history) and "from" not in other.description
+    other.sampler.stop()

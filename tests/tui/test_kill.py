@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import live_app, replay_app
 
@@ -114,12 +115,20 @@ def test_signals_are_offered_only_in_live_mode(mode: str, expected: str | None) 
 
 
 def test_why_not_refuses_init_gpuwatch_itself_and_reused_pids(child: subprocess.Popen[bytes]) -> None:
-    base = ProcessSample(pid=child.pid, gpu_index=0)
+    live = psutil.Process(child.pid)
+    base = ProcessSample(pid=child.pid, gpu_index=0, create_time=live.create_time())
+    unknown_start = dataclasses.replace(base, create_time=None)
     cases = [
         (dataclasses.replace(base, pid=1), "not a process gpuwatch will signal"),
         (dataclasses.replace(base, pid=os.getpid()), "gpuwatch itself"),
         (dataclasses.replace(base, create_time=1.0), "different process"),
         (base, None),
+        # no start time: the command line (else the name) must still match, or nothing is sent
+        (dataclasses.replace(unknown_start, cmdline=" ".join(live.cmdline())), None),
+        (dataclasses.replace(unknown_start, cmdline="sleep 60"), "now runs a different command"),
+        (dataclasses.replace(unknown_start, name=live.name()), None),
+        (dataclasses.replace(unknown_start, name="sleep"), "is now '"),
+        (unknown_start, "cannot tell whether pid"),
     ]
     for proc, expected in cases:
         reason = signals.why_not(proc)
@@ -143,3 +152,44 @@ def test_why_not_names_the_owner_when_the_user_may_not_signal() -> None:
     finally:
         victim.kill()
         victim.wait(5)
+
+
+def _identity_of(proc: subprocess.Popen[bytes]) -> ProcessSample:
+    return ProcessSample(pid=proc.pid, gpu_index=0, create_time=psutil.Process(proc.pid).create_time())
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd_open in this Python")
+def test_the_signal_goes_through_a_pidfd_not_kill(child: subprocess.Popen[bytes],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    real_kill = os.kill
+    sent_by_kill: list[int] = []
+
+    def kill(pid: int, sig: int) -> None:
+        if sig:
+            sent_by_kill.append(sig)
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    sent, message = signals.send(_identity_of(child), signal.SIGTERM)
+    assert sent and message == f"SIGTERM sent to pid {child.pid}"
+    assert wait_exit(child) == -signal.SIGTERM and sent_by_kill == []
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd_open in this Python")
+def test_a_pinned_process_that_exits_is_never_confused_with_a_new_one(child: subprocess.Popen[bytes]) -> None:
+    """The pidfd names the process that was checked: once it has exited (and been reaped, so its pid is
+    free for reuse) a signal through the pin fails instead of reaching whatever has the pid now."""
+    with signals.pinned(child.pid) as fd:
+        assert fd is not None
+        child.kill()
+        child.wait(5)
+        with pytest.raises(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGTERM)
+
+
+def test_send_refuses_a_process_that_exited_before_the_pin(child: subprocess.Popen[bytes]) -> None:
+    target = _identity_of(child)
+    child.kill()
+    child.wait(5)
+    sent, message = signals.send(target, signal.SIGTERM)
+    assert not sent and message == f"SIGTERM not sent: pid {child.pid} has exited"

@@ -1,4 +1,5 @@
-"""SVG snapshots of the dashboard at 80x24 and 160x50, from the bundled H200 recording at fixed times.
+"""SVG snapshots of the dashboard at 80x24, 120x40, 160x50 and 200x60, from the bundled H200 recording at
+fixed times.
 
 The screen depends only on the recording and the tick count: times shown are the snapshots' own (UTC)
 and alert ages are measured against them. After an intended change of the look, review the new SVGs
@@ -13,10 +14,10 @@ from typing import Any
 import pytest
 from conftest import replay_app
 
-SMALL, LARGE = (80, 24), (160, 50)
+SMALL, MEDIUM, LARGE, HUGE = (80, 24), (120, 40), (160, 50), (200, 60)
 
 
-@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "160x50"])
+@pytest.mark.parametrize("size", [SMALL, MEDIUM, LARGE, HUGE], ids=["80x24", "120x40", "160x50", "200x60"])
 @pytest.mark.parametrize("ticks", [130, 400], ids=["naive-serving", "bf16-power-capped"])
 def test_overview(snap_compare: Callable[..., bool], bundled: Path, size: tuple[int, int], ticks: int) -> None:
     """The incident (GPU-Util ~30 %, occupancy ~2 %, one thread at 100 %) and the fixed service."""

@@ -4,8 +4,9 @@ captured and replayed, BF16 close to FP32."""
 from __future__ import annotations
 
 import pytest
+from tools import require_torch
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 
 from gpuwatch.workload.config import STAGES, WorkloadConfig  # noqa: E402
 from gpuwatch.workload.run import run_stage  # noqa: E402

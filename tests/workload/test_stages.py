@@ -6,8 +6,9 @@ import sys
 from collections.abc import Callable
 
 import pytest
+from tools import require_torch
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 
 from gpuwatch.cli.main import main  # noqa: E402
 from gpuwatch.workload.config import SIZES, STAGES, WorkloadConfig  # noqa: E402
@@ -75,13 +76,6 @@ def test_cli_prints_json_for_scripts(capsys: pytest.CaptureFixture[str]) -> None
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["stage"] == "naive" and out["requests"] > 0
-
-
-def test_without_torch_the_cli_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "torch", None)
-    assert main(["workload", "--device", "cpu", "--duration", "1"]) == 2
-    assert "pip install 'gpuwatch-monitor[workload]'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from tools import require_torch
 
 from gpuwatch.model.recording import load, read_header
 from gpuwatch.validate.runner import StageRun
 
-pytest.importorskip("torch")
+require_torch()
 
 KEYS = ["stage", "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "req_per_s", "p99_ms", "top_finding"]
 

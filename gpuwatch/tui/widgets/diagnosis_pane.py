@@ -52,6 +52,11 @@ class DiagnosisPane(VerticalScroll):
         self.border_title = "Diagnosis"
         self._shown: str | None = None
 
+    def lines_at(self, width: int) -> int:
+        """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""
+        shown = Text.from_markup(self._shown) if self._shown is not None else Text("waiting")
+        return len(shown.wrap(self.app.console, max(10, width - 4)))
+
     def show(self, findings: Sequence[Finding] | None, note: str = "") -> None:
         theme = self.app.current_theme
         styles = {"ok": theme.success or "green", "warning": theme.warning or "yellow",

@@ -140,7 +140,8 @@ def _pct(ratio: float | None) -> float | None:
 def _pcie(gpu: GpuSample, width: int) -> Text:
     rx, tx = gpu.pcie_rx_rate, gpu.pcie_tx_rate
     text = Text("PCIe".ljust(LABEL), style="bold")
-    text.append(f"rx {rate(rx)}  tx {rate(tx)}")
+    wide = f"rx {rate(rx)}  tx {rate(tx)}"
+    text.append(wide if LABEL + len(wide) <= width else f"rx {rate(rx).removesuffix('/s')} tx {rate(tx)}")
     text.truncate(width, pad=True)
     return text
 

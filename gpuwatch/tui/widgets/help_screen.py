@@ -12,12 +12,17 @@ from textual.widgets import Static
 
 HELP = """\
 [b]Keys[/b] (htop / nvitop style; the mouse works too: click a header to sort by that column)
-  q        quit                        ?        this help
+  q        quit                        ? h      this help
   /        filter processes            Esc      clear the filter (Enter keeps it)
-  s        sort by the next column     r        reverse the sort
-  t        tree view by parent         k        SIGTERM/SIGKILL the selected process
-  p        pause / resume              1-9      GPU 0-8 and its processes; 0 all GPUs
+  s .      sort by the next column     ,        sort by the previous column
+  r        reverse the sort            t        tree view by parent
+  Enter    the selected process in full (whole command line, every field)
+  ← →      scroll a long command       p        pause / resume
+  k        SIGTERM or SIGKILL the selected process
+  T K I    SIGTERM, SIGKILL or SIGINT to the selected process, after y
+  1-9      GPU 0-8 and its processes   0        all GPUs
   ↑ ↓ PgUp PgDn  move in a table       Tab      next pane; ctrl+p commands and themes
+  [dim]Unlike nvitop, / filters (htop's way) and r reverses; nvitop's e (environment) is not here.[/dim]
 
 [b]What the numbers mean[/b]
   GPU-Util   share of time [i]any[/i] kernel ran: 100 % can be one tiny kernel on one SM

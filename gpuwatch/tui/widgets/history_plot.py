@@ -47,6 +47,24 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
     return rows
 
 
+#: The legend's words, long then short: the short ones fit beside an 80-column GPU panel at 120 columns.
+LEGENDS = ((f"last {WINDOW_S / 60:.0f} min: ",
+            (("util", "GPU-Util"), ("sm", "  vs  SM active"), ("mem", "   memory used"))),
+           (f"{WINDOW_S / 60:.0f} min: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))))
+
+
+def legend(values: dict[str, float | None], styles: dict[str, str], width: int) -> Text:
+    """The plot's first line, in the longest wording that fits ``width``."""
+    for lead, labels in LEGENDS:
+        text = Text(lead, style="dim")
+        for key, label in labels:
+            text.append(label, style="bold")
+            text.append(f" {pct(values[key]).strip()} ", style=styles[key])
+        if text.cell_len <= width:
+            break
+    return text
+
+
 class HistoryPlot(LinesWidget):
     """Last five minutes of one GPU: GPU-Util vs SM activity, then memory used."""
 
@@ -117,13 +135,9 @@ class HistoryPlot(LinesWidget):
         styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
         now = latest.gpu(gpu_index)
         mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
-        legend = Text(f"last {WINDOW_S / 60:.0f} min: ", style="dim")
-        for key, label, value in (("util", "GPU-Util", None if now is None else now.gpu_util),
-                                  ("sm", "  vs  SM active", None if now is None else now.sm_active),
-                                  ("mem", "   memory used", mem_now)):
-            legend.append(label, style="bold")
-            legend.append(f" {pct(value).strip()} ", style=styles[key])
-        lines = [legend]
+        values = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
+                  "mem": mem_now}
+        lines = [legend(values, styles, self.size.width)]
         for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
             for i, row in enumerate(draw(bucket(series[key], start, end, width), height, styles[key])):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")

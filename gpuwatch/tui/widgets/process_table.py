@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
 
 from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.tui.command import display_command
 from gpuwatch.tui.format import DASH, pct, size
 from gpuwatch.tui.widgets.process_tree import tree_order
 from gpuwatch.tui.widgets.row_table import Col, RowTable
@@ -71,12 +74,14 @@ COLUMNS: tuple[Column, ...] = (
            compact=False),
     # Shown only when some process runs in a Kubernetes pod (the kubelet source names it).
     Column("pod", "POD", 24, lambda p: _pod(p).lower(), lambda p: (_pod(p) or DASH)[:24], compact=False),
-    Column("cmd", "COMMAND", 20, lambda p: (p.cmdline or p.name or "").lower(), lambda p: p.cmdline or p.name or DASH),
+    Column("cmd", "COMMAND", 20, lambda p: display_command(p).lower(), display_command),
 )
 SORTABLE = tuple(c.key for c in COLUMNS)
 LEFT = frozenset({"pid", "user", "gpu", "state", "pod", "cmd"})
 ASCENDING_FIRST = frozenset({"pid", "user", "gpu", "cmd", "state", "pod"})
 COMPACT_BELOW = 110
+#: Cells ←/→ move a long command by (nvitop's horizontal scroll).
+SCROLL_STEP = 8
 
 
 def row_key(p: ProcessSample) -> str:
@@ -88,24 +93,70 @@ def matches(p: ProcessSample, needle: str) -> bool:
     if not needle:
         return True
     needle = needle.lower()
-    return any(needle in (s or "").lower() for s in (str(p.pid), p.user, p.name, p.cmdline, _pod(p), p.container))
+    return any(needle in (s or "").lower()
+               for s in (str(p.pid), p.user, p.name, p.cmdline, display_command(p), _pod(p), p.container))
+
+
+@dataclass(frozen=True)
+class Sort:
+    """The process table's order: a column key and whether it runs high to low."""
+
+    key: str = "gmem"
+    reverse: bool = True
+
+    def by(self, key: str) -> Sort:
+        """Sort by ``key``; the same column again flips the direction (a click on a header, htop's way)."""
+        if key == self.key:
+            return Sort(key, not self.reverse)
+        return Sort(key, key not in ASCENDING_FIRST)
+
+    def step(self, keys: Sequence[str], delta: int) -> Sort:
+        """The column ``delta`` places along ``keys`` (``,`` and ``.``, ``s``), in its natural direction."""
+        if not keys:
+            return self
+        nxt = keys[(keys.index(self.key) + delta) % len(keys)] if self.key in keys else keys[0]
+        return Sort(nxt, nxt not in ASCENDING_FIRST)
+
+    def flipped(self) -> Sort:
+        return Sort(self.key, not self.reverse)
 
 
 class ProcessTable(RowTable):
-    """Processes keyed ``pid:gpu``; sort, filter, tree and per-GPU view are plain attributes."""
+    """Processes keyed ``pid:gpu``. The view (sort, filter, tree, one GPU) is reactive: the app binds its
+    own state to these with ``data_bind``, and any change re-shows the last processes."""
+
+    sort: reactive[Sort] = reactive(Sort, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
+    tree_view: reactive[bool] = reactive(False, init=False)
+    gpu_filter: reactive[int | None] = reactive(None, init=False)
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "scroll_command(-1)", "command ←", show=False),
+        Binding("right", "scroll_command(1)", "command →", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.sort_key = "gmem"
-        self.sort_reverse = True
-        self.filter_text = ""
-        self.tree_view = False
-        self.gpu_filter: int | None = None
+        self.cmd_offset = 0
         self.columns_shown: tuple[Column, ...] = ()
         self.samples: dict[str, ProcessSample] = {}
         self._all: Sequence[ProcessSample] = ()
         self._width = 0
         self._pods = False
+
+    # -- the view: any change re-shows ----------------------------------------------------------------
+    def watch_sort(self) -> None:
+        self.relabel()
+        self.show(self._all)
+
+    def watch_filter_text(self) -> None:
+        self.show(self._all)
+
+    def watch_tree_view(self) -> None:
+        self.show(self._all)
+
+    def watch_gpu_filter(self) -> None:
+        self.show(self._all)
 
     # -- columns -------------------------------------------------------------------------------------
     def fit(self, width: int) -> None:
@@ -122,11 +173,26 @@ class ProcessTable(RowTable):
         self.relabel()
         self.show(self._all)
 
+    @property
+    def column_keys(self) -> list[str]:
+        return [c.key for c in self.columns_shown] or list(SORTABLE)
+
     def relabel(self) -> None:
         for c in self.columns_shown:
-            arrow = ("▼" if self.sort_reverse else "▲") if c.key == self.sort_key else ""
-            self.labels[c.key] = c.label + arrow
+            arrow = ("▼" if self.sort.reverse else "▲") if c.key == self.sort.key else ""
+            scrolled = f" ◀+{self.cmd_offset}" if c.key == "cmd" and self.cmd_offset else ""
+            self.labels[c.key] = c.label + arrow + scrolled
         self.redraw()
+
+    def action_scroll_command(self, direction: int) -> None:
+        """Move the command column sideways so the end of a long command can be read."""
+        cmd_w = next((c.width for c in self.columns_shown if c.key == "cmd"), 0)
+        longest = max((len(str(cells[-1])) + self.cmd_offset for cells in self.cells.values()), default=0)
+        offset = max(0, min(self.cmd_offset + direction * SCROLL_STEP, max(0, longest - cmd_w)))
+        if offset != self.cmd_offset:
+            self.cmd_offset = offset
+            self.relabel()
+            self.show(self._all)
 
     # -- rows ----------------------------------------------------------------------------------------
     def show(self, processes: Sequence[ProcessSample]) -> None:
@@ -140,8 +206,8 @@ class ProcessTable(RowTable):
             return
         wanted = [p for p in processes
                   if (self.gpu_filter is None or p.gpu_index == self.gpu_filter) and matches(p, self.filter_text)]
-        spec = next(c for c in COLUMNS if c.key == self.sort_key)
-        wanted.sort(key=lambda p: (spec.sort_value(p), p.pid), reverse=self.sort_reverse)
+        spec = next(c for c in COLUMNS if c.key == self.sort.key)
+        wanted.sort(key=lambda p: (spec.sort_value(p), p.pid), reverse=self.sort.reverse)
         depth: dict[str, str] = {}
         if self.tree_view:
             wanted, depth = tree_order(wanted, row_key)
@@ -150,34 +216,12 @@ class ProcessTable(RowTable):
                  for p in wanted}
         self.set_rows([row_key(p) for p in wanted], cells)
 
-    @staticmethod
-    def _cell(c: Column, p: ProcessSample, prefix: str) -> str | Text:
+    def _cell(self, c: Column, p: ProcessSample, prefix: str) -> str | Text:
         value = c.cell(p)
-        if c.key == "cmd" and prefix:
-            return prefix + str(value)
+        if c.key == "cmd":
+            return (prefix + str(value))[self.cmd_offset:]
         return value
 
     def selected(self) -> ProcessSample | None:
         key = self.cursor_key()
         return None if key is None else self.samples.get(key)
-
-    # -- user actions ----------------------------------------------------------------------------------
-    def sort_by(self, key: str) -> None:
-        """Sort by column ``key``; the same column again flips the direction."""
-        if key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_key, self.sort_reverse = key, key not in ASCENDING_FIRST
-        self.relabel()
-        self.show(self._all)
-
-    def cycle_sort(self) -> str:
-        keys = [c.key for c in self.columns_shown] or list(SORTABLE)
-        nxt = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        self.sort_key, self.sort_reverse = nxt, nxt not in ASCENDING_FIRST
-        self.relabel()
-        self.show(self._all)
-        return nxt
-
-    def refilter(self) -> None:
-        self.show(self._all)

@@ -58,21 +58,30 @@ class RowTable(LinesWidget, can_focus=True):
     ]
     DEFAULT_CSS = "RowTable { height: 1fr; }"
 
+    @dataclass
     class CursorMoved(Message):
-        def __init__(self, table: RowTable, key: str | None) -> None:
-            super().__init__()
-            self.table = table
-            self.key = key
+        table: RowTable
+        key: str | None
 
         @property
         def control(self) -> RowTable:
             return self.table
 
+    @dataclass
     class HeaderClicked(Message):
-        def __init__(self, table: RowTable, column: str) -> None:
-            super().__init__()
-            self.table = table
-            self.column = column
+        table: RowTable
+        column: str
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    @dataclass
+    class RowCountChanged(Message):
+        """The number of rows changed: the layout may give the table (or its neighbours) other heights."""
+
+        table: RowTable
+        count: int
 
         @property
         def control(self) -> RowTable:
@@ -103,6 +112,7 @@ class RowTable(LinesWidget, can_focus=True):
     def set_rows(self, keys: list[str], cells: dict[str, tuple[Cell, ...]]) -> None:
         """Show ``keys`` in this order; the cursor stays on its row when that row is still there."""
         current = self.cursor_key()
+        grew_or_shrank = len(keys) != len(self.keys)
         self.keys, self.cells = keys, cells
         for gone in [k for k in self._row_text if k not in cells]:
             del self._row_text[gone]
@@ -112,6 +122,8 @@ class RowTable(LinesWidget, can_focus=True):
         self.redraw()
         if self.cursor_key() != current:
             self.post_message(self.CursorMoved(self, self.cursor_key()))
+        if grew_or_shrank:
+            self.post_message(self.RowCountChanged(self, len(keys)))
 
     @property
     def row_count(self) -> int:

@@ -1,0 +1,77 @@
+"""Space goes to what has content: the process table takes its rows, the alerts pane its alerts, the
+diagnosis the rest (stacked under the alerts where everything fits at full width). Checked as a table of
+plans and on the real screen at 80x24, 120x40, 160x50 and 200x60."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import replay_app
+
+from gpuwatch.tui.layout import TOP_GROW, Plan, plan
+from gpuwatch.tui.widgets.alerts_pane import AlertsPane
+from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
+from gpuwatch.tui.widgets.gpu_panel import GpuPanel
+from gpuwatch.tui.widgets.history_plot import HistoryPlot
+from gpuwatch.tui.widgets.process_table import ProcessTable
+
+SIZES = [(80, 24), (120, 40), (160, 50), (200, 60)]
+
+
+def lines(n: int):  # type: ignore[no-untyped-def]
+    return lambda width: n
+
+
+@pytest.mark.parametrize(("rows", "width", "procs", "alerts", "diag", "plot", "expected"), [
+    # everything fits at full width: stacked, the spare rows to the GPU panel first, the rest to the diagnosis
+    (30, 120, 2, 3, 12, False, Plan(procs=3, alerts=6, diagnosis=21 - TOP_GROW, stacked=True, top_extra=TOP_GROW)),
+    # with the plot on screen it takes half the spare rows
+    (38, 160, 2, 3, 9, True, Plan(procs=3, alerts=6, diagnosis=20, stacked=True, top_extra=9)),
+    # 80x24: side by side, the table keeps its two rows, the panes get the rest (3 alerts fit)
+    (14, 80, 2, 3, 12, False, Plan(procs=3, alerts=11, diagnosis=11, stacked=False)),
+    # a long process list keeps a third of the rows, the panes get what they need
+    (30, 120, 40, 2, 4, False, Plan(procs=24, alerts=6, diagnosis=6, stacked=False)),
+    # a long list and a long diagnosis: the table keeps a third, the panes the rest
+    (30, 120, 40, 2, 30, False, Plan(procs=10, alerts=20, diagnosis=20, stacked=False)),
+    # no room at all: the table keeps its header and a row, the panes what is left
+    (5, 80, 10, 5, 10, False, Plan(procs=3, alerts=2, diagnosis=2, stacked=False)),
+])
+def test_plan(rows: int, width: int, procs: int, alerts: int, diag: int, plot: bool, expected: Plan) -> None:
+    assert plan(rows, width, procs, alerts, lines(diag), plot_shown=plot) == expected
+
+
+def test_findings_too_long_for_the_screen_stay_stacked_where_that_shows_more_of_them() -> None:
+    wrapped = lambda width: 22 if width >= 100 else 36  # noqa: E731 - lines at full and at half width
+    assert plan(30, 120, 2, 3, wrapped) == Plan(procs=3, alerts=6, diagnosis=21, stacked=True)
+    assert plan(14, 80, 2, 3, lambda width: 25 if width >= 80 else 40).stacked is False
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Path, size: tuple[int, int]) -> None:
+    app = replay_app(bundled, 130)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        table, alerts = app.query_one(ProcessTable), app.query_one(AlertsPane)
+        diagnosis = app.query_one(DiagnosisPane)
+        assert alerts.row_count == 3 and alerts.size.height >= 1 + alerts.row_count
+        assert table.size.height == 1 + table.row_count == 3
+        if size[0] >= 120:  # stacked: alerts at full width, the diagnosis gets every row left
+            assert alerts.size.width > size[0] - 6 and app.layout_plan is not None and app.layout_plan.stacked
+            # at 160x50 and larger the whole diagnosis is on screen; at 120x40 all but a few lines
+            assert diagnosis.max_scroll_y == 0 if size[0] >= 160 else diagnosis.size.height >= 19
+        else:
+            assert diagnosis.size.height >= 9  # was 2 lines before the layout followed content
+        used = sum(w.outer_size.height for w in app.screen.children if w.display)
+        assert used == size[1], [(w.id, w.outer_size.height) for w in app.screen.children if w.display]
+
+
+@pytest.mark.parametrize("size", SIZES[1:], ids=[f"{w}x{h}" for w, h in SIZES[1:]])
+async def test_the_panel_and_the_plot_legend_are_not_cut(bundled: Path, size: tuple[int, int]) -> None:
+    app = replay_app(bundled, 130)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        panel, plot = app.query_one(GpuPanel).plain, app.query_one(HistoryPlot)
+        assert "tx 2.7MB/s" in panel and "00000000:00:06.0" in panel
+        legend = plot.plain.splitlines()[0]
+        assert len(legend.rstrip()) <= plot.size.width and legend.rstrip().endswith("75%")
