@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args
+from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
 from gpuwatch.config.model import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --connect: bearer token for daemons that require one for reads")
     p.add_argument("--rules", action="append", type=Path, metavar="FILE",
                    help="alert rule file (repeatable; default: the shipped rules)")
+    p.add_argument("--diagnosis-window", type=positive_float, default=None, metavar="S",
+                   help="seconds the Diagnosis pane judges (default 30): a finding goes within one window "
+                   "of the load changing")
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,8 @@ def build_feed(args: argparse.Namespace) -> Feed:
 
         if args.replay is not None:
             raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
-        return RemoteFeed(list(args.connect), token=_read_token(getattr(args, "token_file", None)))
+        return RemoteFeed(list(args.connect), token=_read_token(getattr(args, "token_file", None)),
+                          diagnosis_window_s=getattr(args, "diagnosis_window", None))
     rules = getattr(args, "rules", None)
     if rules:  # rules the user named must load, checked before a source is opened
         from gpuwatch.tui.analysis import load_engine
@@ -61,8 +65,9 @@ def build_feed(args: argparse.Namespace) -> Feed:
         if engine is None:
             raise CliError(note)
     opened = open_from_args(args, allow_bundled=True)
+    window = getattr(args, "diagnosis_window", None)
     feed = local_feed(opened.producer, opened.description, opened.is_recording, interval=args.interval,
-                      rule_paths=rules)
+                      rule_paths=rules, **({"diagnosis_window_s": window} if window else {}))
     if opened.is_recording and (args.replay is None or args.replay.resolve() == bundled_recording().resolve()):
         skipped = feed.skip_idle()  # the bundled recording's service starts after ~10 idle seconds
         if skipped:

@@ -86,13 +86,14 @@ class LocalFeed:
 
     def __init__(self, sampler: Sampler, description: str, is_recording: bool, *,
                  engine: AlertEngine | None = None, alerts_note: str = "", diagnose_every_s: float = 5.0,
-                 run_sampler: bool = True) -> None:
+                 run_sampler: bool = True, diagnosis_window_s: float = DIAGNOSIS_WINDOW_S) -> None:
         self.sampler = sampler
         self.description = description
         self.mode: Mode = "recording" if is_recording else "live"
         self.engine = engine
         self.alerts_note = alerts_note
         self.diagnose_every_s = diagnose_every_s
+        self.diagnosis_window_s = diagnosis_window_s
         self.run_sampler = run_sampler
         self._target: MessagePump | None = None
         self._last: SnapshotReady | None = None
@@ -121,7 +122,7 @@ class LocalFeed:
         history = self.sampler.history
         latest = history.latest()
         snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
-        findings, note = analysis.diagnose(snaps, DIAGNOSIS_WINDOW_S)
+        findings, note = analysis.diagnose(snaps, self.diagnosis_window_s)
         self._diagnosis = DiagnosisReady(LOCAL, findings, note)
         return self._diagnosis
 
@@ -183,9 +184,10 @@ class LocalFeed:
 
 
 def local_feed(producer: Producer, description: str, is_recording: bool, *, interval: float = 1.0,
-               rule_paths: Sequence[Path] | None = None, run_sampler: bool = True) -> LocalFeed:
+               rule_paths: Sequence[Path] | None = None, run_sampler: bool = True,
+               diagnosis_window_s: float = DIAGNOSIS_WINDOW_S) -> LocalFeed:
     """The feed ``gpuwatch tui`` builds for this machine or a recording; the tests and the screenshots build
     theirs here too, so what they show is what the command shows. No rules given: the shipped ones."""
     engine, note = analysis.load_engine(rule_paths)
     return LocalFeed(Sampler(producer, interval=interval), description, is_recording, engine=engine,
-                     alerts_note=note, run_sampler=run_sampler)
+                     alerts_note=note, run_sampler=run_sampler, diagnosis_window_s=diagnosis_window_s)

@@ -40,11 +40,14 @@ class RemoteFeed:
     mode: Mode = "remote"
 
     def __init__(self, urls: list[str], *, token: str | None = None, connect_timeout_s: float = 3.0,
-                 read_timeout_s: float = 30.0, history_capacity: int = 600) -> None:
+                 read_timeout_s: float = 30.0, history_capacity: int = 600,
+                 diagnosis_window_s: float | None = None) -> None:
         self.urls = [normalise_url(u) for u in urls]
         #: Bearer token for daemons that require one for reads (non-loopback listen).
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.description = "connected to " + ", ".join(u.split("://", 1)[-1] for u in self.urls)
+        #: The daemon's own default (30 s) unless asked for another window.
+        self.diagnosis_path = "diagnosis" if diagnosis_window_s is None else f"diagnosis?window={diagnosis_window_s:g}"
         self.alerts_note = ""
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self.histories = {u: History(capacity=history_capacity) for u in self.urls}
@@ -96,7 +99,7 @@ class RemoteFeed:
         while not self._stop.is_set():
             self._alerts[url] = self._get_list(url, "alerts", Alert.from_dict)
             if tick >= next_diag:
-                findings = self._get_list(url, "diagnosis", Finding.from_dict, key="findings")
+                findings = self._get_list(url, self.diagnosis_path, Finding.from_dict, key="findings")
                 note = "" if findings is not None else "the daemon serves no diagnosis"
                 self._post(DiagnosisReady(url, None if findings is None else list(findings), note))
                 next_diag = tick + POLL_DIAGNOSIS_S

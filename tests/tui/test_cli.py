@@ -60,3 +60,17 @@ def test_the_bundled_recording_opens_where_the_gpu_gets_busy(bundled: Path, reco
     other = build_feed(parse("--replay", str(recording)))  # type: ignore[arg-type]
     assert isinstance(other, LocalFeed) and not list(other.sampler.history) and "from" not in other.description
     other.sampler.stop()
+
+
+def test_the_diagnosis_window_reaches_the_local_doctor_and_the_daemon(bundled: Path) -> None:
+    local = build_feed(parse("--replay", str(bundled), "--diagnosis-window", "10"))  # type: ignore[arg-type]
+    default = build_feed(parse("--replay", str(bundled)))  # type: ignore[arg-type]
+    remote = build_feed(parse("--connect", "--diagnosis-window", "45"))  # type: ignore[arg-type]
+    assert isinstance(local, LocalFeed) and local.diagnosis_window_s == 10.0
+    assert isinstance(default, LocalFeed) and default.diagnosis_window_s == 30.0
+    assert isinstance(remote, RemoteFeed) and remote.diagnosis_path == "diagnosis?window=45"
+    local.prime(40)
+    findings = local.diagnose_now().findings
+    local.sampler.stop()
+    default.sampler.stop()
+    assert findings and all(f.since is not None for f in findings)
