@@ -41,6 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float, default=0.0, metavar="R",
                    help="open loop: R requests/s arrive on a Poisson schedule whatever the server manages, so "
                    "p99 includes queueing (compare stages at the same R); default: closed loop, full load")
+    p.add_argument("--max-batch-delay", type=positive_float, default=5.0, metavar="MS",
+                   help="batched stages: a batch leaves once its oldest request waited MS, full or not (default 5)")
+    p.add_argument("--queue-timeout", type=positive_float, default=500.0, metavar="MS",
+                   help="batched stages: shed requests still queued after MS, so an overloaded server answers "
+                   "'overloaded' instead of queueing for seconds (default 500)")
+    p.add_argument("--slo", type=positive_float, default=100.0, metavar="MS",
+                   help="latency objective: answers later than MS count as late (default 100)")
     p.add_argument("--compiler", choices=("auto", "graphs", "inductor", "none"), default="auto",
                    help="compiled/bf16 stages: CUDA graphs, torch.compile, or none (default: graphs on cuda)")
     p.add_argument("--fault", choices=tuple(FAULTS), metavar="CLASS",
@@ -60,7 +67,9 @@ def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
     return WorkloadConfig(stage=args.stage, device=args.device, size=size, duration_s=args.duration,
                           warmup_s=max(0.0, warmup), traffic=args.traffic, io=args.io,
                           io_latency_ms=args.io_latency, cache=args.cache, workers=args.workers,
-                          concurrency=args.concurrency, compiler=args.compiler, rate=max(0.0, args.rate))
+                          concurrency=args.concurrency, compiler=args.compiler, rate=max(0.0, args.rate),
+                          max_batch_delay_ms=args.max_batch_delay, queue_timeout_ms=args.queue_timeout,
+                          slo_ms=args.slo)
 
 
 def _ready() -> None:
@@ -84,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
           f"{result.requests} requests in {result.duration_s:.1f} s")
     print(f"  throughput  {result.req_per_s:10.1f} req/s" +
           (f"   mean batch {result.mean_batch:.1f}" if result.mean_batch else ""))
+    if result.dropped_pct is not None:
+        print(f"  shed {result.shed}, late (over {cfg.slo_ms:g} ms) {result.late}: {result.dropped_pct:g}% "
+              "dropped or late")
     for q in ("p50", "p95", "p99"):
         value = getattr(result, f"{q}_ms")
         print(f"  latency {q} " + ("        -" if value is None else f"{value:10.2f} ms"))

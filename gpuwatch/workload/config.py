@@ -85,6 +85,14 @@ class WorkloadConfig:
     #: "graphs" (CUDA graphs), "inductor" (torch.compile) or "none"; "auto" picks graphs on CUDA.
     compiler: str = "auto"
     seed: int = 0
+    #: Batched stages: a batch leaves once its oldest request waited this long, full or not (a server's max
+    #: batch delay: at light load requests go within a few ms instead of waiting for company).
+    max_batch_delay_ms: float = 5.0
+    #: Batched stages: a request still queued after this long is shed (answered "overloaded" at once), so a
+    #: server past its capacity answers late or not at all instead of queueing for seconds.
+    queue_timeout_ms: float = 500.0
+    #: A request answered later than this counts as late (the service's latency objective).
+    slo_ms: float = 100.0
 
     @property
     def model(self) -> ModelSize:
@@ -132,6 +140,12 @@ class Result:
     p95_ms: float | None
     p99_ms: float | None
     mean_batch: float | None = None
+    #: Requests shed by the queue timeout during the window, and answered ones later than the objective.
+    shed: int = 0
+    late: int = 0
+    #: Share of the window's requests shed or late, percent (None when none finished).
+    dropped_pct: float | None = None
+    offered_rate: float = 0.0
     pid: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -155,9 +169,10 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
 
 
 def summarise(cfg: WorkloadConfig, latencies_s: list[float], elapsed_s: float, batches: int,
-              notes: dict[str, Any]) -> Result:
+              notes: dict[str, Any], shed: int = 0) -> Result:
     lat = sorted(x * 1000.0 for x in latencies_s)
     n = len(lat)
+    late = sum(1 for x in lat if x > cfg.slo_ms)
 
     def r(v: float | None) -> float | None:
         return None if v is None else round(v, 3)
@@ -166,4 +181,6 @@ def summarise(cfg: WorkloadConfig, latencies_s: list[float], elapsed_s: float, b
                   duration_s=round(elapsed_s, 3), requests=n,
                   req_per_s=round(n / elapsed_s, 2) if elapsed_s > 0 else 0.0,
                   p50_ms=r(percentile(lat, 50)), p95_ms=r(percentile(lat, 95)), p99_ms=r(percentile(lat, 99)),
-                  mean_batch=round(n / batches, 2) if batches else None, pid=os.getpid(), notes=notes)
+                  mean_batch=round(n / batches, 2) if batches else None, shed=shed, late=late,
+                  dropped_pct=round(100.0 * (shed + late) / (n + shed), 2) if n + shed else None,
+                  offered_rate=cfg.rate, pid=os.getpid(), notes=notes)

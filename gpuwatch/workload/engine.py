@@ -62,13 +62,15 @@ def _to_host(out: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, Com
 
 
 def graph_sizes(cap: int) -> list[int]:
-    """Batch sizes to capture for one bucket: powers of four, half the cap and the cap (at most 2x padding
-    above 16 rows)."""
-    sizes = {cap, max(1, cap // 2)}
+    """Batch sizes to capture for one bucket: powers of two up to 32, then every multiple of 32, and the cap.
+    A batch is padded to the next size: at most 31 wasted rows, less than half again above 64 rows (the
+    batcher sends batches of any size under its latency budget, so coarse sizes would waste the GPU)."""
+    sizes = {cap}
     s = 1
-    while s < cap:
+    while s <= min(cap, 32):
         sizes.add(s)
-        s *= 4
+        s *= 2
+    sizes.update(range(64, cap, 32))
     return sorted(sizes)
 
 
@@ -108,6 +110,8 @@ class GraphEngine:
                     lengths = torch.ones(size, dtype=torch.int32, device=device)
                     replay, out = capture(functools.partial(model, ids, lengths), pool)
                     self.graphs[(bucket, size)] = (replay, ids, lengths, out)
+            for replay, *_ in self.graphs.values():  # warm-up: each graph's first replay is slower
+                replay()
         if device.type == "cuda":
             torch.cuda.synchronize()
 

@@ -107,6 +107,12 @@ class Frontend:
             time.sleep(arrival - now)
         return arrival
 
+    def wait_s(self) -> float:
+        """Seconds until the next request arrives (0 in closed loop, or when the schedule is behind)."""
+        if self.rate <= 0 or self.next_at is None:
+            return 0.0
+        return max(0.0, self.next_at - time.monotonic())
+
     def make(self) -> Item:
         arrival = self.arrive()
         self.count += 1
@@ -136,6 +142,9 @@ def worker_main(spec: FrontendSpec, out_q: Any, permits: Any, stop: Any, chunk: 
                 pending = []
             stop.wait(pause)
             continue
+        if pending and frontend.wait_s() > 0:
+            out_q.put(pending)  # open loop: never hold a made request while waiting for the next arrival
+            pending = []
         if not permits.acquire(block=not pending, timeout=0.05 if not pending else None):
             if pending:
                 out_q.put(pending)

@@ -78,6 +78,8 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
     notes: dict[str, Any] = {"workers": cfg.workers if cfg.uses_workers else 0,
                              "in_flight": cfg.in_flight(), "torch": torch.__version__,
                              "offered_rate": cfg.rate or "closed loop"}
+    if cfg.batched:
+        notes.update(max_batch_delay_ms=cfg.max_batch_delay_ms, queue_timeout_ms=cfg.queue_timeout_ms)
     try:
         with contextlib.ExitStack() as stack:
             pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1))
@@ -106,7 +108,7 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
     finally:
         if attachments is not None:
             shutil.rmtree(attachments, ignore_errors=True)
-    return summarise(cfg, window.latencies, window.elapsed, window.batches, notes)
+    return summarise(cfg, window.latencies, window.elapsed, window.batches, notes, shed=window.shed)
 
 
 def _serve(cfg: WorkloadConfig, model: Any, engine: Any, device: Any, pipe: tuple[Any, Any] | None,
@@ -118,7 +120,8 @@ def _serve(cfg: WorkloadConfig, model: Any, engine: Any, device: Any, pipe: tupl
     elif not cfg.batched:
         serve.serve_per_request(model, device, pipe[0], pipe[1], window)
     else:
-        serve.serve_batched(engine, device, pipe[0], pipe[1], caps, window)
+        serve.serve_batched(engine, device, pipe[0], pipe[1], caps, window,
+                            max_delay_s=cfg.max_batch_delay_ms / 1000.0, timeout_s=cfg.queue_timeout_ms / 1000.0)
 
 
 def _check_batch(cfg: WorkloadConfig, device: Any) -> tuple[Any, Any]:

@@ -39,6 +39,7 @@ class Window:
         self.end = float("inf")
         self.latencies: list[float] = []
         self.batches = 0
+        self.shed = 0
 
     def tick(self) -> bool:
         """False once the window is over; starts it when the warm-up is done."""
@@ -58,6 +59,10 @@ class Window:
         if self.start is not None and now >= self.start:
             self.latencies.extend(now - a for a in arrivals)
             self.batches += 1 if batch else len(arrivals)
+
+    def record_shed(self, count: int) -> None:
+        if self.start is not None and time.monotonic() >= self.start:
+            self.shed += count
 
     @property
     def elapsed(self) -> float:
@@ -96,11 +101,17 @@ def serve_per_request(model: torch.nn.Module, device: torch.device, inbox: Any, 
 
 
 class Batcher:
-    """Holds preprocessed requests per bucket and decides when a batch goes."""
+    """Holds preprocessed requests per bucket and decides when a batch goes, like a server's batcher with a
+    latency budget: a bucket whose oldest request waited ``max_delay_s`` goes first, full or not (so no
+    bucket starves behind busier ones); otherwise a full bucket; otherwise, when the GPU is idle, the oldest.
+    Requests queued longer than ``timeout_s`` are shed: past capacity the queue stays bounded in time."""
 
-    def __init__(self, inbox: Any, caps: dict[int, int]) -> None:
+    def __init__(self, inbox: Any, caps: dict[int, int], max_delay_s: float = MAX_WAIT_S,
+                 timeout_s: float = float("inf")) -> None:
         self.inbox = inbox
         self.caps = caps
+        self.max_delay_s = max_delay_s
+        self.timeout_s = timeout_s
         self.waiting: dict[int, deque[Item]] = {b: deque() for b in caps}
 
     def pull(self, timeout: float) -> None:
@@ -116,15 +127,27 @@ class Batcher:
             except queue.Empty:
                 return
 
-    def take(self, gpu_idle: bool) -> tuple[int, list[Item]] | None:
-        """A full bucket; else, when the GPU is idle or a request waited MAX_WAIT_S, the oldest bucket."""
+    def shed(self, now: float | None = None) -> list[float]:
+        """Drop the requests that waited longer than the timeout; their arrival times."""
+        now = time.monotonic() if now is None else now
+        dropped: list[float] = []
+        for q in self.waiting.values():
+            while q and now - q[0][0] > self.timeout_s:
+                dropped.append(q.popleft()[0])
+        return dropped
+
+    def take(self, gpu_idle: bool, now: float | None = None) -> tuple[int, list[Item]] | None:
+        """The next batch, or None to wait for more requests."""
+        now = time.monotonic() if now is None else now
         heads = [(q[0][0], b) for b, q in self.waiting.items() if q]
         if not heads:
             return None
+        due = [(t, b) for t, b in heads if now - t >= self.max_delay_s]
         full = [(t, b) for t, b in heads if len(self.waiting[b]) >= self.caps[b]]
-        oldest, bucket = min(full or heads)
-        if not full and not gpu_idle and time.monotonic() - oldest < MAX_WAIT_S:
+        pick = due or full or (heads if gpu_idle else [])
+        if not pick:
             return None
+        _oldest, bucket = min(pick)
         q = self.waiting[bucket]
         return bucket, [q.popleft() for _ in range(min(len(q), self.caps[bucket]))]
 
@@ -139,8 +162,9 @@ def pinned_batch(bucket: int, items: list[Item], device: torch.device) -> tuple[
 
 
 def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox: Any, permits: Any,
-                  caps: dict[int, int], window: Window) -> None:
-    batcher = Batcher(inbox, caps)
+                  caps: dict[int, int], window: Window, max_delay_s: float = MAX_WAIT_S,
+                  timeout_s: float = float("inf")) -> None:
+    batcher = Batcher(inbox, caps, max_delay_s, timeout_s)
     # (completion event, logits in pinned host memory, arrival times) per batch on the GPU
     in_flight: deque[tuple[Any, torch.Tensor, list[float]]] = deque()
 
@@ -156,6 +180,10 @@ def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox
 
     while window.tick():
         finish_ready(block=False)
+        if shed := batcher.shed():
+            window.record_shed(len(shed))
+            for _ in shed:
+                permits.release()  # the client got its "overloaded" answer
         batch = batcher.take(gpu_idle=not in_flight)
         if batch is None:
             batcher.pull(timeout=0.0005 if in_flight else 0.02)
