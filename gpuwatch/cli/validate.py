@@ -19,25 +19,28 @@ from gpuwatch.runtime.build import NoGpuError, SamplingOptions, open_producer
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.host import HostSource
-from gpuwatch.validate import report
+from gpuwatch.validate import report, views
 from gpuwatch.validate.doctor_accuracy import FaultRun, run_fault, write_recording, write_report
 from gpuwatch.validate.runner import StageRun, run_stage
-from gpuwatch.workload.config import SIZES, STAGES, TRAFFIC
+from gpuwatch.workload.config import SIZES, STAGES, TRAFFIC, WorkloadConfig
 from gpuwatch.workload.faults_catalogue import FAULTS
 
 RECORDING = "validate-run.ndjson.gz"
+BATCHING = WorkloadConfig()  # the workload's batching defaults, which validate keeps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="run every workload stage under the sampler and print the incident's table",
                        description="Run each stage of the reference workload (naive, workers, batched, compiled, "
-                       "bf16) as its own process, sample it live for --duration seconds, run the doctor on the "
-                       "window, and print stage, GPU-Util, SM activity, SM occupancy, tensor activity, req/s, p99 "
-                       "and the top finding. Writes validation.json, VALIDATION.md, validation-details.json and "
+                       "bf16) as its own process under the live sampler, twice: capacity (closed loop at full load, "
+                       "--duration seconds: GPU-Util, SM activity, SM occupancy, tensor activity, req/s, p99, the "
+                       "doctor's top finding) and latency (open loop, the same offered rate for every stage: "
+                       "p50/p95/p99 and the share dropped or late). Writes validation.json, VALIDATION.md, "
+                       "validation-details.json and "
                        f"a recording of the run ({RECORDING}) to --out. Needs torch (the [workload] extra).")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the model runs (default cuda)")
     p.add_argument("--duration", type=positive_float, default=None, metavar="S",
-                   help="seconds sampled per stage (default 20 on cuda, 3 on cpu)")
+                   help="capacity view: seconds sampled per stage (default 8 on cuda, 3 on cpu)")
     p.add_argument("--out", type=Path, default=Path("validate-out"), metavar="DIR",
                    help="where to write the table, details and recording (default ./validate-out)")
     p.add_argument("--stages", default=",".join(STAGES), metavar="LIST",
@@ -46,8 +49,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--traffic", choices=TRAFFIC, default="steady", help="traffic shape (default steady)")
     p.add_argument("--workers", type=int, metavar="N", help="preprocessing processes (default: cores - 2, at most 12)")
     p.add_argument("--rate", type=positive_float, metavar="R",
-                   help="offer every stage the same open-loop load of R requests/s (p99 then includes "
-                   "queueing); default: each stage at full load")
+                   help="latency view: the open-loop load offered to every stage, requests/s (default: 80%% of "
+                   "naive's measured capacity)")
+    p.add_argument("--high-rate", type=float, metavar="R",
+                   help="latency view: a second load only later stages sustain (default: twice naive's "
+                   "capacity; 0: none)")
+    p.add_argument("--latency-duration", type=positive_float, metavar="S",
+                   help="seconds sampled per stage and rate in the latency view (default 10 on cuda, --duration "
+                   "on cpu)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N",
+                   help="capacity runs of naive, the baseline every ratio rests on; the table gives their spread "
+                   "(default 3)")
+    p.add_argument("--warmup", type=float, metavar="S", help="seconds each stage runs before it is measured")
+    p.add_argument("--slo", type=positive_float, default=100.0, metavar="MS",
+                   help="latency objective: answers later than MS count as late (default 100)")
     p.add_argument("--doctor", action="store_true",
                    help="instead of the stages, inject every fault class (gpuwatch workload --fault) and write "
                    "the doctor's confusion table (doctor-accuracy.md/.json) and one recording per fault")
@@ -133,16 +148,29 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0 if all(r.row()["correct"] for r in runs) else 1
 
 
+def _stage_extra(args: argparse.Namespace) -> list[str]:
+    return [*(["--size", args.size] if args.size else []), "--traffic", args.traffic,
+            *(["--workers", str(args.workers)] if args.workers else []),
+            *(["--warmup", f"{args.warmup:g}"] if args.warmup is not None else []), "--slo", f"{args.slo:g}"]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.doctor:
         return run_doctor(args)
     stages = _stages(args.stages)
+    if args.repeats < 1:
+        raise CliError(f"--repeats must be at least 1, got {args.repeats}")
     _check_torch()
-    duration = args.duration if args.duration is not None else (20.0 if args.device == "cuda" else 3.0)
+    duration = args.duration if args.duration is not None else (8.0 if args.device == "cuda" else 3.0)
+    latency_s = args.latency_duration if args.latency_duration is not None else \
+        (10.0 if args.device == "cuda" else duration)
     interval = max(0.2, min(1.0, duration / 6))
-    extra = [*(["--size", args.size] if args.size else []), "--traffic", args.traffic,
-             *(["--workers", str(args.workers)] if args.workers else []),
-             *(["--rate", f"{args.rate:g}"] if args.rate else [])]
+    extra = _stage_extra(args)
+    n_rates = 1 + (args.high_rate != 0)
+    estimate = views.estimate_s(args.device, len(stages), args.repeats if "naive" in stages else 1, duration,
+                                latency_s, n_rates)
+    print(f"gpuwatch validate: {len(stages)} stages, capacity {duration:g} s each (naive {args.repeats}x), "
+          f"latency {latency_s:g} s at {n_rates} rate(s): about {estimate / 60:.1f} min", file=sys.stderr)
     producer, description = _producer(args.device, interval)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -154,37 +182,61 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write to --out {args.out}: {exc.strerror}") from None
     sampler = Sampler(producer, interval=interval)
     sampler.subscribe(writer.write)
-    console = Console(stderr=True)
-    runs: list[StageRun] = []
+    v = views.Validation(stages)
+    meta: dict[str, object] = {}
+    started = time.monotonic()
+
+    def measure(label: str, stage: str, seconds: float, more: list[str]) -> StageRun:
+        run_ = run_stage(stage, args.device, seconds, sampler, interval, lambda _done: None, [*extra, *more])
+        print(f"{label} {stage}: {'failed: ' + run_.error if run_.error else _said(run_)}", file=sys.stderr)
+        return run_
+
     try:
-        with Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.fields[status]}"),
-                      TimeElapsedColumn(), console=console, disable=not sys.stderr.isatty()) as progress:
-            tasks = {s: progress.add_task(s, total=duration, status="waiting") for s in stages}
+        for stage in stages:
+            for _ in range(args.repeats if stage == "naive" else 1):
+                v.capacity.setdefault(stage, []).append(measure("capacity", stage, duration, []))
+            meta = _meta(args, v, description, duration, latency_s)
+            report.write(args.out, v, meta)  # a run cut short still leaves what it measured
+        v.rates = views.choose_rates(views.median_capacity(v.capacity_runs_req_per_s("naive")), args.rate,
+                                     args.high_rate)
+        for rate in v.rates:
             for stage in stages:
-                progress.update(tasks[stage], status="starting")
-                task = tasks[stage]
-
-                def advance(done: float, task: TaskID = task) -> None:
-                    progress.update(task, completed=done, status="sampling")
-
-                run_ = run_stage(stage, args.device, duration, sampler, interval, advance, extra)
-                progress.update(tasks[stage], completed=duration, status="failed" if run_.error else "done")
-                runs.append(run_)
-                if not sys.stderr.isatty():
-                    print(f"{stage}: {'failed: ' + run_.error if run_.error else 'done'}", file=sys.stderr)
+                v.latency.setdefault(rate, {})[stage] = measure(f"at {rate:g} req/s", stage, latency_s,
+                                                                ["--rate", f"{rate:g}"])
+                meta = _meta(args, v, description, duration, latency_s)
+                report.write(args.out, v, meta)
     finally:
         sampler.stop()
         writer.close()
-    gpu_names = sorted({g.name for r in runs for s in r.snapshots[:1] for g in s.gpus if g.name})
-    meta = {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
-            "sampling": description, "seconds sampled per stage": duration,
-            "load": f"open loop, {args.rate:g} requests/s" if args.rate else
-            "closed loop at full load (naive: 1 request in flight; workers: 2 per worker; batched on: 2.5 batches)",
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    paths = report.write(args.out, runs, meta)
+    meta = {**_meta(args, v, description, duration, latency_s), "wall time": f"{time.monotonic() - started:.0f} s"}
+    paths = report.write(args.out, v, meta)
     out = Console(width=max(140, Console().width))
-    out.print(report.terminal_table(runs, f"gpuwatch validate on {meta['gpu']} ({args.device})"))
-    if (x := report.speedup(runs)) is not None:
-        out.print(f"last stage against naive: {x}x req/s")
+    for table in report.terminal_tables(v, f"gpuwatch validate on {meta['gpu']} ({args.device})"):
+        out.print(table)
+    for line in report.summary(v):
+        out.print(line)
     out.print(f"wrote {paths['json']}, {paths['markdown']}, {paths['details']} and {args.out / RECORDING}")
+    runs = [r for rs in v.capacity.values() for r in rs]
     return 1 if all(r.error for r in runs) else 0
+
+
+def _said(run_: StageRun) -> str:
+    w = run_.workload or {}
+    return f"{w.get('req_per_s')} req/s, p99 {w.get('p99_ms')} ms, {w.get('dropped_pct')}% dropped or late"
+
+
+def _meta(args: argparse.Namespace, v: views.Validation, description: str, duration: float,
+          latency_s: float) -> dict[str, object]:
+    snaps = [s for rs in v.capacity.values() for r in rs for s in r.snapshots[:1]]
+    gpu_names = sorted({g.name for s in snaps for g in s.gpus if g.name})
+    rates = ", ".join(f"{r:g}" for r in v.rates) or "not yet chosen"
+    return {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
+            "sampling": description,
+            "capacity": f"closed loop at full load, {duration:g} s sampled per stage (naive: 1 request in flight; "
+            "workers: 2 per worker; batched on: 2.5 batches)",
+            "latency": f"open loop (Poisson arrivals) at {rates} requests/s, {latency_s:g} s per stage; shared rate "
+            f"{views.SHARED_SHARE:.0%} of naive's median capacity unless --rate; late: over {args.slo:g} ms",
+            "batched stages": "a batch leaves when full or when its oldest request waited "
+            f"{BATCHING.max_batch_delay_ms:g} ms; requests queued over {BATCHING.queue_timeout_ms:g} ms are shed "
+            "(counted as dropped)",
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -1,19 +1,24 @@
-"""The incident's table, as a terminal table, Markdown (VALIDATION.md) and JSON."""
+"""The incident's tables, as a terminal table, Markdown (VALIDATION.md) and JSON: capacity (closed loop, full
+load) and latency at the same offered load for every stage (open loop), with whether each step helps."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from gpuwatch.validate.runner import StageRun
+from gpuwatch.validate.steps import steps
+from gpuwatch.validate.views import Validation, spread
 
 COLUMNS = (("stage", "stage"), ("gpu_util", "GPU-Util %"), ("sm_active", "SM activity %"),
            ("sm_occupancy", "SM occupancy %"), ("tensor_active", "tensor activity %"), ("req_per_s", "req/s"),
            ("p99_ms", "p99 ms"), ("top_finding", "top finding"))
+LATENCY_COLUMNS = (("stage", "stage"), ("req_per_s", "served req/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"),
+                   ("p99_ms", "p99 ms"), ("dropped_pct", "dropped or late %"), ("mean_batch", "mean batch"),
+                   ("gpu_util", "GPU-Util %"))
 
 
 def _cell(value: Any) -> str:
@@ -22,66 +27,158 @@ def _cell(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def rows(runs: Sequence[StageRun]) -> list[dict[str, Any]]:
-    return [run.row() for run in runs]
+def _latency(run: StageRun | None) -> dict[str, Any]:
+    w = (run.workload or {}) if run else {}
+    return {"p99_ms": w.get("p99_ms"), "dropped": w.get("dropped_pct"),
+            "failed": run.error if run else None}
 
 
-def terminal_table(runs: Sequence[StageRun], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for key, header in COLUMNS:
-        table.add_column(header, justify="left" if key in ("stage", "top_finding") else "right",
-                         overflow="fold")
-    for row in rows(runs):
-        table.add_row(*(_cell(row[key]) for key, _ in COLUMNS))
-    return table
+def rows(v: Validation) -> list[dict[str, Any]]:
+    """validation.json: the capacity row per stage (its historic keys first), then the latency view."""
+    out = []
+    for stage in v.stages:
+        cap = v.capacity_run(stage)
+        row = cap.row() if cap else StageRun(stage, error="not run").row()
+        shared = _latency(v.latency_run(v.rates[0], stage)) if v.rates else _latency(None)
+        row.update(rate=v.rates[0] if v.rates else None, p99_ms_at_rate=shared["p99_ms"], dropped=shared["dropped"])
+        high = _latency(v.latency_run(v.rates[1], stage)) if len(v.rates) > 1 else _latency(None)
+        row.update(rate_high=v.rates[1] if len(v.rates) > 1 else None, p99_ms_at_rate_high=high["p99_ms"],
+                   dropped_at_rate_high=high["dropped"], req_per_s_runs=v.capacity_runs_req_per_s(stage))
+        out.append(row)
+    return out
 
 
-def speedup(runs: Sequence[StageRun]) -> float | None:
-    """The last stage's req/s against the first's."""
-    table = rows(runs)
+def terminal_tables(v: Validation, title: str) -> list[Table]:
+    capacity = Table(title=f"{title}: capacity (closed loop, full load)", title_justify="left")
+    for key, header in (*COLUMNS, ("vs", "vs previous")):
+        capacity.add_column(header, justify="left" if key in ("stage", "top_finding") else "right", overflow="fold")
+    verdict = {s.stage: _capacity_verdict(s.capacity_ratio) for s in steps(v)}
+    for row in rows(v):
+        capacity.add_row(*(_cell(row[k]) for k, _ in COLUMNS), verdict.get(row["stage"], ""))
+    tables = [capacity]
+    for rate in v.rates:
+        t = Table(title=f"{title}: latency at {rate:g} req/s offered (open loop)", title_justify="left")
+        for key, header in LATENCY_COLUMNS:
+            t.add_column(header, justify="left" if key == "stage" else "right")
+        for line in _latency_rows(v, rate):
+            t.add_row(*(_cell(line[k]) for k, _ in LATENCY_COLUMNS))
+        tables.append(t)
+    return tables
+
+
+def _latency_rows(v: Validation, rate: float) -> list[dict[str, Any]]:
+    out = []
+    for stage in v.stages:
+        run = v.latency_run(rate, stage)
+        w = (run.workload or {}) if run else {}
+        g = run.row()["gpu_util"] if run else None
+        out.append({"stage": stage, **{k: w.get(k) for k, _ in LATENCY_COLUMNS[1:-1]}, "gpu_util": g,
+                    "error": run.error if run else "not run"})
+    return out
+
+
+def _capacity_verdict(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:g}x" if ratio > 1 else f"{ratio:g}x: not faster"
+
+
+def speedup(v: Validation) -> float | None:
+    """The last stage's req/s against naive's (the median of its runs)."""
+    table = rows(v)
     if len(table) < 2:
         return None
     first, last = table[0]["req_per_s"], table[-1]["req_per_s"]
     return round(last / first, 1) if first and last else None
 
 
-def markdown(runs: Sequence[StageRun], meta: dict[str, Any]) -> str:
+def summary(v: Validation) -> list[str]:
+    """The incident's headline: throughput, its spread, and p99 at the shared rate from first to last stage."""
+    table = rows(v)
+    out = []
+    if (x := speedup(v)) is not None:
+        line = f"last stage against {table[0]['stage']}: {x}x req/s"
+        runs = spread(table[0]["req_per_s_runs"])
+        if runs and table[-1]["req_per_s"]:
+            last = table[-1]["req_per_s"]
+            line += (f" ({table[0]['stage']} over {runs['runs']} runs: {runs['min']:g}-{runs['max']:g} req/s, "
+                     f"so {last / runs['max']:.1f}x-{last / runs['min']:.1f}x)")
+        out.append(line)
+    if v.rates and len(table) >= 2 and table[0]["p99_ms_at_rate"] and table[-1]["p99_ms_at_rate"]:
+        out.append(f"p99 at {v.rates[0]:g} req/s offered to every stage: {table[0]['p99_ms_at_rate']:g} ms "
+                   f"({table[0]['stage']}) -> {table[-1]['p99_ms_at_rate']:g} ms ({table[-1]['stage']})")
+    return out
+
+
+def markdown(v: Validation, meta: dict[str, Any]) -> str:
     out = ["# gpuwatch validate: the incident, stage by stage", ""]
-    out += [f"- {k}: {v}" for k, v in meta.items()]
-    if (x := speedup(runs)) is not None:
-        out.append(f"- last stage against naive: {x}x req/s")
-    out += ["", "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(_cell(row[k]).replace("|", "/") for k, _ in COLUMNS) + " |" for row in rows(runs)]
-    out += ["", "Percentages are medians over the sampled window; req/s and p99 come from the workload itself.",
-            "", "## Per stage"]
-    for run in runs:
-        out += ["", f"### {run.stage}", ""]
-        if run.error:
-            out.append(f"- failed: {run.error}")
-        notes = (run.workload or {}).get("notes", {})
-        for key in ("compiler", "graphs", "compiler_error", "bf16_check", "workers", "in_flight"):
-            if key in notes:
-                out.append(f"- {key}: {notes[key]}")
-        if run.workload:
-            w = run.workload
-            out.append(f"- latency p50/p95/p99: {w.get('p50_ms')} / {w.get('p95_ms')} / {w.get('p99_ms')} ms, "
-                       f"mean batch {w.get('mean_batch')}")
-        for f in run.findings[:3]:
-            out.append(f"- **{f.severity}** {f.title}: {'; '.join(f.evidence)}")
+    out += [f"- {k}: {val}" for k, val in meta.items()]
+    out += [f"- {line}" for line in summary(v)]
+    out += ["", "## Capacity: each stage closed loop at full load", ""]
+    headers = [h for _, h in COLUMNS] + ["vs previous"]
+    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    verdict = {s.stage: _capacity_verdict(s.capacity_ratio) for s in steps(v)}
+    for row in rows(v):
+        cells = [_cell(row[k]).replace("|", "/") for k, _ in COLUMNS] + [verdict.get(row["stage"], "")]
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "Percentages are medians over the sampled window; req/s and p99 come from the workload itself. "
+            "Closed loop, p99 is mostly queueing behind the requests in flight: compare latency below."]
+    for i, rate in enumerate(v.rates):
+        what = "the shared rate (a share of naive's capacity)" if i == 0 else "a rate only later stages sustain"
+        out += ["", f"## Latency at {rate:g} requests/s offered to every stage, open loop: {what}", ""]
+        out += ["| " + " | ".join(h for _, h in LATENCY_COLUMNS) + " |", "|" + "---|" * len(LATENCY_COLUMNS)]
+        for line in _latency_rows(v, rate):
+            cells = [_cell(line[k]) for k, _ in LATENCY_COLUMNS]
+            if line["error"]:
+                cells[-1] += f" (failed: {line['error']})".replace("|", "/")
+            out.append("| " + " | ".join(cells) + " |")
+    out += ["", "## Does every step help?", ""]
+    for s in steps(v):
+        out.append(f"- {s.stage} over {s.previous}: " + (s.why or "faster, and p99 at the shared rate no worse"))
+    out += ["", "## Per stage"]
+    for stage in v.stages:
+        out += _per_stage(v, stage)
     return "\n".join(out) + "\n"
 
 
-def details(runs: Sequence[StageRun]) -> list[dict[str, Any]]:
-    return [{"stage": run.stage, "row": run.row(), "workload": run.workload, "error": run.error,
-             "window": run.window, "samples": len(run.snapshots),
-             "findings": [f.to_dict() for f in run.findings]} for run in runs]
+def _per_stage(v: Validation, stage: str) -> list[str]:
+    out = ["", f"### {stage}", ""]
+    run = v.capacity_run(stage)
+    if run is None:
+        return [*out, "- not run"]
+    if run.error:
+        out.append(f"- failed: {run.error}")
+    notes = (run.workload or {}).get("notes", {})
+    for key in ("compiler", "graphs", "compiler_error", "bf16_check", "workers", "in_flight",
+                "max_batch_delay_ms", "queue_timeout_ms"):
+        if key in notes:
+            out.append(f"- {key}: {notes[key]}")
+    if runs := spread(v.capacity_runs_req_per_s(stage)):
+        out.append(f"- capacity over {runs['runs']} runs: {runs['min']:g} / {runs['median']:g} / {runs['max']:g} "
+                   "req/s (min / median / max)")
+    if w := run.workload:
+        out.append(f"- full load: p50/p95/p99 {w.get('p50_ms')} / {w.get('p95_ms')} / {w.get('p99_ms')} ms, "
+                   f"mean batch {w.get('mean_batch')}, shed {w.get('shed', 0)}")
+    for f in run.findings[:3]:
+        out.append(f"- **{f.severity}** {f.title}: {'; '.join(f.evidence)}")
+    return out
 
 
-def write(out: Path, runs: Sequence[StageRun], meta: dict[str, Any]) -> dict[str, Path]:
+def details(v: Validation) -> dict[str, Any]:
+    def one(run: StageRun) -> dict[str, Any]:
+        return {"stage": run.stage, "row": run.row(), "workload": run.workload, "error": run.error,
+                "window": run.window, "samples": len(run.snapshots), "findings": [f.to_dict() for f in run.findings]}
+
+    return {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
+            "latency": {f"{rate:g}": [one(r) for r in v.latency.get(rate, {}).values()] for rate in v.rates},
+            "rates": v.rates}
+
+
+def write(out: Path, v: Validation, meta: dict[str, Any]) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "validation.json", "markdown": out / "VALIDATION.md",
              "details": out / "validation-details.json"}
-    paths["json"].write_text(json.dumps(rows(runs), indent=2) + "\n")
-    paths["markdown"].write_text(markdown(runs, meta))
-    paths["details"].write_text(json.dumps({"meta": meta, "stages": details(runs)}, indent=2) + "\n")
+    paths["json"].write_text(json.dumps(rows(v), indent=2) + "\n")
+    paths["markdown"].write_text(markdown(v, meta))
+    paths["details"].write_text(json.dumps({"meta": meta, **details(v)}, indent=2) + "\n")
     return paths

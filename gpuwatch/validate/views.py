@@ -1,0 +1,80 @@
+"""The two views of one ``gpuwatch validate`` run, and how the offered loads are chosen.
+
+* capacity: each stage closed loop at full load, the most requests per second it serves (naive repeated,
+  because every ratio and the shared rate rest on it);
+* latency: each stage open loop at the same offered rate, so p99 compares like with like. The shared rate is
+  a share of naive's capacity (naive can keep up); the high rate is a multiple of it (only later stages can).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwatch.validate.runner import StageRun
+
+#: The shared rate as a share of naive's capacity, and the high rate as a multiple of that capacity.
+SHARED_SHARE = 0.8
+HIGH_MULTIPLE = 2.0
+#: Seconds a stage takes beyond what is sampled (start-up, warm-up, CUDA-graph capture, exit): estimates.
+OVERHEAD_S = {"cuda": 15.0, "cpu": 6.0}
+
+
+@dataclass
+class Validation:
+    """Everything one run measured: capacity runs per stage (several for naive) and latency runs per rate."""
+
+    stages: list[str]
+    capacity: dict[str, list[StageRun]] = field(default_factory=dict)
+    rates: list[float] = field(default_factory=list)
+    latency: dict[float, dict[str, StageRun]] = field(default_factory=dict)
+
+    def capacity_run(self, stage: str) -> StageRun | None:
+        """The stage's capacity run; of repeats, the one with the median req/s."""
+        runs = self.capacity.get(stage, [])
+        if not runs:
+            return None
+        ok = sorted((r for r in runs if r.workload), key=lambda r: r.workload["req_per_s"])  # type: ignore[index]
+        return ok[(len(ok) - 1) // 2] if ok else runs[0]
+
+    def capacity_runs_req_per_s(self, stage: str) -> list[float]:
+        return [float(r.workload["req_per_s"]) for r in self.capacity.get(stage, []) if r.workload]
+
+    def latency_run(self, rate: float, stage: str) -> StageRun | None:
+        return self.latency.get(rate, {}).get(stage)
+
+
+def median_capacity(req_per_s: list[float]) -> float | None:
+    return statistics.median(req_per_s) if req_per_s else None
+
+
+def choose_rates(naive_req_per_s: float | None, shared: float | None, high: float | None) -> list[float]:
+    """The offered loads of the latency view: given ones win; else shares of naive's measured capacity.
+    ``high`` of 0 means no second rate. Empty when there is nothing to choose from."""
+    if shared is None:
+        if not naive_req_per_s:
+            return []
+        shared = max(1.0, round(SHARED_SHARE * naive_req_per_s))
+    rates = [float(shared)]
+    if high is None and naive_req_per_s:
+        high = max(shared + 1.0, round(HIGH_MULTIPLE * naive_req_per_s))
+    if high:
+        rates.append(float(high))
+    return rates
+
+
+def estimate_s(device: str, stages: int, repeats: int, capacity_s: float, latency_s: float, rates: int) -> float:
+    """Seconds the whole run should take: every run's sampled window plus its start-up."""
+    capacity_runs = stages + max(0, repeats - 1)  # naive repeated
+    latency_runs = stages * rates
+    return (capacity_runs * capacity_s + latency_runs * latency_s
+            + (capacity_runs + latency_runs) * OVERHEAD_S[device])
+
+
+def spread(values: list[float]) -> dict[str, Any] | None:
+    """Min, median and max of repeated measurements (None for fewer than two)."""
+    if len(values) < 2:
+        return None
+    return {"min": round(min(values), 1), "median": round(statistics.median(values), 1),
+            "max": round(max(values), 1), "runs": len(values)}
