@@ -1,0 +1,77 @@
+"""How validate picks its offered loads, estimates its run time, and judges whether each step helps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuwatch.validate.runner import StageRun
+from gpuwatch.validate.steps import steps
+from gpuwatch.validate.views import Validation, choose_rates, estimate_s, spread
+
+
+def test_the_shared_rate_is_80_percent_of_naive_capacity_and_the_high_rate_twice_it() -> None:
+    assert choose_rates(100.4, None, None) == [80.0, 201.0]
+
+
+def test_given_rates_win_and_a_high_rate_of_zero_means_none() -> None:
+    assert choose_rates(100.0, 50.0, None) == [50.0, 200.0]
+    assert choose_rates(100.0, None, 0.0) == [80.0]
+    assert choose_rates(None, None, None) == []  # naive not run or failed: nothing to choose from
+    assert choose_rates(None, 30.0, 90.0) == [30.0, 90.0]
+
+
+def test_the_estimate_counts_every_run_sampled_window_and_its_start_up() -> None:
+    # 5 stages + 2 naive repeats at 8 s, 10 latency runs at 10 s, 17 start-ups of 15 s on cuda
+    assert estimate_s("cuda", 5, 3, 8.0, 10.0, 2) == 7 * 8 + 10 * 10 + 17 * 15
+
+
+def test_spread_needs_two_runs() -> None:
+    assert spread([100.5]) is None
+    assert spread([51.0, 100.5, 98.0]) == {"min": 51.0, "median": 98.0, "max": 100.5, "runs": 3}
+
+
+def run(stage: str, **workload: Any) -> StageRun:
+    return StageRun(stage, workload={"req_per_s": 1.0, "p99_ms": 1.0, "dropped_pct": 0.0, **workload})
+
+
+def validation(capacity: dict[str, list[float]], p99: dict[str, float], dropped: dict[str, float] | None = None,
+               ) -> Validation:
+    v = Validation(list(capacity), rates=[80.0])
+    v.capacity = {s: [run(s, req_per_s=x) for x in xs] for s, xs in capacity.items()}
+    v.latency = {80.0: {s: run(s, p99_ms=p, dropped_pct=(dropped or {}).get(s, 0.0), req_per_s=79.0)
+                        for s, p in p99.items()}}
+    return v
+
+
+def test_of_repeated_capacity_runs_the_median_one_is_the_row() -> None:
+    v = validation({"naive": [51.0, 100.5, 98.0]}, {"naive": 40.0})
+    run_ = v.capacity_run("naive")
+    assert run_ is not None and run_.workload is not None and run_.workload["req_per_s"] == 98.0
+
+
+def test_a_step_that_is_faster_with_no_worse_p99_has_no_reason_to_give() -> None:
+    (step,) = steps(validation({"naive": [100.0], "workers": [240.0]}, {"naive": 80.0, "workers": 45.0}))
+    assert step.faster and step.p99_no_worse and step.why is None and step.capacity_ratio == 2.4
+
+
+def test_a_step_that_is_not_faster_says_so() -> None:
+    (step,) = steps(validation({"batched": [567.0], "compiled": [476.0]}, {"batched": 20.0, "compiled": 18.0}))
+    assert not step.faster
+    assert step.why is not None and step.why.startswith("capacity 0.84x batched's: not faster")
+
+
+@pytest.mark.parametrize(("p99", "dropped", "why"), [
+    ({"a": 20.0, "b": 21.5}, None, None),  # within 10 %: a tie, not a regression
+    ({"a": 10.0, "b": 11.5}, None, "within 2 ms"),
+    ({"a": 40.0, "b": 900.0}, {"b": 60.0}, "cannot sustain the rate (79.0 req/s served, 60.0% dropped or late)"),
+    ({"a": 40.0, "b": 60.0}, None, "worse (mean batch None)"),
+])
+def test_a_step_whose_p99_at_the_shared_rate_is_worse_says_why(
+        p99: dict[str, float], dropped: dict[str, float] | None, why: str | None) -> None:
+    (step,) = steps(validation({"a": [100.0], "b": [200.0]}, p99, dropped))
+    if why is None:
+        assert step.why is None
+    else:
+        assert step.why is not None and why in step.why and "p99 at 80 req/s" in step.why
