@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# `gpuwatch validate` on a CUDA machine, end to end, as one command from the repository root:
-#     bash scripts/gpu_validate.sh            (about 4 minutes on an H200; limit 600 s)
+# `gpuwatch validate` on a CUDA machine, end to end, as ONE command from the repository root:
+#     bash scripts/gpu_validate.sh            (about 7 minutes on an H200; it prints its own estimate)
+# Capacity view: each of the 5 stages closed loop for CAPACITY s (naive REPEATS times: the baseline every
+# ratio rests on). Latency view: each stage open loop for LATENCY s at the shared rate (80 % of naive's median
+# capacity) and at twice naive's capacity. VALIDATE_LIMIT caps the whole validate (the report is rewritten
+# after every run, so a run cut short still leaves every row measured so far).
 # Needs python3 with a CUDA torch, and gpuwatch's dependencies importable: either already in /tmp/site
 # (PYTHONPATH is extended with it) or as wheels in .whl/ (carried), which are then installed there.
 # Leaves under $OUT: run.log and validate/{validation.json, VALIDATION.md, validation-details.json,
 # validate-run.ndjson.gz, env.txt}. Commit validation.json as validation-h200.json and VALIDATION.md at the
-# repository root. DURATION (default 20) sets the seconds sampled per stage; extra arguments go to validate.
+# repository root. Extra arguments go to `gpuwatch validate`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"
 PY="${PYTHON:-python3}"
-DURATION="${DURATION:-20}"
+CAPACITY="${CAPACITY:-8}"
+LATENCY="${LATENCY:-10}"
+REPEATS="${REPEATS:-3}"
+VALIDATE_LIMIT="${VALIDATE_LIMIT:-510}"
 mkdir -p "$OUT/validate"
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
@@ -32,22 +39,16 @@ run() {
   } >"$OUT/validate/env.txt" 2>&1
   tail -n 4 "$OUT/validate/env.txt"
 
-  echo "== smoke: every CUDA path once at tiny size (graphs, bf16 check)"
-  for stage in naive batched bf16; do
-    timeout 120 "$PY" -m gpuwatch workload --stage "$stage" --device cuda --size tiny --duration 2 --warmup 0.5 \
-      --json || echo "smoke $stage failed (rc $?)"
-  done
-
-  echo "== validate: each stage ${DURATION} s under the sampler"
-  "$PY" -m gpuwatch validate --device cuda --duration "$DURATION" --out "$OUT/validate" "$@"
+  # 5 stages + (REPEATS - 1) naive repeats for capacity, 5 stages x 2 rates for latency, ~15 s start-up each
+  local runs=$((5 + REPEATS - 1 + 10))
+  local estimate=$(((5 + REPEATS - 1) * CAPACITY + 10 * LATENCY + runs * 15))
+  echo "== validate: capacity ${CAPACITY} s x $((5 + REPEATS - 1)) runs, latency ${LATENCY} s x 10 runs:" \
+       "about $((estimate / 60)) min $((estimate % 60)) s (limit ${VALIDATE_LIMIT} s)"
+  SECONDS=0
+  timeout -s INT "$VALIDATE_LIMIT" "$PY" -m gpuwatch validate --device cuda --duration "$CAPACITY" \
+    --latency-duration "$LATENCY" --repeats "$REPEATS" --warmup 1 --out "$OUT/validate" "$@"
   rc=$?
-  if [ "$rc" -ne 0 ] || grep -q '"failed: ' "$OUT/validate/validation.json" 2>/dev/null; then
-    echo "== validate rc=$rc or a stage failed: each stage alone, 5 s, for the error"
-    for stage in naive workers batched compiled bf16; do
-      timeout 150 "$PY" -m gpuwatch workload --stage "$stage" --device cuda --duration 5 --json \
-        || echo "stage $stage failed (rc $?)"
-    done
-  fi
+  echo "== validate rc=$rc after ${SECONDS} s"
   echo "== VALIDATION.md"
   cat "$OUT/validate/VALIDATION.md" 2>/dev/null || echo "(not written)"
   return "$rc"
