@@ -73,6 +73,8 @@ def test_past_capacity_the_queue_timeout_bounds_latency_and_counts_what_it_shed(
     # 3000 clients in a closed loop: without the timeout each would queue behind the other 2999.
     result = run_stage(WorkloadConfig(stage="batched", device="cpu", size="tiny", duration_s=1.0,
                                       warmup_s=0.3, workers=2, concurrency=3000, queue_timeout_ms=50.0))
-    assert result.requests > 0 and result.p99_ms is not None
-    assert result.p99_ms < 50.0 + 150.0  # the timeout plus one batch, generously
+    assert result.requests > 0 and result.p50_ms is not None and result.p99_ms is not None
+    assert result.p50_ms < 50.0 + 150.0  # the timeout plus one batch, generously
+    unbounded_ms = 3000 / result.req_per_s * 1000  # Little's law: the mean wait if nothing were shed
+    assert result.p99_ms < unbounded_ms / 2, (result.p99_ms, unbounded_ms)  # spikes: a busy host deschedules us
     assert result.shed > 0 and result.dropped_pct is not None and result.dropped_pct > 0
