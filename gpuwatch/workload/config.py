@@ -26,9 +26,11 @@ STAGE_HELP: dict[str, str] = {
              "dynamic shapes, FP32, eager",
     "workers": "preprocessing moved to N worker processes (a tokeniser with C-level string ops and a word "
                "cache), queues to the GPU loop, which still runs one request at a time",
-    "batched": "dynamic batching padded to length buckets, pinned host memory, non-blocking copies, "
+    "batched": "dynamic batching padded to length buckets (a batch leaves when full or after a 5 ms max "
+               "batch delay; requests queued over 500 ms are shed), pinned host memory, non-blocking copies, "
                "results collected asynchronously",
-    "compiled": "CUDA graphs per (bucket, batch size) to remove launch overhead (torch.compile on request)",
+    "compiled": "CUDA graphs per (bucket, batch size), captured and replayed once before the measured window, "
+                "to remove launch overhead (torch.compile on request)",
     "bf16": "BF16 weights and activations with FP32 LayerNorm, softmax and pooling, checked against FP32",
 }
 
