@@ -142,9 +142,13 @@ def worker_main(spec: FrontendSpec, out_q: Any, permits: Any, stop: Any, chunk: 
                 pending = []
             stop.wait(pause)
             continue
-        if pending and frontend.wait_s() > 0:
-            out_q.put(pending)  # open loop: never hold a made request while waiting for the next arrival
-            pending = []
+        wait = frontend.wait_s()
+        if wait > 0:  # open loop: send what is made now, not when a chunk fills; wake up early to stop
+            if pending:
+                out_q.put(pending)
+                pending = []
+            stop.wait(wait)
+            continue
         if not permits.acquire(block=not pending, timeout=0.05 if not pending else None):
             if pending:
                 out_q.put(pending)
