@@ -160,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     stages = _stages(args.stages)
     if args.repeats < 1:
         raise CliError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.high_rate is not None and args.high_rate < 0:
+        raise CliError(f"--high-rate must be 0 (none) or a rate in requests/s, got {args.high_rate:g}")
     _check_torch()
     duration = args.duration if args.duration is not None else (8.0 if args.device == "cuda" else 3.0)
     latency_s = args.latency_duration if args.latency_duration is not None else \
@@ -229,7 +231,7 @@ def _meta(args: argparse.Namespace, v: views.Validation, description: str, durat
           latency_s: float) -> dict[str, object]:
     snaps = [s for rs in v.capacity.values() for r in rs for s in r.snapshots[:1]]
     gpu_names = sorted({g.name for s in snaps for g in s.gpus if g.name})
-    rates = ", ".join(f"{r:g}" for r in v.rates) or "not yet chosen"
+    rates = ", ".join(f"{r:g}" for r in v.rates) or "no rate (naive's capacity not measured yet; --rate sets one)"
     return {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
             "sampling": description,
             "capacity": f"closed loop at full load, {duration:g} s sampled per stage (naive: 1 request in flight; "

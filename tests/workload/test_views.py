@@ -75,3 +75,15 @@ def test_a_step_whose_p99_at_the_shared_rate_is_worse_says_why(
         assert step.why is None
     else:
         assert step.why is not None and why in step.why and "p99 at 80 req/s" in step.why
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+    (["--high-rate", "-5"], "--high-rate must be 0 (none) or a rate in requests/s, got -5"),
+])
+def test_bad_validate_options_are_one_line_errors(argv: list[str], message: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuwatch.cli.main import main
+
+    assert main(["validate", "--device", "cpu", *argv]) == 1
+    assert message in capsys.readouterr().err
