@@ -47,6 +47,8 @@ FAILURES: list[tuple[str, dict[str, Any], dict[str, Any], str, float]] = [
      r"took over 0.8 s to send the page \(\d+ bytes so far\)", 1.5),
     ("stalls-mid-page", {"mode": "drip", "body": H100, "drip_s": 1.0}, {}, r"stopped sending for 0.4 s mid-page$", 1.0),
     ("dies-mid-page", {"mode": "reset", "body": H100}, {}, r"^127.0.0.1:\d+ closed the connection mid-page$", 1.0),
+    ("drips-its-headers", {"mode": "drip-headers", "drip_s": 0.05}, {}, r"took over 0.8 s to answer; gave up$", 1.5),
+    ("redirect-loop", {"mode": "redirect-loop"}, {}, r"redirected more than 3 times$", 1.0),
     ("corrupt-gzip", {"mode": "body", "body": b"not gzip at all", "gzip": True, "compress": False}, {},
      r"^127.0.0.1:\d+ sent a body that does not decompress$", 1.0),
 ]
