@@ -211,15 +211,16 @@ def override(config: Config, section: str, **values: Any) -> Config:
 
 def check_listen(config: Config, token: str | None) -> tuple[str, int]:
     """The listen address, refusing a remote one without ``allow_remote`` and a token."""
+    where = f"{config.path}: " if config.path else ""
     try:
         host, port = config.listen_address()
     except f.FieldError as exc:
-        raise ConfigError(f"daemon.listen: {exc}") from None
+        raise ConfigError(f"{where}daemon.listen: {exc}") from None
     if not f.is_loopback(host):
         if not config.daemon.allow_remote:
-            raise ConfigError(f"daemon.listen: {host} is reachable from other machines; pass --allow-remote "
+            raise ConfigError(f"{where}daemon.listen: {host} is reachable from other machines; pass --allow-remote "
                               f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
         if not token:
-            raise ConfigError(f"daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
+            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
                               f"in [daemon] or pass --token-file FILE")
     return host, port

@@ -104,12 +104,13 @@ def read_token(config: Config) -> str | None:
     if not config.daemon.token_file:
         return None
     path = Path(config.daemon.token_file)
+    where = f"{config.path}: " if config.path else ""
     try:
         token = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise StartError(f"daemon.token_file {path}: cannot read it ({exc.strerror})") from None
+        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({exc.strerror})") from None
     if len(token) < 16:
-        raise StartError(f"daemon.token_file {path}: the token is shorter than 16 characters; make one with "
+        raise StartError(f"{where}daemon.token_file {path}: the token is shorter than 16 characters; make one with "
                          f"'head -c 32 /dev/urandom | base64 > {path}'")
     return token
 

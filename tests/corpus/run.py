@@ -45,9 +45,14 @@ class Outcome:
         return [line for line in self.output.splitlines() if line.strip()]
 
     @property
+    def names_the_input(self) -> bool:
+        """The message says which file (or, for a page, which exporter) is wrong."""
+        return ("127.0.0.1" if self.kind == "dcgm" else self.name) in self.output
+
+    @property
     def clean(self) -> bool:
-        """One clear error: non-zero exit, no traceback, a few short lines, in time."""
-        return (not self.hung and not self.traceback and self.returncode not in (None, 0)
+        """One clear error: non-zero exit, no traceback, a few short lines naming the input, in time."""
+        return (not self.hung and not self.traceback and self.returncode not in (None, 0) and self.names_the_input
                 and 1 <= len(self.lines) <= MAX_LINES and all(len(x) <= MAX_LINE_CHARS for x in self.lines))
 
 

@@ -36,9 +36,11 @@ def test_a_served_sample_gives_both_gpus_with_uuid_power_and_sm_clock(exporter: 
 # (id, how the exporter misbehaves, source options, the message, longest the poll may take)
 FAILURES: list[tuple[str, dict[str, Any], dict[str, Any], str, float]] = [
     ("http-500", {"mode": "body", "status": 500, "body": b"oops"}, {}, r"answered HTTP 500", 1.0),
-    ("empty-body-during-reload", {"mode": "body", "body": b""}, {}, r"^empty body", 1.0),
-    ("garbage", {"mode": "body", "body": b"\x89PNG\r\n\x1a\n\x00\x00binary"}, {}, r"^not Prometheus text", 1.0),
-    ("html-page", {"mode": "body", "body": b"<html><h1>Bad Gateway</h1></html>"}, {}, r"^not Prometheus text", 1.0),
+    ("empty-body-during-reload", {"mode": "body", "body": b""}, {}, r"^127.0.0.1:\d+: empty body", 1.0),
+    ("garbage", {"mode": "body", "body": b"\x89PNG\r\n\x1a\n\x00\x00binary"}, {},
+     r"^127.0.0.1:\d+: not Prometheus text", 1.0),
+    ("html-page", {"mode": "body", "body": b"<html><h1>Bad Gateway</h1></html>"}, {},
+     r"^127.0.0.1:\d+: not Prometheus text", 1.0),
     ("no-answer", {"mode": "hang"}, {}, r"sent nothing for 0.4 s", 1.5),
     ("declared-huge-body", {"mode": "body", "body": b"x", "declared_length": 64 * 1024 * 1024},
      {"max_bytes": 256 * KIB}, r"offered a 64.0 MiB body, over the 0.25 MiB cap", 1.0),

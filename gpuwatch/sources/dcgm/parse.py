@@ -89,6 +89,8 @@ def parse_body(text: str) -> list[ParsedGpu]:
                 name = _exporter_name(family.name, family.type, sample.name)
                 if name.startswith("DCGM_FI_"):
                     _take(gpus, name, sample.labels, sample.value)
+    except DcgmParseError:
+        raise
     except ValueError as exc:  # prometheus_client raises ValueError("Invalid line: ...") and friends
         raise DcgmParseError(f"not Prometheus text: {_short(str(exc))}") from None
     if not gpus:

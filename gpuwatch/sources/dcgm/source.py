@@ -87,9 +87,12 @@ class DcgmSource(Source):
             raise DcgmError(f"{self._last_error}; next try in {wait:.1f} s")
         try:
             gpus = to_gpu_samples(parse_body(self.fetch()))
-        except (DcgmError, DcgmParseError) as exc:
+        except DcgmError as exc:
             self._failed(str(exc))
             raise DcgmError(str(exc)) from None
+        except DcgmParseError as exc:  # which exporter sent the page: there may be several
+            self._failed(f"{self.where}: {exc}")
+            raise DcgmError(f"{self.where}: {exc}") from None
         except Exception as exc:  # anything else a strange page causes: the same back-off, one line
             self._failed(f"{self.where}: unreadable page ({type(exc).__name__}: {str(exc)[:120]})")
             raise DcgmError(self._last_error or "") from None
