@@ -4,6 +4,7 @@ metric with a did-you-mean, duration), every problem reported with its line."""
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -175,7 +176,10 @@ class _Fields:
         if isinstance(v, str) and _FLOAT.match(v.strip()):
             v = float(v)  # YAML 1.1 reads 1e9 as a string; people mean the number
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-            self._bad(key, f"must be a number, got {v!r}")
+            self._bad(key, f"must be a number, got {repr(v)[:60]}")
+            return 0.0
+        if not math.isfinite(v):
+            self._bad(key, f"must be a finite number, got {v}")
             return 0.0
         if positive and v <= 0:
             self._bad(key, f"must be greater than 0, got {v}")

@@ -41,6 +41,12 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_REF = re.compile(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)")
 _RULE_KEYS = ("alert", "condition", "for", "keep_firing_for", "labels", "annotations")
 _GROUP_KEYS = ("name", "interval", "rules")
+#: A rule file is a few KiB; a bigger one is a mistake (or an attack on the loader's time and memory).
+MAX_RULE_FILE_BYTES = 1024 * 1024
+#: Longest error message line (values quoted in it are cut to fit).
+MAX_MESSAGE = 300
+#: Errors listed per file; the rest are counted.
+MAX_ERRORS = 50
 
 
 class _Errors:
@@ -51,7 +57,9 @@ class _Errors:
         self.messages: list[str] = []
 
     def add(self, line: int, where: str, message: str) -> None:
-        self.messages.append(f"{self.filename}:{line}: {where}{': ' if where else ''}{message}")
+        if len(message) > MAX_MESSAGE:  # a quoted value can be as long as the file
+            message = message[: MAX_MESSAGE - 3] + "..."
+        self.messages.append(f"{self.filename}:{line}: {where[:MAX_MESSAGE]}{': ' if where else ''}{message}")
 
 
 def _unknown_keys(errors: _Errors, obj: LineDict, allowed: tuple[str, ...], where: str) -> None:
@@ -158,6 +166,8 @@ def _group(errors: _Errors, raw: Any, line: int) -> Group | None:
     where = f"group '{name}'"
     _unknown_keys(errors, raw, _GROUP_KEYS, where)
     interval = _duration(errors, raw, "interval", where) if "interval" in raw else None
+    if interval is not None and interval <= 0:
+        errors.add(line_of(raw, "interval"), where, "'interval' must be above 0 (leave it out for the sampler's)")
     rules_raw = raw.get("rules")
     if not isinstance(rules_raw, LineList):
         errors.add(line_of(raw, "rules"), where, "'rules' must be a list of rules")
@@ -175,7 +185,17 @@ def parse_rules(text: str, filename: str = "<rules>") -> RuleSet:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        raise RuleError(f"{filename}:{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        problem = str(getattr(exc, "problem", None) or exc)[:MAX_MESSAGE]
+        raise RuleError(f"{filename}:{line}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise RuleError(f"{filename}: lists or mappings nested too deeply to be a rule file") from None
+    try:
+        return _parse_doc(doc, errors, filename)
+    except RecursionError:
+        raise RuleError(f"{filename}: conditions nested too deeply; flatten the 'all'/'any' blocks") from None
+
+
+def _parse_doc(doc: Any, errors: _Errors, filename: str) -> RuleSet:
     if doc is None:
         return RuleSet()
     if not isinstance(doc, LineDict) or not isinstance(doc.get("groups"), LineList):
@@ -183,7 +203,9 @@ def parse_rules(text: str, filename: str = "<rules>") -> RuleSet:
     _unknown_keys(errors, doc, ("groups",), "")
     groups = [_group(errors, g, line_of(doc["groups"], i)) for i, g in enumerate(doc["groups"])]
     if errors.messages:
-        raise RuleError(sorted(errors.messages, key=lambda m: int(m[len(filename) + 1:].split(":", 1)[0])))
+        found = sorted(errors.messages, key=lambda m: int(m[len(filename) + 1:].split(":", 1)[0]))
+        more = [f"{filename}: ... and {len(found) - MAX_ERRORS} more problem(s)"] if len(found) > MAX_ERRORS else []
+        raise RuleError(found[:MAX_ERRORS] + more)
     return RuleSet(tuple(g for g in groups if g is not None))
 
 
@@ -193,6 +215,10 @@ def load_rules(paths: Iterable[Path | str]) -> RuleSet:
     groups: list[Group] = []
     for path in _expand([Path(p) for p in paths], errors):
         try:
+            if path.stat().st_size > MAX_RULE_FILE_BYTES:
+                errors.append(f"{path}: {path.stat().st_size} bytes is too big for a rule file (the limit is "
+                              f"{MAX_RULE_FILE_BYTES // 1024} KiB); split it or check it is the right file")
+                continue
             groups.extend(parse_rules(path.read_text(encoding="utf-8"), str(path)).groups)
         except RuleError as exc:
             errors.extend(exc.errors)

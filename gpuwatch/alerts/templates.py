@@ -27,15 +27,28 @@ class ValueUnit:
     exportable: bool = True
 
 
+#: Longest annotation or label text accepted (alert text is a sentence or two).
+MAX_TEMPLATE = 4096
+
+
 def check_template(text: str) -> str | None:
-    """None when ``text`` only uses supported fields, else what is wrong."""
-    for m in _FIELD.finditer(text):
-        expr = m.group(1)
-        if expr != "$value" and not _LABEL.match(expr):
-            return (f"unsupported template field '{{{{ {expr} }}}}': use {{{{ $labels.NAME }}}} "
+    """None when ``text`` only uses supported fields, else what is wrong. One pass, left to right: a regex
+    here would rescan the rest of the text for every unclosed ``{{`` (quadratic)."""
+    if len(text) > MAX_TEMPLATE:
+        return f"{len(text)} characters is too long (the limit is {MAX_TEMPLATE})"
+    pos = 0
+    while (start := text.find("{{", pos)) != -1:
+        end = text.find("}}", start + 2)
+        if end == -1 or text.find("{{", start + 2, end) != -1:
+            return "unbalanced '{{' in template"
+        inner = text[start + 2:end]
+        inner = inner[1:] if inner.startswith("-") else inner
+        inner = inner[:-1] if inner.endswith("-") else inner
+        expr = inner.strip()
+        if "\n" in inner or (expr != "$value" and not _LABEL.match(expr)):
+            return (f"unsupported template field '{{{{ {expr[:60]} }}}}': use {{{{ $labels.NAME }}}} "
                     f"or {{{{ $value }}}}")
-    if text.count("{{") != len(_FIELD.findall(text)):
-        return "unbalanced '{{' in template"
+        pos = end + 2
     return None
 
 

@@ -22,7 +22,14 @@ class LineList(list[Any]):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """Aliases (``*name``) are refused: a few of them nest into billions of nodes (a "billion laughs"
+        file of 1 KiB costs gigabytes), and rule files do not need them."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in rule files; "
+                                              "write the value out", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:

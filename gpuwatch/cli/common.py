@@ -7,8 +7,12 @@ import argparse
 import math
 from pathlib import Path
 
+from gpuwatch.config import fields
+from gpuwatch.config.fields import FieldError, sampling_interval, shown
 from gpuwatch.model.recording import RecordingError
 from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_producer
+
+MAX_SPEED = 10_000.0
 
 
 class CliError(Exception):
@@ -21,12 +25,9 @@ class CliError(Exception):
 
 def positive_float(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
+        return fields.positive_float(text)
+    except FieldError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def seconds_offset(text: str) -> float:
@@ -41,9 +42,21 @@ def seconds_offset(text: str) -> float:
 
 
 def interval_seconds(text: str) -> float:
-    value = positive_float(text)
-    if value < 0.05:
-        raise argparse.ArgumentTypeError(f"the shortest interval is 0.05 s, got {text}")
+    """The config file's own check, so --interval and [sampler] interval accept the same values."""
+    try:
+        return sampling_interval(text)
+    except FieldError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def replay_speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a number") from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 (as fast as possible) and {MAX_SPEED:g}, "
+                                         f"got {shown(text)}")
     return value
 
 
@@ -62,7 +75,7 @@ def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = 1.0)
                    help=f"seconds between samples, 0.05 or more (default {interval:g})")
     g.add_argument("--replay", type=Path, metavar="FILE",
                    help="play a recording made by 'gpuwatch record' instead of sampling this machine")
-    g.add_argument("--speed", type=float, default=1.0, metavar="X",
+    g.add_argument("--speed", type=replay_speed, default=1.0, metavar="X",
                    help="replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible")
     g.add_argument("--loop", action="store_true", help="replay the recording over and over")
     g.add_argument("--dcgm", metavar="URL", type=dcgm_url,

@@ -7,6 +7,7 @@ Each parser takes the raw TOML (or environment string) value and returns the typ
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -16,8 +17,25 @@ class FieldError(ValueError):
     """A value of the wrong shape; the message says what a good one looks like."""
 
 
+#: Sampling interval bounds, shared by the config file and the command line's --interval.
+MIN_INTERVAL_S = 0.05
+MAX_INTERVAL_S = 3600.0
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` as an error message quotes it: never more than ``limit`` characters, whatever was given."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _seconds_text(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def duration(value: Any) -> float:
@@ -26,33 +44,70 @@ def duration(value: Any) -> float:
         raise FieldError("expected a duration such as 30 (seconds), \"30s\", \"5m\" or \"4h\"")
     if isinstance(value, (int, float)):
         seconds = float(value)
-    elif isinstance(value, str) and (m := _DURATION.match(value)):
+    elif isinstance(value, str) and len(value) < 40 and (m := _DURATION.match(value)):
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     else:
-        raise FieldError(f"'{value}' is not a duration; write e.g. 30 (seconds), \"30s\", \"5m\" or \"4h\"")
+        raise FieldError(f"'{shown(value)}' is not a duration; write e.g. 30 (seconds), \"30s\", \"5m\" or \"4h\"")
+    if not math.isfinite(seconds):
+        raise FieldError(f"a duration must be a finite number of seconds, got {shown(value)}")
     if seconds < 0:
-        raise FieldError(f"a duration cannot be negative, got {value}")
+        raise FieldError(f"a duration cannot be negative, got {shown(value)}")
     return seconds
+
+
+def duration_between(minimum: float, maximum: float) -> Callable[[Any], float]:
+    """A duration parser that also refuses values outside [minimum, maximum] (zero timeouts, no back-off)."""
+
+    def parse(value: Any) -> float:
+        seconds = duration(value)
+        if not minimum <= seconds <= maximum:
+            raise FieldError(f"must be between {_seconds_text(minimum)} and {_seconds_text(maximum)}, "
+                             f"got {shown(value)}")
+        return seconds
+
+    return parse
 
 
 def positive_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise FieldError(f"expected a number, got {value!r}")
+        raise FieldError(f"expected a number, got {shown(value)}")
     try:
         number = float(value)
-    except ValueError:
-        raise FieldError(f"'{value}' is not a number") from None
+    except (ValueError, OverflowError):
+        raise FieldError(f"'{shown(value)}' is not a number") from None
+    if not math.isfinite(number):
+        raise FieldError(f"must be a finite number, got {shown(value)}")
     if number <= 0:
-        raise FieldError(f"must be greater than 0, got {value}")
+        raise FieldError(f"must be greater than 0, got {shown(value)}")
     return number
 
 
+def float_between(minimum: float, maximum: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        number = positive_float(value)
+        if not minimum <= number <= maximum:
+            raise FieldError(f"must be between {minimum:g} and {maximum:g}, got {shown(value)}")
+        return number
+
+    return parse
+
+
 def positive_int(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 18:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FieldError(f"expected a whole number of 1 or more, got {value!r}")
+        raise FieldError(f"expected a whole number of 1 or more, got {shown(value)}")
     return value
+
+
+def int_between(minimum: int, maximum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        number = positive_int(value)
+        if not minimum <= number <= maximum:
+            raise FieldError(f"must be between {minimum} and {maximum}, got {shown(value)}")
+        return number
+
+    return parse
 
 
 def boolean(value: Any) -> bool:
@@ -60,12 +115,12 @@ def boolean(value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         return value.strip().lower() in ("1", "true", "yes", "on")
-    raise FieldError(f"expected true or false, got {value!r}")
+    raise FieldError(f"expected true or false, got {shown(value)}")
 
 
 def text(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise FieldError(f"expected a non-empty string, got {value!r}")
+        raise FieldError(f"expected a non-empty string, got {shown(value)}")
     return value.strip()
 
 
@@ -75,13 +130,13 @@ def text_list(value: Any) -> list[str]:
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise FieldError(f"expected a list of strings such as [\"a\", \"b\"], got {value!r}")
+    raise FieldError(f"expected a list of strings such as [\"a\", \"b\"], got {shown(value)}")
 
 
 def url(value: Any) -> str:
     s = text(value)
     if not re.match(r"^https?://[^/\s]+", s):
-        raise FieldError(f"'{s}' is not an http:// or https:// URL")
+        raise FieldError(f"'{shown(s)}' is not an http:// or https:// URL")
     return s
 
 
@@ -90,7 +145,7 @@ def listen_address(value: Any) -> tuple[str, int]:
     s = text(value)
     m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$", s) or re.match(r"^([^:\s]+):(\d+)$", s)
     if not m or not 0 <= int(m.group(2)) < 65536:  # port 0: the system picks a free one
-        raise FieldError(f"'{s}' is not HOST:PORT; write e.g. \"127.0.0.1:9464\"")
+        raise FieldError(f"'{shown(s)}' is not HOST:PORT; write e.g. \"127.0.0.1:9464\"")
     return m.group(1), int(m.group(2))
 
 
@@ -107,13 +162,13 @@ def is_loopback(host: str) -> bool:
 def string_map(value: Any) -> dict[str, str]:
     if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return dict(value)
-    raise FieldError(f"expected a table of strings such as {{ severity = \"critical\" }}, got {value!r}")
+    raise FieldError(f"expected a table of strings such as {{ severity = \"critical\" }}, got {shown(value)}")
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in choices:
-            raise FieldError(f"'{value}' is not one of: {', '.join(choices)}")
+            raise FieldError(f"'{shown(value)}' is not one of: {', '.join(choices)}")
         return str(value)
 
     return parse
@@ -123,3 +178,8 @@ def listen_text(value: Any) -> str:
     """A ``HOST:PORT`` string, checked now so a typo fails at start, not at bind time."""
     listen_address(value)
     return text(value)
+
+
+def sampling_interval(value: Any) -> float:
+    """Seconds between samples: 0.05 (what a tick can do) to an hour."""
+    return float_between(MIN_INTERVAL_S, MAX_INTERVAL_S)(value)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.config import fields as f
+from gpuwatch.config.fields import shown
 from gpuwatch.config.model import SECTIONS, Config, ReceiverConfig
 
 if sys.version_info >= (3, 11):
@@ -25,6 +26,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 ENV_PREFIX = "GPUWATCH_"
+#: GPUWATCH_* variables that are not config keys (the config path; the test and validation tools').
+OTHER_ENV = ("GPUWATCH_CONFIG", "GPUWATCH_REQUIRE_TOOLS", "GPUWATCH_TORCH_PYTHON", "GPUWATCH_FAULT_DIR")
+#: A config file is a few KiB; this refuses a wrong file (a log, a binary) before parsing it.
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -113,33 +118,45 @@ def _parse_table(cls: type, table: Mapping[str, Any], where: _Where, section: st
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
+    known = set(OTHER_ENV)
     for section, cls in SECTIONS.items():
         for fl in dataclasses.fields(cls):
             name = f"{ENV_PREFIX}{section.upper()}_{fl.name.upper()}"
+            known.add(name)
             if name in env:
                 out.setdefault(section, {})[fl.name] = env[name]
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and name not in known:  # a typo would otherwise change nothing, silently
+            near = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"did you mean {near[0]}?" if near else f"they are named {ENV_PREFIX}<SECTION>_<KEY>"
+            raise ConfigError(f"environment: {shown(name)} is not a gpuwatch setting; {hint}")
     return out
 
 
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """The config from ``path`` (or the default path, where a missing file means defaults) plus env."""
     env = os.environ if env is None else env
-    explicit = path is not None
+    explicit = path is not None or bool(env.get(f"{ENV_PREFIX}CONFIG"))  # a named file must exist
     path = Path(path) if path is not None else default_config_path(env)
     text = ""
     if path.exists() or explicit:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ConfigError(f"{path}: no such config file (write one, or leave out --config)") from None
+            how = "--config" if path != default_config_path(env) else f"{ENV_PREFIX}CONFIG"
+            raise ConfigError(f"{path}: no such config file (write one, or leave out {how})") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
     where = _Where(path if text else None, text)
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {len(text)} characters is not a config file (the limit is {MAX_CONFIG_BYTES})")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise ConfigError(f"{path}:{m.group(1) if m else '?'}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: arrays or tables nested too deeply to be a config") from None
     base_dir = path.parent if text else None
     sections: dict[str, Any] = {}
     for name, table in doc.items():
@@ -194,15 +211,16 @@ def override(config: Config, section: str, **values: Any) -> Config:
 
 def check_listen(config: Config, token: str | None) -> tuple[str, int]:
     """The listen address, refusing a remote one without ``allow_remote`` and a token."""
+    where = f"{config.path}: " if config.path else ""
     try:
         host, port = config.listen_address()
     except f.FieldError as exc:
-        raise ConfigError(f"daemon.listen: {exc}") from None
+        raise ConfigError(f"{where}daemon.listen: {exc}") from None
     if not f.is_loopback(host):
         if not config.daemon.allow_remote:
-            raise ConfigError(f"daemon.listen: {host} is reachable from other machines; pass --allow-remote "
+            raise ConfigError(f"{where}daemon.listen: {host} is reachable from other machines; pass --allow-remote "
                               f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
         if not token:
-            raise ConfigError(f"daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
+            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
                               f"in [daemon] or pass --token-file FILE")
     return host, port

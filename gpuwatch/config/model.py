@@ -12,6 +12,7 @@ from gpuwatch.config import fields as f
 
 DEFAULT_PORT = 9464
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+DAY = 86400.0
 
 
 def _opt(parse: Any, help: str, **kw: Any) -> Any:
@@ -20,7 +21,7 @@ def _opt(parse: Any, help: str, **kw: Any) -> Any:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    interval: float = _opt(f.positive_float, "seconds between samples", default=1.0)
+    interval: float = _opt(f.sampling_interval, "seconds between samples (0.05 to 3600)", default=1.0)
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,8 @@ class AlertsConfig:
                                        default=())
     #: After a restart, an alert stored as firing that the engine has not re-raised within this time is
     #: notified as resolved (rules with long windows need their history back before they can re-fire).
-    resolve_grace: float = _opt(f.duration, "time after a restart before stored firing alerts may resolve",
-                                default=300.0)
+    resolve_grace: float = _opt(f.duration_between(0, 7 * DAY),
+                                "time after a restart before stored firing alerts may resolve", default=300.0)
 
 
 @dataclass(frozen=True)
@@ -63,20 +64,25 @@ class DaemonConfig:
                                         "listen address)", default=None)
     state_dir: str | None = _opt(f.text, "where the outbox database lives (default: $STATE_DIRECTORY or "
                                  "~/.local/state/gpuwatch)", default=None)
-    max_process_series: int = _opt(f.positive_int, "most processes exported on /metrics per scrape",
+    max_process_series: int = _opt(f.int_between(1, 100_000), "most processes exported on /metrics per scrape",
                                    default=256)
-    stream_queue: int = _opt(f.positive_int, "snapshots buffered per /api/v1/stream client before the "
+    stream_queue: int = _opt(f.int_between(1, 10_000), "snapshots buffered per /api/v1/stream client before the "
                              "oldest is dropped", default=16)
     external_url: str | None = _opt(f.url, "URL receivers should link back to", default=None)
+    request_timeout: float = _opt(f.duration_between(0.1, 3600), "a request head must arrive within this time "
+                                  "of connecting; also closes idle connections", default=10.0)
+    max_connections: int = _opt(f.int_between(1, 1_000_000), "most client connections at once (the oldest idle one "
+                                "makes room for a new one)", default=512)
+    max_stream_clients: int = _opt(f.int_between(1, 100_000), "most /api/v1/stream clients at once", default=64)
 
 
 @dataclass(frozen=True)
 class NotifyConfig:
-    max_age: float = _opt(f.duration, "dead-letter a notification not delivered within this time",
+    max_age: float = _opt(f.duration_between(1, 30 * DAY), "dead-letter a notification not delivered within this time",
                           default=86400.0)
-    initial_backoff: float = _opt(f.duration, "first retry delay", default=1.0)
-    max_backoff: float = _opt(f.duration, "longest retry delay (also caps Retry-After)", default=300.0)
-    timeout: float = _opt(f.duration, "HTTP timeout per delivery attempt", default=10.0)
+    initial_backoff: float = _opt(f.duration_between(0.1, 3600), "first retry delay", default=1.0)
+    max_backoff: float = _opt(f.duration_between(1, DAY), "longest retry delay (also caps Retry-After)", default=300.0)
+    timeout: float = _opt(f.duration_between(0.1, 300), "HTTP timeout per delivery attempt", default=10.0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,8 @@ class ReceiverConfig:
     secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw)",
                                    default=None)
     secret_env: str | None = _opt(f.text, "environment variable holding the signing secret", default=None)
-    repeat_interval: float = _opt(f.duration, "re-send a still-firing group after this long", default=14400.0)
+    repeat_interval: float = _opt(f.duration_between(60, 30 * DAY), "re-send a still-firing group after this long",
+                                  default=14400.0)
     group_by: tuple[str, ...] = _opt(f.text_list, "labels that split alerts into notifications",
                                      default=("alertname",))
     send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve", default=True)

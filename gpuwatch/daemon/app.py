@@ -19,11 +19,12 @@ import hmac
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.doctor import RECENT_WINDOW_S, diagnose_current
@@ -44,6 +45,9 @@ class Services:
     token: str | None = None
     #: Reads (everything but /healthz) need the token as well.
     token_for_reads: bool = False
+    max_stream_clients: int = 64
+    #: Seconds a stream client may go without reading before it is dropped.
+    write_timeout: float = 30.0
 
 
 SERVICES = web.AppKey("services", Services)
@@ -58,9 +62,10 @@ def _json(data: Any, status: int = 200) -> web.Response:
 def _authorised(request: web.Request, token: str | None) -> web.Response | None:
     if token is None:
         return _json({"error": "no token is configured; set token_file in [daemon] or send SIGHUP instead"}, 403)
-    header = request.headers.get("Authorization", "")
-    given = header[7:] if header.startswith("Bearer ") else ""
-    if not hmac.compare_digest(given.encode(), token.encode()):
+    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+    # Header bytes that are not UTF-8 arrive as surrogates; encode them back as they came (never equal).
+    given_bytes = given.strip().encode("utf-8", "surrogateescape") if scheme.lower() == "bearer" else b""
+    if not hmac.compare_digest(given_bytes, token.encode()):
         return _json({"error": "missing or wrong bearer token"}, 401)
     return None
 
@@ -84,20 +89,25 @@ async def snapshot(request: web.Request) -> web.Response:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
-    pipeline = request.app[SERVICES].pipeline
+    s = request.app[SERVICES]
+    pipeline = s.pipeline
+    if pipeline.hub.clients >= s.max_stream_clients:
+        return _json({"error": f"{s.max_stream_clients} stream clients already; try again later"}, 503)
     resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     queue = pipeline.hub.subscribe()
     try:
         if pipeline.latest is not None:
-            await resp.write((json.dumps(snapshot_to_dict(pipeline.latest), separators=(",", ":")) + "\n").encode())
+            first = (json.dumps(snapshot_to_dict(pipeline.latest), separators=(",", ":")) + "\n").encode()
+            await asyncio.wait_for(resp.write(first), s.write_timeout)
         while True:
             line = await queue.get()
             if line is None:
                 break
-            await resp.write(line)
-    except (ConnectionError, asyncio.CancelledError):
-        pass  # the client went away
+            # A client that reads nothing for this long is dropped, so stalled clients free their slot.
+            await asyncio.wait_for(resp.write(line), s.write_timeout)
+    except (ConnectionError, asyncio.CancelledError, asyncio.TimeoutError):
+        pass  # the client went away or stopped reading
     finally:
         pipeline.hub.unsubscribe(queue)
     return resp
@@ -141,20 +151,21 @@ async def reload(request: web.Request) -> web.Response:
 async def _read_guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                       ) -> web.StreamResponse:
     s = request.app[SERVICES]
-    if s.token_for_reads and request.method == "GET" and request.path != "/healthz":
+    # Every method, not only GET: aiohttp answers HEAD (and 405s) through the same routes.
+    if s.token_for_reads and request.path != "/healthz":
         denied = _authorised(request, s.token)
         if denied is not None:
             return denied
     return await handler(request)
 
 
-def build_app(services: Services) -> web.Application:
-    app = web.Application(middlewares=[_read_guard])
+def build_app(services: Services, middlewares: Sequence[Middleware] = ()) -> web.Application:
+    app = web.Application(middlewares=[*middlewares, _read_guard])
     app[SERVICES] = services
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/api/v1/snapshot", snapshot)
-    app.router.add_get("/api/v1/stream", stream)
+    app.router.add_get("/api/v1/stream", stream, allow_head=False)  # HEAD would start a stream
     app.router.add_get("/api/v1/alerts", alerts)
     app.router.add_get("/api/v1/diagnosis", diagnosis)
     app.router.add_post("/api/v1/reload", reload)

@@ -6,8 +6,10 @@ at start or at reload, with a :class:`StartError` naming what to fix, before any
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,9 @@ from gpuwatch.config import Config
 from gpuwatch.exporter.gpu import family
 from gpuwatch.model import series
 from gpuwatch.notify import Outbox, SecretError, Target, load_secret
+from gpuwatch.notify.outbox import move_aside
 
+log = logging.getLogger(__name__)
 OUTBOX_FILE = "outbox.sqlite"
 
 
@@ -67,10 +71,20 @@ def state_dir(config: Config, env: Mapping[str, str] | None = None) -> Path:
 
 
 def open_outbox(config: Config, env: Mapping[str, str] | None = None) -> Outbox:
+    """Open the outbox; a damaged one (failed integrity check, not a database) is moved aside, loudly,
+    and a fresh one started: notifying must not stop because of one bad page."""
     path = state_dir(config, env) / OUTBOX_FILE
     try:
-        return Outbox(path)
-    except (OSError, Exception) as exc:  # sqlite3.Error or a permission problem
+        try:
+            return Outbox(path)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # cannot open or write it: not damage, a setup problem
+            aside = move_aside(path)
+            log.error("the outbox %s is damaged (%s): moved it to %s and started a fresh one; notifications "
+                      "still pending in it are not sent", path, exc, aside.name)
+            return Outbox(path)
+    except (OSError, sqlite3.Error) as exc:
         raise StartError(f"cannot open the outbox {path}: {exc} (set state_dir in [daemon] to a writable "
                          f"directory)") from None
 
@@ -90,12 +104,13 @@ def read_token(config: Config) -> str | None:
     if not config.daemon.token_file:
         return None
     path = Path(config.daemon.token_file)
+    where = f"{config.path}: " if config.path else ""
     try:
         token = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise StartError(f"daemon.token_file {path}: cannot read it ({exc.strerror})") from None
+        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({exc.strerror})") from None
     if len(token) < 16:
-        raise StartError(f"daemon.token_file {path}: the token is shorter than 16 characters; make one with "
+        raise StartError(f"{where}daemon.token_file {path}: the token is shorter than 16 characters; make one with "
                          f"'head -c 32 /dev/urandom | base64 > {path}'")
     return token
 
@@ -113,15 +128,21 @@ class DaemonCounters:
     stream_snapshots_dropped: int
     stream_clients: int
     rules_loaded: int
+    outbox_write_failures: int = 0
 
 
 def daemon_families(outbox: Outbox, now: DaemonCounters) -> Iterator[Metric]:
     """The daemon's own series for /metrics: notification queue by state, and internal counters."""
     queue = family(series.NOTIFICATIONS)
-    for (receiver, state), n in sorted(outbox.counts().items()):
+    try:
+        counts = outbox.counts()
+    except sqlite3.Error:  # a damaged or locked file: the notifier's health says so; /metrics goes on
+        counts = {}
+    for (receiver, state), n in sorted(counts.items()):
         queue.add_metric([receiver, state], n)
     yield queue
     for spec, value in ((series.NOTIFICATION_ATTEMPTS_FAILED, now.notification_attempts_failed),
+                        (series.OUTBOX_WRITE_FAILURES, now.outbox_write_failures),
                         (series.SNAPSHOTS_SKIPPED, now.snapshots_skipped),
                         (series.STREAM_SNAPSHOTS_DROPPED, now.stream_snapshots_dropped),
                         (series.STREAM_CLIENTS, now.stream_clients),

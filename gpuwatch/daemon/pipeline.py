@@ -47,6 +47,8 @@ class Pipeline:
         self.last_received = 0.0
         self.evaluated = 0
         self.skipped = 0
+        self.evaluation_failures = 0
+        self._logged_errors: set[str] = set()
         self.first_snapshot = asyncio.Event()
         self._backlog = backlog
         self._inbox: deque[Snapshot] = deque()
@@ -103,8 +105,12 @@ class Pipeline:
                     transitions = self.engine.evaluate(snap)
                     self.alerts = self.engine.alerts()
                     queued = self.notifier.handle(transitions, self.alerts, snap.time) if self.notifier else 0
-            except Exception:
-                log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
+            except Exception as exc:
+                self.evaluation_failures += 1
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                if error not in self._logged_errors and len(self._logged_errors) < 100:  # once per distinct error
+                    self._logged_errors.add(error)
+                    log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
                 continue
             self.evaluated += 1
             if queued:

@@ -19,17 +19,25 @@ from typing import Any
 
 from aiohttp import web
 
-from gpuwatch.alerts import AlertEngine
+from gpuwatch.alerts import AlertEngine, RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import parts
 from gpuwatch.daemon.app import Services, build_app
+from gpuwatch.daemon.connections import (
+    ConnectionGuard,
+    GuardedSite,
+    RequestLog,
+    connection_cap,
+    quiet_accept_errors,
+    raise_fd_limit,
+)
 from gpuwatch.daemon.diagnosis import DiagnosisPublisher
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.exporter import Exporter, SnapshotCollector
-from gpuwatch.notify import Deliverer, Notifier
+from gpuwatch.notify import Deliverer, Notifier, Target
 from gpuwatch.sampler.sampler import Producer, Sampler
 
 log = logging.getLogger(__name__)
@@ -64,8 +72,9 @@ class Daemon:
                                config.alerts.resolve_grace)
         self.deliverer = Deliverer(self.outbox, targets, config.notify)
         self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
-        counters = lambda: parts.DaemonCounters(self.deliverer.failed_attempts, self.pipeline.skipped,  # noqa: E731
-                                                self.hub.dropped, self.hub.clients, len(self.engine.rules))
+        counters = lambda: parts.DaemonCounters(  # noqa: E731
+            self.deliverer.failed_attempts, self.pipeline.skipped, self.hub.dropped, self.hub.clients,
+            len(self.engine.rules), outbox_write_failures=self.notify.health.failures + self.deliverer.health.failures)
         self.diagnosis = DiagnosisPublisher(lambda: list(self.sampler.history),
                                             max(1.0, config.exporter.diagnosis_interval))
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
@@ -79,11 +88,16 @@ class Daemon:
         reads = config.daemon.token_for_reads
         self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
                                  self.reload, self.token,
-                                 token_for_reads=not is_loopback(self.host) if reads is None else reads)
-        self.app = build_app(self.services)
+                                 token_for_reads=not is_loopback(self.host) if reads is None else reads,
+                                 max_stream_clients=config.daemon.max_stream_clients,
+                                 write_timeout=config.daemon.request_timeout)
+        #: The connection cap; :meth:`run` lowers it to what the open-file limit allows.
+        self.guard = ConnectionGuard(config.daemon.max_connections)
+        self.app = build_app(self.services, middlewares=[self.guard.middleware])
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
+        self._reload_lock = asyncio.Lock()
 
     def _warn_if_no_rules(self, config: Config) -> None:
         warning = parts.no_rules_warning(self.engine.rules, config)
@@ -94,23 +108,31 @@ class Daemon:
         p = self.pipeline
         finished = self.sampler.finished.is_set()
         age = time.monotonic() - p.last_received if p.latest is not None else None
-        stalled = age is None or (not finished and age > max(10.0, 5 * self.config.sampler.interval))
+        failed = self.sampler.error
+        stalled = failed is not None or age is None or (
+            not finished and age > max(10.0, 5 * self.config.sampler.interval))
+        notifier, delivery = self.notify.health, self.deliverer.health
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),
-                "sampler": "finished" if finished else "running", "alerts": len(p.alerts),
-                "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules)}
+                "sampler": "failed" if failed else "finished" if finished else "running", "alerts": len(p.alerts),
+                "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules),
+                "notifier": notifier.to_dict(), "delivery": delivery.to_dict(), "stalled": stalled,
+                **({"sampler_error": failed} if failed else {})}
         if not info["rules"]:
             info["warning"] = "no alert rules loaded: no alert can fire"
-        return not stalled, info
+        return not stalled and notifier.healthy and delivery.healthy, info
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""
         self.sd.reloading()
-        try:
+
+        def parse() -> tuple[Config, RuleSet, dict[str, Target], str | None]:
             new = self.reload_config()
-            rules = parts.build_rules(new)
-            targets = parts.build_targets(new)
-            token = parts.read_token(new)
+            return new, parts.build_rules(new), parts.build_targets(new), parts.read_token(new)
+
+        try:  # off the event loop: a big rule file must not stall /healthz and /metrics
+            async with self._reload_lock:  # two SIGHUPs in a row: one parse at a time, in order
+                new, rules, targets, token = await asyncio.get_running_loop().run_in_executor(None, parse)
             if token is None and not is_loopback(self.host):
                 raise parts.StartError(f"the daemon serves on {self.host}, which needs a token: keep token_file")
         except (ConfigError, parts.StartError) as exc:
@@ -142,8 +164,9 @@ class Daemon:
         if interval is None:
             return
         while not stop.is_set():
-            healthy, _ = self._health()
-            if healthy or self.pipeline.latest is None:
+            _, info = self._health()
+            # Only a sampling stall stops the pings: a restart would not mend a full disk.
+            if not info["stalled"] or self.pipeline.latest is None:
                 self.sd.watchdog()
             else:
                 log.error("no snapshot for a while: not pinging the systemd watchdog")
@@ -171,18 +194,19 @@ class Daemon:
         loop = self.loop = asyncio.get_running_loop()
         stop = self.stop_event = asyncio.Event()
         self.pipeline.start(loop)
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        quiet_accept_errors(loop)
+        self.guard.limit = connection_cap(self.config.daemon.max_connections, raise_fd_limit())
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False, logger=RequestLog(),
+                               keepalive_timeout=self.config.daemon.request_timeout)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        site = GuardedSite(runner, self.host, self.port, self.guard)
         try:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
             raise parts.StartError(f"cannot listen on {self.host}:{self.port}: {exc.strerror} (pick another "
                                    f"port with --listen HOST:PORT)") from None
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        self.bound_port = site.port
         self._install_signals(loop, stop)
         self.sampler.start()
         self.diagnosis.start()

@@ -7,7 +7,9 @@ Reading is strict about the schema version and tolerant of unknown keys (a newer
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -62,24 +64,87 @@ def snapshot_to_dict(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def _checked(value: Any, kind: str, where: str) -> Any:
+    """``value`` as the field's declared type (``float | None``, ``tuple[str, ...]`` ...), or
+    SnapshotFormatError: a wrong-typed field must fail here, not in every consumer later."""
+    optional = kind.endswith(" | None")
+    base = kind.removesuffix(" | None")
+    if value is None:
+        if optional:
+            return None
+        raise SnapshotFormatError(f"{where}: missing (null)")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if base == "float":
+        if not number:
+            raise SnapshotFormatError(f"{where}: expected a number, got {type(value).__name__}")
+        if not math.isfinite(value):  # NaN/Infinity are not JSON; as in the writer, a missing value
+            if optional:
+                return None
+            raise SnapshotFormatError(f"{where}: expected a finite number, got {value}")
+        return float(value)
+    if base == "int":
+        if number and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if not number or not isinstance(value, int):
+            raise SnapshotFormatError(f"{where}: expected a whole number, got {type(value).__name__}")
+        return value
+    if base in ("str", "SourceState") and not isinstance(value, str):
+        raise SnapshotFormatError(f"{where}: expected a string, got {type(value).__name__}")
+    if base == "bool" and not isinstance(value, bool):
+        raise SnapshotFormatError(f"{where}: expected true or false, got {type(value).__name__}")
+    if base.startswith("tuple["):
+        if not isinstance(value, (list, tuple)):
+            raise SnapshotFormatError(f"{where}: expected a list, got {type(value).__name__}")
+        item = base[len("tuple["):].split(",", 1)[0]
+        return tuple(_checked(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    return value
+
+
 def _build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     if not isinstance(data, Mapping):
         raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names}
+    kinds = _kinds(cls)  # type: ignore[arg-type]
+    kwargs = {k: _checked(v, kinds[k], f"{where}.{k}") for k, v in data.items() if k in kinds}
     try:
         return cls(**kwargs)
     except TypeError as exc:
         raise SnapshotFormatError(f"{where}: {exc}") from None
 
 
+@functools.cache
+def _kinds(cls: type) -> dict[str, str]:
+    """Field name -> declared type as written (``from __future__ import annotations`` keeps it a string);
+    mappings and nested records are checked by their own builders."""
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)
+            if f.name not in ("profiling", "extra", "labels")}
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SnapshotFormatError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
 def _gpu_from_dict(data: Mapping[str, Any], where: str) -> GpuSample:
-    prof = {name: _build(Profiling, p, f"{where}.profiling.{name}") for name, p in
-            (data.get("profiling") or {}).items()}
-    rest = {k: v for k, v in data.items() if k not in ("profiling", "extra", "labels")}
-    gpu = _build(GpuSample, rest, where)
-    return dataclasses.replace(gpu, profiling=prof, extra=dict(data.get("extra") or {}),
-                               labels=dict(data.get("labels") or {}))
+    if not isinstance(data, Mapping):
+        raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+    prof = {str(name): _build(Profiling, p, f"{where}.profiling.{name}") for name, p in
+            _mapping(data.get("profiling"), f"{where}.profiling").items()}
+    extra = {str(k): _checked(v, "float | None", f"{where}.extra.{k}")
+             for k, v in _mapping(data.get("extra"), f"{where}.extra").items()}
+    labels = {str(k): _checked(v, "str", f"{where}.labels.{k}")
+              for k, v in _mapping(data.get("labels"), f"{where}.labels").items()}
+    gpu = _build(GpuSample, data, where)
+    return dataclasses.replace(gpu, profiling=prof, extra=extra, labels=labels)
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise SnapshotFormatError(f"{key}: expected a list, got {type(value).__name__}")
+    return value
 
 
 def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
@@ -93,13 +158,13 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
         if key not in data:
             raise SnapshotFormatError(f"snapshot has no '{key}'")
     return Snapshot(
-        time=float(data["time"]),
-        seq=int(data.get("seq", 0)),
-        origin=str(data.get("origin", "live")),
+        time=_checked(data["time"], "float", "time"),
+        seq=_checked(data.get("seq", 0), "int", "seq"),
+        origin=_checked(data.get("origin", "live"), "str", "origin"),
         host=_build(HostSample, data["host"], "host"),
-        gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(data.get("gpus", []))),
-        processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(data.get("processes", []))),
-        sources=tuple(_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(data.get("sources", []))),
+        gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(_list(data, "gpus"))),
+        processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(_list(data, "processes"))),
+        sources=tuple(_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))),
     )
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
+import math
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +22,10 @@ from typing import IO, Any
 from gpuwatch.model.codec import SnapshotFormatError, dumps, snapshot_from_dict
 from gpuwatch.model.snapshot import Snapshot
 
+log = logging.getLogger(__name__)
+MIB = 1024 * 1024
+#: Longest line read (a snapshot of a busy 8-GPU machine is well under 1 MiB).
+MAX_LINE_CHARS = 16 * MIB
 MAGIC = "gpuwatch_recording"
 FORMAT_VERSION = 1
 
@@ -72,22 +79,29 @@ def read_header(path: str | os.PathLike[str]) -> RecordingHeader:
     p = Path(path)
     try:
         with _open_text(p, "r") as fh:
-            first = fh.readline()
+            first = fh.readline(MAX_LINE_CHARS)
     except FileNotFoundError:
         raise RecordingError(f"{p}: no such file") from None
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise RecordingError(f"{p}: not a gpuwatch recording ({exc})") from None
     try:
         head = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         head = None
     if not isinstance(head, dict) or MAGIC not in head:
         raise RecordingError(f"{p}:1: not a gpuwatch recording (no header line; make one with 'gpuwatch record')")
     if head[MAGIC] != FORMAT_VERSION:
-        raise RecordingError(f"{p}:1: recording format {head[MAGIC]} is not supported")
-    return RecordingHeader(created=float(head.get("created", 0)), interval_s=float(head.get("interval_s", 1.0)),
-                           hostname=str(head.get("hostname", "")), description=str(head.get("description", "")),
-                           meta=dict(head.get("meta") or {}))
+        raise RecordingError(f"{p}:1: recording format {str(head[MAGIC])[:40]} is not supported")
+    created, interval = head.get("created", 0), head.get("interval_s", 1.0)
+    texts, meta = (head.get("hostname", ""), head.get("description", "")), head.get("meta") or {}
+    for name, value in (("created", created), ("interval_s", interval)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise RecordingError(f"{p}:1: header field '{name}' must be a finite number, got {str(value)[:40]}")
+    if not interval > 0 or not all(isinstance(t, str) for t in texts) or not isinstance(meta, dict):
+        raise RecordingError(f"{p}:1: the header is damaged (interval_s must be above 0, hostname and "
+                             f"description strings, meta an object)")
+    return RecordingHeader(created=float(created), interval_s=float(interval), hostname=texts[0],
+                           description=texts[1], meta=dict(meta))
 
 
 def iter_snapshots(path: str | os.PathLike[str]) -> Iterator[Snapshot]:
@@ -96,28 +110,39 @@ def iter_snapshots(path: str | os.PathLike[str]) -> Iterator[Snapshot]:
     p = Path(path)
     read_header(p)
     with _open_text(p, "r") as fh:
-        fh.readline()
+        fh.readline(MAX_LINE_CHARS)
         lineno = 1
         pending: tuple[int, str] | None = None
         try:
-            for line in fh:
+            while line := fh.readline(MAX_LINE_CHARS + 1):  # bounded: one huge line must not fill memory
                 lineno += 1
+                if len(line) > MAX_LINE_CHARS:
+                    raise RecordingError(f"{p}:{lineno}: a line longer than {MAX_LINE_CHARS // MIB} MiB is not "
+                                         f"a snapshot")
                 if pending is not None:
                     yield _parse(p, *pending)
                 pending = (lineno, line)
-        except (EOFError, gzip.BadGzipFile, OSError, UnicodeDecodeError):
-            return  # a gzip stream cut off by a crash: keep what was complete
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError, UnicodeDecodeError) as exc:
+            # A gzip stream cut off by a crash: keep what was complete, and say so.
+            log.warning("%s: the file ends early after line %d (%s); replaying what is complete", p,
+                        lineno, exc.__class__.__name__)
+            return
         if pending is not None:
             lineno, line = pending
             if line.endswith("\n"):
                 yield _parse(p, lineno, line)
+            else:
+                log.warning("%s:%d: the last line is cut off (the recorder was stopped mid-write); skipped",
+                            p, lineno)
 
 
 def _parse(path: Path, lineno: int, line: str) -> Snapshot:
     try:
         return snapshot_from_dict(json.loads(line))
-    except (json.JSONDecodeError, SnapshotFormatError, TypeError, ValueError) as exc:
-        raise RecordingError(f"{path}:{lineno}: {exc}") from None
+    except (json.JSONDecodeError, SnapshotFormatError, TypeError, ValueError, AttributeError) as exc:
+        raise RecordingError(f"{path}:{lineno}: {str(exc)[:300]}") from None
+    except RecursionError:
+        raise RecordingError(f"{path}:{lineno}: nested too deeply to be a snapshot") from None
 
 
 def load(path: str | os.PathLike[str]) -> list[Snapshot]:

@@ -86,6 +86,9 @@ NOTIFICATIONS = _own("gpuwatch_notifications", "gauge", "notifications in the ou
                      "(pending, delivered, dead)", "receiver", "state")
 NOTIFICATION_ATTEMPTS_FAILED = _own("gpuwatch_notification_attempts_failed_total", "counter",
                                     "delivery attempts that failed")
+OUTBOX_WRITE_FAILURES = _own("gpuwatch_outbox_write_failures_total", "counter",
+                             "alert transitions or delivery results that could not be written to the outbox "
+                             "(kept and retried)")
 SNAPSHOTS_SKIPPED = _own("gpuwatch_snapshots_skipped_total", "counter",
                          "snapshots alert evaluation skipped to catch up")
 STREAM_SNAPSHOTS_DROPPED = _own("gpuwatch_stream_snapshots_dropped_total", "counter",
@@ -102,5 +105,6 @@ CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
      GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP, SNAPSHOT_TIME,
      SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
-     SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED, *DCGM.values()),
+     OUTBOX_WRITE_FAILURES, SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED,
+     *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

@@ -12,6 +12,7 @@ import asyncio
 import email.utils
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from gpuwatch.config import NotifyConfig, ReceiverConfig
+from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox, OutboxRow
 from gpuwatch.notify.signing import Secret, signed_headers
 
@@ -63,6 +65,7 @@ class Deliverer:
         self.clock = clock
         self.wake = asyncio.Event()
         self.failed_attempts = 0
+        self.health = FailureTracker("delivering notifications from the outbox", log)
 
     def set_targets(self, targets: Mapping[str, Target]) -> None:
         """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
@@ -78,7 +81,9 @@ class Deliverer:
         status, retry_after, error = 0, None, ""
         try:
             timeout = aiohttp.ClientTimeout(total=self.cfg.timeout)
-            async with session.post(target.config.url, data=row.body, headers=headers, timeout=timeout) as resp:
+            # Never follow a redirect: the signed headers would go to wherever it points.
+            async with session.post(target.config.url, data=row.body, headers=headers, timeout=timeout,
+                                    allow_redirects=False) as resp:
                 status = resp.status
                 retry_after = retry_after_s(resp.headers.get("Retry-After"), now)
                 await resp.read()
@@ -89,7 +94,9 @@ class Deliverer:
             self.outbox.mark_delivered(row.id, now)
             return
         error = error or f"HTTP {status}"
-        if 400 <= status < 500 and status not in RETRYABLE_4XX:
+        if 300 <= status < 400:
+            error += " (a redirect; it is not followed: configure the final URL)"
+        if 300 <= status < 500 and status not in RETRYABLE_4XX:
             self.outbox.mark_dead(row.id, now, error)
             log.warning("notification %s to %s dead-lettered: %s", row.webhook_id, row.receiver, error)
             return
@@ -101,18 +108,23 @@ class Deliverer:
         log.info("notification %s to %s failed (%s); retry in %.1f s", row.webhook_id, row.receiver, error, delay)
 
     async def deliver_due(self, session: aiohttp.ClientSession, ignore_backoff: bool = False) -> int:
-        """One attempt at each receiver's oldest pending row that is due; returns attempts made."""
+        """One attempt at each receiver's oldest pending row that is due; returns rows handled."""
         now = self.clock()
-        jobs = []
+        jobs, expired = [], 0
         for row in self.outbox.heads():
             target = self.targets.get(row.receiver)
-            if target is None:
-                continue  # a receiver removed from the config: its rows wait for it to come back
+            if target is None:  # a receiver removed from the config: its rows wait for it up to max_age
+                if now - row.created > self.cfg.max_age:
+                    self.outbox.mark_dead(row.id, now, "its receiver is no longer in the config")
+                    log.warning("notification %s dead-lettered: receiver %s is no longer configured",
+                                row.webhook_id, row.receiver)
+                    expired += 1
+                continue
             if ignore_backoff or row.next_attempt <= now:
                 jobs.append(self._attempt(session, row, target))
         if jobs:
             await asyncio.gather(*jobs)
-        return len(jobs)
+        return len(jobs) + expired
 
     def next_due_in(self) -> float:
         heads = [r for r in self.outbox.heads() if r.receiver in self.targets]
@@ -133,9 +145,11 @@ class Deliverer:
                         if stop.is_set():
                             return
                     wait = min(self.next_due_in(), 5.0)
-                except Exception:
-                    log.exception("delivery pass failed; trying again shortly")
+                except Exception as exc:  # the outbox cannot be read or written (disk, damage), or a bug
+                    self.health.failed(exc, with_traceback=not isinstance(exc, sqlite3.Error))
                     wait = 1.0
+                else:
+                    self.health.succeeded()
                 self.wake.clear()
                 waiters = [asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(stop.wait())]
                 await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)

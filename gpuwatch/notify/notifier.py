@@ -19,10 +19,13 @@ from typing import Any
 
 from gpuwatch.config import ReceiverConfig
 from gpuwatch.model.alert import Alert, Transition
+from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox
 from gpuwatch.notify.payloads import build_body
 
 log = logging.getLogger(__name__)
+#: Transitions kept in memory while the outbox cannot be written (one per alert; alerts are few).
+MAX_UNSAVED = 10_000
 
 
 def _matches(receiver: ReceiverConfig, labels: Mapping[str, str]) -> bool:
@@ -48,6 +51,9 @@ class Notifier:
         # In-memory mirror of the database, so the common tick (nothing changed, nothing due) costs no I/O.
         self._firing: set[str] | None = None
         self._next_due = float("-inf")
+        #: Transitions whose write failed (disk full, I/O error), latest per alert: retried every evaluation.
+        self._unsaved: dict[str, Transition] = {}
+        self.health = FailureTracker("storing alert transitions in the outbox", log)
 
     def set_receivers(self, receivers: Sequence[ReceiverConfig]) -> None:
         """New receivers (a reload): the next evaluation re-checks every group against them."""
@@ -69,9 +75,25 @@ class Notifier:
         """Record firing/resolved changes and queue what they cause, in one transaction; returns rows queued."""
         if self._first_time is None:
             self._first_time = now
-        transitions, active = list(transitions), list(active)
-        if self._quiet(transitions, active, now):
+        latest = dict(self._unsaved)
+        latest.update((t.alert.fingerprint, t) for t in transitions)
+        transitions, active = list(latest.values()), list(active)
+        if not self._unsaved and self._quiet(transitions, active, now):
             return 0
+        try:
+            queued = self._store(transitions, active, now)
+        except sqlite3.Error as exc:
+            # Nothing was written (one transaction): keep the transitions and try again next evaluation.
+            self._unsaved = dict(list(latest.items())[-MAX_UNSAVED:])
+            self._next_due = float("-inf")
+            self.health.failed(exc)
+            return 0
+        self._unsaved = {}
+        self.health.succeeded()
+        return queued
+
+    def _store(self, transitions: list[Transition], active: list[Alert], now: float) -> int:
+        assert self._first_time is not None
         with self.outbox.transaction() as conn:
             stored = {fp: (state, json.loads(data)) for fp, state, data in
                       conn.execute("SELECT fingerprint, state, data FROM alert_state")}

@@ -8,11 +8,12 @@ Rows keep their ``webhook_id`` forever, so every retry (also after a restart) ca
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,14 +46,42 @@ class OutboxRow:
     next_attempt: float
 
 
+class CorruptOutbox(sqlite3.DatabaseError):
+    """The outbox file fails SQLite's integrity check."""
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection in WAL mode with a busy timeout (the alert worker and the deliverer share the file)."""
+    """A connection in WAL mode with a busy timeout (the alert worker and the deliverer share the file).
+    The file is private to its owner: it holds alert labels and receiver names."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # also a file created earlier with the umask's 0644
+    finally:
+        os.close(fd)
     conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.executescript(SCHEMA)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise CorruptOutbox("; ".join(problems)[:300])
+        conn.executescript(SCHEMA)
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def move_aside(path: Path, now: float | None = None) -> Path:
+    """Rename a damaged outbox (and its WAL files) to ``<name>.corrupt-<time>`` so a fresh one can start."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        part = path.with_name(path.name + suffix)
+        if part.exists():
+            part.rename(target.with_name(target.name + suffix))
+    return target
 
 
 class Outbox:
@@ -69,10 +98,12 @@ class Outbox:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")  # may fail too (disk full): then roll back as well
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
 
     def enqueue(self, conn: sqlite3.Connection, webhook_id: str, receiver: str, body: bytes, now: float) -> None:
         conn.execute("INSERT INTO outbox (webhook_id, receiver, body, created, next_attempt) VALUES (?,?,?,?,?)",

@@ -8,11 +8,13 @@ until it answers again, and the other sources go on. A poll that raises leaves i
 from __future__ import annotations
 
 import dataclasses
+import functools
+import queue
 import socket
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
@@ -21,12 +23,39 @@ from gpuwatch.sources.base import Reading, Source
 _IDENTITY = ("index", "uuid", "name", "pci_bus_id", "driver_version", "mem_total_bytes", "sm_clock_max_mhz")
 
 
+class _Worker:
+    """One daemon thread running calls in order. Not a ThreadPoolExecutor: Python joins those threads at
+    exit, so one hung call (NVML, a socket) would keep the process from ever exiting."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Reading], Callable[[], Reading]] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[[], Reading]) -> Future[Reading]:
+        future: Future[Reading] = Future()
+        self._calls.put((future, fn))
+        return future
+
+    def _run(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the waiting tick, which reports it
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        self._calls.put(None)
+
+
 class _Slot:
     """One source, its worker thread, the poll in flight and its health."""
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gpuwatch-{source.name}")
+        self.pool = _Worker(f"gpuwatch-{source.name}")
         self.pending: Future[Reading] | None = None
         self.last_ok: float | None = None
         self.state = "ok"
@@ -39,7 +68,7 @@ class _Slot:
                 self.state = "stale"
                 return None
             self.pending = None  # a late answer belongs to an old tick: drop it and ask afresh
-        self.pending = self.pool.submit(self.source.poll, now, tuple(pids))
+        self.pending = self.pool.submit(functools.partial(self.source.poll, now, tuple(pids)))
         try:
             reading = self.pending.result(timeout=self.source.deadline_s)
         except FutureTimeout:
@@ -72,7 +101,7 @@ class _Slot:
         try:
             self.source.close()
         finally:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown()
 
 
 def _blank(gpu: GpuSample) -> GpuSample:

@@ -43,6 +43,8 @@ class Sampler:
         self.last_tick_s: float = 0.0
         self.ticks = 0
         self.finished = threading.Event()
+        #: Why sampling stopped before its producer ran out (None: it did not, or it is still running).
+        self.error: str | None = None
         self._subscribers: list[Subscriber] = []
         self._tick_observers: list[Callable[[float], None]] = []
         self._stop = threading.Event()
@@ -95,6 +97,18 @@ class Sampler:
         return self.interval
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # a producer that cannot go on (a damaged recording): say so, stop cleanly
+            self.error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            if isinstance(exc, ValueError):  # RecordingError and kin: the message is the whole story
+                log.error("sampling stopped: %s", self.error)
+            else:
+                log.exception("sampling stopped: %s", self.error)
+        finally:
+            self.finished.set()
+
+    def _loop(self) -> None:
         deadline = time.monotonic()
         while not self._stop.is_set():
             if self._paused.is_set():
@@ -109,7 +123,6 @@ class Sampler:
             if deadline < now:  # overran (slow source, suspended laptop): skip, don't burst to catch up
                 deadline = now
             self._stop.wait(deadline - now)
-        self.finished.set()
 
     def start(self) -> Sampler:
         if self._thread is None:

@@ -53,3 +53,16 @@ def test_labels_render_and_missing_labels_render_empty_as_in_prometheus() -> Non
 ])
 def test_only_labels_and_value_are_accepted(text: str, ok: bool) -> None:
     assert (check_template(text) is None) == ok
+
+
+def test_the_template_check_is_linear_in_unclosed_braces() -> None:
+    import time
+
+    from gpuwatch.alerts.templates import MAX_TEMPLATE
+
+    text = "{{" * (MAX_TEMPLATE // 2)
+    started = time.perf_counter()
+    assert check_template(text) == "unbalanced '{{' in template"
+    assert check_template("{{ $value }}" + "{{" * 2000)
+    assert time.perf_counter() - started < 0.05
+    assert "too long" in (check_template("x" * (MAX_TEMPLATE + 1)) or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,34 @@ def test_the_printed_example_is_a_valid_config_that_changes_nothing(tmp_path: Pa
                          and line.split()[1] in {"name", "kind", "url", "secret_file", "group_by"})
     (r,) = load_config(write(tmp_path, "[[receivers]]\n" + receiver), env={}).receivers
     assert (r.name, r.kind, r.group_by) == ("ops", "alertmanager", ("alertname",))
+
+
+def test_gpuwatch_config_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.toml: no such config file .*GPUWATCH_CONFIG"):
+        load_config(None, env={"GPUWATCH_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_an_unknown_gpuwatch_variable_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="GPUWATCH_DAEMON_LISTN is not a gpuwatch setting; did you mean "
+                                          "GPUWATCH_DAEMON_LISTEN"):
+        load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path), "GPUWATCH_DAEMON_LISTN": "127.0.0.1:1"})
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("GPUWATCH_DAEMON_MAX_PROCESS_SERIES", "9" * 5000, "expected a whole number of 1 or more, got 999"),
+    ("GPUWATCH_SAMPLER_INTERVAL", "nan", "must be a finite number, got nan"),
+    ("GPUWATCH_NOTIFY_TIMEOUT", "0", "must be between 0.1s and 5m, got 0"),
+    ("GPUWATCH_NOTIFY_MAX_AGE", "1e999", "is not a duration"),
+], ids=["huge-integer", "nan-interval", "zero-timeout", "overflowing-duration"])
+def test_environment_values_are_bounded_like_file_values(tmp_path: Path, name: str, value: str,
+                                                         message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path), name: value})
+    assert len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize("speed", ["nan", "-5", "inf", "1e9"])
+def test_replay_speed_must_be_a_finite_number_from_0(speed: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "gpuwatch", "snapshot", "--replay", "x.ndjson.gz", "--speed", speed],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 2 and "--speed: must be between 0" in run.stderr and "Traceback" not in run.stderr

@@ -150,6 +150,7 @@ def test_the_remote_unit_command_serves_with_the_token_it_created(tmp_path: Path
     (credentials / "token").write_text(token_file.read_text())
     argv = [a.replace("%d", str(credentials)) for a in exec_start(unit.read_text())]
     argv += ["--replay", str(write_recording(tmp_path / "rec.ndjson.gz", n=40)), "--state-dir", str(tmp_path)]
+    (tmp_path / "none.toml").write_text("")  # an empty config: defaults, whatever the user's config says
     daemon = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "GPUWATCH_CONFIG": str(tmp_path / "none.toml")})
     try:

@@ -24,7 +24,8 @@ def fixture(name: str) -> bytes:
 @dataclass
 class Behaviour:
     """What the next requests get. ``mode``: "body" (status + body), "hang" (never answer), "drip" (one byte
-    every ``drip_s``), "endless" (an unbounded body), "reset" (half the body, then the socket closes)."""
+    every ``drip_s``), "drip-headers" (the same, before the headers end), "redirect-loop" (302 to itself),
+    "endless" (an unbounded body), "reset" (half the body, then the socket closes)."""
 
     mode: str = "body"
     body: bytes = b""
@@ -34,6 +35,7 @@ class Behaviour:
     compress: bool = True
     drip_s: float = 0.05
     declared_length: int | None = None
+    charset: str = "utf-8"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,14 +46,14 @@ class _Handler(BaseHTTPRequestHandler):
         b = self.server.behaviour
         self.server.requests += 1
         try:
-            getattr(self, f"_{b.mode}")(b)
+            getattr(self, f"_{b.mode.replace('-', '_')}")(b)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up, as it should
 
     def _body(self, b: Behaviour) -> None:
         body = gzip.compress(b.body) if b.gzip and b.compress else b.body
         self.send_response(b.status)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Type", f"text/plain; version=0.0.4; charset={b.charset}")
         if b.gzip:
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(b.declared_length if b.declared_length is not None else len(body)))
@@ -70,6 +72,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(b.body[i:i + 1])
             self.wfile.flush()
+
+    def _drip_headers(self, b: Behaviour) -> None:
+        """Headers one byte every ``drip_s``, for ever (no read timeout ever trips)."""
+        head = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 100_000
+        for i in range(len(head)):
+            if self.server.release.wait(b.drip_s):
+                return
+            self.wfile.write(head[i:i + 1])
+            self.wfile.flush()
+
+    def _redirect_loop(self, b: Behaviour) -> None:
+        self.send_response(302)
+        self.send_header("Location", f"/metrics?hop={self.server.requests}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _endless(self, b: Behaviour) -> None:
         self.send_response(200)

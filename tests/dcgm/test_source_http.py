@@ -36,9 +36,11 @@ def test_a_served_sample_gives_both_gpus_with_uuid_power_and_sm_clock(exporter: 
 # (id, how the exporter misbehaves, source options, the message, longest the poll may take)
 FAILURES: list[tuple[str, dict[str, Any], dict[str, Any], str, float]] = [
     ("http-500", {"mode": "body", "status": 500, "body": b"oops"}, {}, r"answered HTTP 500", 1.0),
-    ("empty-body-during-reload", {"mode": "body", "body": b""}, {}, r"^empty body", 1.0),
-    ("garbage", {"mode": "body", "body": b"\x89PNG\r\n\x1a\n\x00\x00binary"}, {}, r"^not Prometheus text", 1.0),
-    ("html-page", {"mode": "body", "body": b"<html><h1>Bad Gateway</h1></html>"}, {}, r"^not Prometheus text", 1.0),
+    ("empty-body-during-reload", {"mode": "body", "body": b""}, {}, r"^127.0.0.1:\d+: empty body", 1.0),
+    ("garbage", {"mode": "body", "body": b"\x89PNG\r\n\x1a\n\x00\x00binary"}, {},
+     r"^127.0.0.1:\d+: not Prometheus text", 1.0),
+    ("html-page", {"mode": "body", "body": b"<html><h1>Bad Gateway</h1></html>"}, {},
+     r"^127.0.0.1:\d+: not Prometheus text", 1.0),
     ("no-answer", {"mode": "hang"}, {}, r"sent nothing for 0.4 s", 1.5),
     ("declared-huge-body", {"mode": "body", "body": b"x", "declared_length": 64 * 1024 * 1024},
      {"max_bytes": 256 * KIB}, r"offered a 64.0 MiB body, over the 0.25 MiB cap", 1.0),
@@ -47,6 +49,8 @@ FAILURES: list[tuple[str, dict[str, Any], dict[str, Any], str, float]] = [
      r"took over 0.8 s to send the page \(\d+ bytes so far\)", 1.5),
     ("stalls-mid-page", {"mode": "drip", "body": H100, "drip_s": 1.0}, {}, r"stopped sending for 0.4 s mid-page$", 1.0),
     ("dies-mid-page", {"mode": "reset", "body": H100}, {}, r"^127.0.0.1:\d+ closed the connection mid-page$", 1.0),
+    ("drips-its-headers", {"mode": "drip-headers", "drip_s": 0.05}, {}, r"took over 0.8 s to answer; gave up$", 1.5),
+    ("redirect-loop", {"mode": "redirect-loop"}, {}, r"redirected more than 3 times$", 1.0),
     ("corrupt-gzip", {"mode": "body", "body": b"not gzip at all", "gzip": True, "compress": False}, {},
      r"^127.0.0.1:\d+ sent a body that does not decompress$", 1.0),
 ]

@@ -135,3 +135,56 @@ def test_finished_rows_are_kept_a_week_then_pruned(tmp_path: Path, receiver: Rec
     d.outbox.conn.execute("UPDATE outbox SET finished = ? WHERE webhook_id = 'msg_0'", (time.time() - 8 * 86400,))
     d.outbox.prune()
     assert statuses(d) == {"msg_1": "delivered"}
+
+
+def test_rows_of_a_receiver_removed_from_the_config_are_dead_lettered_after_max_age(tmp_path: Path,
+                                                                                     receiver: Receiver) -> None:
+    d = make(tmp_path, receiver)
+    with d.outbox.transaction() as conn:
+        d.outbox.enqueue(conn, "msg_old", "gone", b"{}", time.time() - 60)  # older than max_age 30 s
+        d.outbox.enqueue(conn, "msg_new", "gone", b"{}", time.time())
+    asyncio.run(drain(d, 0.5))
+    assert statuses(d) == {"msg_old": "dead", "msg_new": "pending"}  # the young one waits for a reload
+    assert receiver.requests == []
+
+
+def test_a_redirect_is_not_followed_with_the_signed_headers(tmp_path: Path, receiver: Receiver) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", receiver.url)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        rc = ReceiverConfig(name="ops", kind="generic", url=f"http://127.0.0.1:{server.server_address[1]}/",
+                            secret_env="X")
+        d = Deliverer(Outbox(tmp_path / "outbox.sqlite"), {"ops": Target(rc, parse_secret(SECRET))}, FAST)
+        queue(d, b'{"n":1}')
+        asyncio.run(drain(d, 2))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert receiver.requests == []
+    row = d.outbox.conn.execute("SELECT status, last_error FROM outbox").fetchone()
+    assert row[0] == "dead" and "redirect" in row[1]
+
+
+def test_the_outbox_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = tmp_path / "old.sqlite"
+    old.touch(mode=0o644)
+    os.chmod(old, 0o644)
+    for path in (tmp_path / "new.sqlite", old):
+        Outbox(path).close()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600

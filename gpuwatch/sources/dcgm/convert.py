@@ -8,6 +8,7 @@ total, which dcgm-exporter's default set does not carry and gpuwatch derives as 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpuwatch.model.clock_events import decode
@@ -20,6 +21,9 @@ _INT_SLOTS = frozenset({
     "mem_used_bytes", "mem_total_bytes", "mem_reserved_bytes", "pstate", "pcie_link_gen", "pcie_link_width",
     "ecc_corrected", "ecc_uncorrected",
 })
+
+#: Largest magnitude taken as a reading (an exabyte, or 10^18 of any other unit).
+MAX_VALUE = 1e18
 
 #: Name of this backend in ``GpuSample.profiling``.
 PROFILING_KEY = "dcgm"
@@ -42,6 +46,8 @@ def to_gpu_sample(gpu: ParsedGpu) -> GpuSample:
     for name, raw in gpu.values.items():
         spec = lookup(name)
         value = spec.convert(raw)
+        if not math.isfinite(value) or abs(value) > MAX_VALUE:
+            continue  # a reading no GPU can have (1e308 MiB): drop this field, keep the GPU and the scrape
         f = spec.field
         if f.kind == "gpu":
             slots.setdefault(f.slot, _slot_value(f.slot, value))

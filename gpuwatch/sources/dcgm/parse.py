@@ -31,6 +31,10 @@ GPU_LABELS = {
 }
 
 
+#: GPUs one exporter page may describe (a node has at most a few dozen, MIG instances included).
+MAX_GPUS = 256
+
+
 class DcgmParseError(ValueError):
     """The body is not a dcgm-exporter /metrics page: the message says what was found instead."""
 
@@ -85,6 +89,8 @@ def parse_body(text: str) -> list[ParsedGpu]:
                 name = _exporter_name(family.name, family.type, sample.name)
                 if name.startswith("DCGM_FI_"):
                     _take(gpus, name, sample.labels, sample.value)
+    except DcgmParseError:
+        raise
     except ValueError as exc:  # prometheus_client raises ValueError("Invalid line: ...") and friends
         raise DcgmParseError(f"not Prometheus text: {_short(str(exc))}") from None
     if not gpus:
@@ -115,6 +121,8 @@ def _take(gpus: dict[tuple[int, str], ParsedGpu], name: str, labels: dict[str, s
     uuid = _first(labels, UUID_LABELS) or ""
     gpu = gpus.get((index, uuid))
     if gpu is None:
+        if len(gpus) >= MAX_GPUS:
+            raise DcgmParseError(f"the page lists more than {MAX_GPUS} GPUs: that is not one node's dcgm-exporter")
         gpu = gpus[(index, uuid)] = ParsedGpu(index=index, uuid=uuid)
     gpu.name = gpu.name or _first(labels, NAME_LABELS)
     gpu.pci_bus_id = gpu.pci_bus_id or _first(labels, PCI_LABELS)

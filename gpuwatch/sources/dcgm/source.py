@@ -26,9 +26,12 @@ import urllib3.exceptions
 from gpuwatch.model.snapshot import MIB
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
+from gpuwatch.sources.dcgm.deadline import DeadlineAdapter
 from gpuwatch.sources.dcgm.parse import DcgmParseError, parse_body
 
 _CHUNK = 64 * 1024
+#: An exporter page reached through more redirects than this is refused.
+MAX_REDIRECTS = 3
 
 
 class DcgmError(RuntimeError):
@@ -66,6 +69,10 @@ class DcgmSource(Source):
         # The sampler stops waiting a little after the scrape's own deadline would have fired.
         self.deadline_s = self.total_timeout + 0.5
         self._session = session or requests.Session()
+        self._session.max_redirects = MAX_REDIRECTS
+        self._adapter = DeadlineAdapter(max_retries=0)
+        self._session.mount("http://", self._adapter)
+        self._session.mount("https://", self._adapter)
         # The classic text format: what prometheus_client's parser reads (not protobuf, not OpenMetrics).
         self._session.headers.update({"User-Agent": "gpuwatch", "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
         self._clock = clock
@@ -80,9 +87,15 @@ class DcgmSource(Source):
             raise DcgmError(f"{self._last_error}; next try in {wait:.1f} s")
         try:
             gpus = to_gpu_samples(parse_body(self.fetch()))
-        except (DcgmError, DcgmParseError) as exc:
+        except DcgmError as exc:
             self._failed(str(exc))
             raise DcgmError(str(exc)) from None
+        except DcgmParseError as exc:  # which exporter sent the page: there may be several
+            self._failed(f"{self.where}: {exc}")
+            raise DcgmError(f"{self.where}: {exc}") from None
+        except Exception as exc:  # anything else a strange page causes: the same back-off, one line
+            self._failed(f"{self.where}: unreadable page ({type(exc).__name__}: {str(exc)[:120]})")
+            raise DcgmError(self._last_error or "") from None
         self.failures, self._last_error = 0, None
         return Reading(gpus=gpus)
 
@@ -93,12 +106,26 @@ class DcgmSource(Source):
     def fetch(self) -> str:
         """The body of one scrape, or :class:`DcgmError` saying what went wrong in one line."""
         started = time.monotonic()  # real time, whatever clock paces the back-off
+        # A little later than the body loop's own check, which says how far the page got.
+        with self._adapter.deadline(self.total_timeout + 0.2) as cut:
+            try:
+                body = self._fetch(started)
+            except DcgmError:
+                if not cut.is_set():
+                    raise
+        if cut.is_set():  # whatever the interrupted read made of it (an error, a truncated page): too slow
+            raise DcgmError(f"{self.where} took over {self.total_timeout:g} s to answer; gave up")
+        return body
+
+    def _fetch(self, started: float) -> str:
         try:
             with self._session.get(self.url, stream=True,
                                    timeout=(self.connect_timeout, self.read_timeout)) as resp:
                 if resp.status_code != 200:
                     raise DcgmError(f"{self.where} answered HTTP {resp.status_code} {resp.reason or ''}".rstrip())
                 body = self._read_capped(resp, started)
+        except requests.exceptions.TooManyRedirects:
+            raise DcgmError(f"{self.where} redirected more than {MAX_REDIRECTS} times") from None
         except requests.exceptions.ConnectTimeout:
             raise DcgmError(f"{self.where} did not accept a connection within {self.connect_timeout:g} s") from None
         except requests.exceptions.ConnectionError as exc:
@@ -114,7 +141,10 @@ class DcgmSource(Source):
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise DcgmError(f"scrape of {self.where} failed: {_reason(exc)}") from None
         encoding = resp.encoding if resp.encoding and resp.encoding.lower() != "iso-8859-1" else "utf-8"
-        return body.decode(encoding, errors="replace")
+        try:
+            return body.decode(encoding, errors="replace")
+        except LookupError:  # a charset Python does not know: the exporter writes UTF-8 anyway
+            return body.decode("utf-8", errors="replace")
 
     def _read_capped(self, resp: requests.Response, started: float) -> bytes:
         declared = resp.headers.get("Content-Length")
