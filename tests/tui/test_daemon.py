@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_remote import wait_for
+from pilot_wait import wait_for
 
 from gpuwatch.tui.app import make_app
 from gpuwatch.tui.remote import RemoteFeed

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from aiohttp import web
+from pilot_wait import wait_for
 from synthetic import snapshot
 
 from gpuwatch.model.codec import snapshot_to_dict
@@ -88,15 +88,6 @@ class FakeDaemon:
 def daemons() -> Iterator[tuple[FakeDaemon, FakeDaemon]]:
     with FakeDaemon("node-a", 2) as a, FakeDaemon("node-b", 1) as b:
         yield a, b
-
-
-async def wait_for(pilot: Any, predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.parametrize(("given", "expected"), [
