@@ -74,7 +74,8 @@ def _label_sources(opts: SamplingOptions) -> list[Source]:
     try:
         from gpuwatch.sources.kubelet import kubelet_source
     except ImportError as exc:
-        log.info("pod labels need grpcio and protobuf (%s is missing): pip install 'gpuwatch-monitor[kubernetes]'",
+        log.info("pod labels need grpcio and protobuf (%s is missing): pip install grpcio protobuf (or "
+                 "pipx inject gpuwatch-monitor grpcio protobuf)",
                  exc.name)
         return []
     source = kubelet_source(opts.kubelet_socket, max(1.0, opts.kubelet_interval))
