@@ -21,7 +21,7 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
-from gpuwatch.validate.runner import READY_TIMEOUT_S, Workload
+from gpuwatch.validate.runner import Workload
 from gpuwatch.workload.faults_catalogue import FAULTS
 
 
@@ -58,19 +58,10 @@ def run_fault(fault: str, python: str, duration: float, window: float, sampler: 
     result = FaultRun(fault, FAULTS[fault][0])
     work = Workload(fault_argv(python, fault, duration + 2.0))
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not work.ready.wait(0.2):
-            if work.proc.poll() is not None or time.monotonic() > deadline:
-                result.error = work.last_error() if work.proc.poll() is not None else "not ready in time"
-                return result
-        start = time.monotonic()
-        sampler.tick()  # rates (CPU %, GPM) need a previous reading
-        while (elapsed := time.monotonic() - start) < duration and work.proc.poll() is None:
-            time.sleep(max(0.0, min(interval, duration - elapsed)))
-            snap = sampler.tick()
-            if snap is not None:
-                result.snapshots.append(snap)
-            on_sample(min(duration, time.monotonic() - start))
+        result.error = work.wait_ready()
+        if result.error is not None:
+            return result
+        result.snapshots = work.sample(sampler, duration, interval, on_sample)
         if work.proc.poll() is not None and work.proc.returncode != 0:
             result.error = work.last_error()
     finally:

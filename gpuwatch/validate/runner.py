@@ -79,6 +79,30 @@ class Workload:
         lines = [ln for ln in self.stderr if ln.strip() and "Warning" not in ln]
         return lines[-1][:300] if lines else f"exit code {self.proc.returncode}"
 
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> str | None:
+        """None once the workload says it is warm; else why it never will (it exited, or took too long)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.2):
+            if self.proc.poll() is not None:
+                return self.last_error()
+            if time.monotonic() > deadline:
+                return "not ready in time"
+        return None
+
+    def sample(self, sampler: Sampler, duration: float, interval: float,
+               on_sample: Callable[[float], None]) -> list[Snapshot]:
+        """Snapshots every ``interval`` for ``duration`` seconds, or until the workload exits."""
+        snaps: list[Snapshot] = []
+        start = time.monotonic()
+        sampler.tick()  # first reading: rates (CPU %, GPM) need a previous one
+        while (elapsed := time.monotonic() - start) < duration and self.proc.poll() is None:
+            time.sleep(max(0.0, min(interval, duration - elapsed)))
+            snap = sampler.tick()
+            if snap is not None:
+                snaps.append(snap)
+            on_sample(min(duration, time.monotonic() - start))
+        return snaps
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -100,19 +124,10 @@ def run_stage(stage: str, device: str, duration: float, sampler: Sampler, interv
     result = StageRun(stage)
     work = Workload(workload_argv(stage, device, duration, extra or []))
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not work.ready.wait(0.2):
-            if work.proc.poll() is not None or time.monotonic() > deadline:
-                result.error = work.last_error() if work.proc.poll() is not None else "not ready in time"
-                return result
-        start = time.monotonic()
-        sampler.tick()  # first reading: rates (CPU %, GPM) need a previous one
-        while (elapsed := time.monotonic() - start) < duration and work.proc.poll() is None:
-            time.sleep(max(0.0, min(interval, duration - elapsed)))
-            snap = sampler.tick()
-            if snap is not None:
-                result.snapshots.append(snap)
-            on_sample(min(duration, time.monotonic() - start))
+        result.error = work.wait_ready()
+        if result.error is not None:
+            return result
+        result.snapshots = work.sample(sampler, duration, interval, on_sample)
         out, _ = work.proc.communicate(timeout=duration + EXIT_GRACE_S)
         if work.proc.returncode != 0:
             result.error = work.last_error()
