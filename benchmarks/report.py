@@ -118,8 +118,21 @@ def _meta(r: dict[str, Any]) -> str:
         ("load", m.get("load")), ("command", m.get("command"))) if v)
 
 
+def current_notes(notes: list[str]) -> list[str]:
+    """The notes that describe measured results: a merged report keeps each run's notes, and a run in
+    which a phase did not run (values None) or failed where a later run measured it says nothing current."""
+    kept = [n for n in notes if "None" not in n]
+    measured = {n.split(":", 1)[0].lower() for n in kept if not n.startswith("Phase ")}
+    out: list[str] = []
+    for n in kept:
+        phase = n.split()[1].lower() if n.startswith("Phase ") else None
+        if (phase is None or phase not in measured) and n not in out:
+            out.append(n)
+    return out
+
+
 def section(title: str, r: dict[str, Any]) -> str:
-    notes = r.get("notes", [])
+    notes = current_notes(r.get("notes", []))
     parts = [f"## {title}", "", _meta(r), "", markdown_table(r), ""]
     if notes:
         parts += ["Notes from the run:", "", *[f"- {n}" for n in notes], ""]

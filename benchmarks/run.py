@@ -122,14 +122,18 @@ def collect_logs(logdir: Path, out: Path) -> None:
 def notes(res: dict[str, Any], local: bool) -> list[str]:
     seen = res.get("tick_details", {}).get("snapshot", {})
     health = res.get("leak_daemon_health") or {}
-    out = [f"Tick: the snapshot had {seen.get('gpus')} GPU(s), {seen.get('processes')} processes "
-           f"({seen.get('processes_with_host_details')} with host details), profiling "
-           f"{seen.get('profiling_backends')}; raw floor = the tick's own "
-           f"{res.get('tick_details', {}).get('nvml_calls_total')} NVML calls replayed bare "
-           f"(+ the host source's psutil and /proc reads for the same pids).",
-           f"Scale: {res.get('scale_nvml')}; {res.get('scrape_how')}.",
-           f"Leak: {res.get('leak_command')}; the alert worker evaluated {health.get('evaluated')} of "
-           f"{health.get('ticks')} snapshots (it skips the oldest when a replay outruns it)."]
+    out = []  # a phase that did not run in this run says nothing
+    if seen:
+        out.append(f"Tick: the snapshot had {seen.get('gpus')} GPU(s), {seen.get('processes')} processes "
+                   f"({seen.get('processes_with_host_details')} with host details), profiling "
+                   f"{seen.get('profiling_backends')}; raw floor = the tick's own "
+                   f"{res.get('tick_details', {}).get('nvml_calls_total')} NVML calls replayed bare "
+                   f"(+ the host source's psutil and /proc reads for the same pids).")
+    if res.get("scale_nvml") is not None:
+        out.append(f"Scale: {res.get('scale_nvml')}; {res.get('scrape_how')}.")
+    if res.get("leak_command") is not None:
+        out.append(f"Leak: {res.get('leak_command')}; the alert worker evaluated {health.get('evaluated')} of "
+                   f"{health.get('ticks')} snapshots (it skips the oldest when a replay outruns it).")
     tick, cpu_1s, cpu_01 = res.get("tick_ms"), res.get("daemon_cpu_pct_1s"), res.get("daemon_cpu_pct_100ms")
     if tick is not None and cpu_1s is not None and not local:
         out.append(f"Daemon: a {tick:.2f} ms tick is {tick / 10:.2f} % of a core at 1 s and {tick:.1f} % at 0.1 s "

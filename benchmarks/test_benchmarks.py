@@ -17,7 +17,7 @@ for _p in (ROOT / "tests", ROOT):
 from benchmarks.procs import Meter, start_in_pty  # noqa: E402
 from benchmarks.profiling import summarize_collapsed  # noqa: E402
 from benchmarks.raw_floor import TracingNvml, describe, nvml_floor, typical_calls  # noqa: E402
-from benchmarks.report import rows  # noqa: E402
+from benchmarks.report import current_notes, load_results, rows, write_benchmarks_md  # noqa: E402
 from benchmarks.stats import interleaved, percentile, ratio  # noqa: E402
 
 
@@ -113,3 +113,17 @@ def test_meter_reports_cpu_of_a_busy_child_in_percent_of_one_core() -> None:
     meter.end()
     proc.stop()
     assert meter.cpu_pct is not None and 30.0 < meter.cpu_pct <= 110.0
+
+
+def test_notes_keep_only_measured_results_of_a_merged_report() -> None:
+    notes = ["Tick: the snapshot had None GPU(s), None processes", "Phase tick failed: TypeError: boom",
+             "Tick: the snapshot had 1 GPU(s), 4 processes", "Scale: None; None.", "Phase leak failed: OSError: x",
+             "Tick: the snapshot had 1 GPU(s), 4 processes"]
+    assert current_notes(notes) == ["Tick: the snapshot had 1 GPU(s), 4 processes", "Phase leak failed: OSError: x"]
+
+
+def test_the_committed_benchmarks_md_is_the_rendering_of_the_committed_results(tmp_path: Path) -> None:
+    out = tmp_path / "BENCHMARKS.md"
+    write_benchmarks_md(out, load_results(Path(__file__).parent))
+    assert out.read_text() == (Path(__file__).parents[1] / "BENCHMARKS.md").read_text()
+    assert "None" not in out.read_text() and "failed:" not in out.read_text()
