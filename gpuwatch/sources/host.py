@@ -173,7 +173,7 @@ class HostSource(Source):
                           mem_available_bytes=vm.available)
 
     # -- the processes on the GPUs -----------------------------------------------------------------------
-    def _track(self, pid: int, now: float) -> _Tracked | None:
+    def _track(self, pid: int, now: float, gpu_pids: set[int]) -> _Tracked | None:
         t = self._tracked.get(pid)
         if t is not None:
             return t
@@ -199,7 +199,7 @@ class HostSource(Source):
             static["container_id"] = None
         t = _Tracked(proc, static, now, cpu.user + cpu.system, io)
         t.last_threads = {tid: c for tid, (_, c) in (read_thread_stats(pid) or {}).items()}
-        self._workers(t, pid, now, 0.0, set())  # the baseline of its workers' CPU
+        self._workers(t, pid, now, 0.0, gpu_pids)  # the baseline of its workers' CPU
         self._tracked[pid] = t
         return t
 
@@ -224,7 +224,7 @@ class HostSource(Source):
         return {"workers": len(cpu), "workers_cpu_percent": round(total, 1), "workers_busy": busy}
 
     def _details(self, pid: int, now: float, gpu_pids: set[int]) -> dict[str, Any] | None:
-        t = self._track(pid, now)
+        t = self._track(pid, now, gpu_pids)
         if t is None:
             return None
         try:
