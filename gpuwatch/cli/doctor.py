@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if stacks is not None and opened.is_recording:
         print("--stacks samples live processes: a recording has none; carrying on without stacks", file=sys.stderr)
     elif stacks is not None and stacks.problem:
-        print(stacks.problem, file=sys.stderr)
+        print(stacks.problem, file=sys.stderr)  # said now; a problem met while sampling is said at the end
     sampler = Sampler(opened.producer, interval=args.interval)
     try:
         snaps, read = collect(sampler, duration, args.interval, opened.is_recording,
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         sampler.stop()
     if not snaps:
         raise CliError("no samples to diagnose (an empty recording?)", exit_code=2)
-    if stacks is not None and stacks.problem and not opened.is_recording:
+    if stacks is not None and stacks.problem and stacks.exe is not None and not opened.is_recording:
         print(stacks.problem, file=sys.stderr)
     findings = diagnose(snaps, pid=args.pid, stacks=stacks.profiles() if stacks else None)
     description = opened.description + (f" (the newest {len(snaps)} of {read} samples)" if read > len(snaps) else "")
