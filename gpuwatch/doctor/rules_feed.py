@@ -28,26 +28,26 @@ WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs
               "unix_stream", "inet", "poll", "select", "epoll", "futex", "pipe")
 
 
-def _pegged(g: GpuWindow) -> list[ProcessWindow]:
+def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
     return sorted((p for p in g.processes if (p.top_thread_cpu or 0.0) >= PEGGED_THREAD),
                   key=lambda p: -(p.top_thread_cpu or 0.0))
 
 
-def _copy_bound(g: GpuWindow) -> bool:
+def is_copy_bound(g: GpuWindow) -> bool:
     rx = g.pcie_rx_bytes_s
     return rx is not None and rx >= PCIE_RX_HIGH and (g.sm_active is None or g.sm_active < HEALTHY_SM)
 
 
-def _launch_bound(g: GpuWindow) -> bool:
+def is_launch_bound(g: GpuWindow) -> bool:
     return (g.util is not None and g.sm_active is not None and g.util >= LAUNCH_MIN_UTIL
-            and g.sm_active < LAUNCH_RATIO * g.util and bool(_pegged(g)) and not _copy_bound(g))
+            and g.sm_active < LAUNCH_RATIO * g.util and bool(pegged_processes(g)) and not is_copy_bound(g))
 
 
 def h2d_copies(g: GpuWindow) -> Finding | None:
-    if not _copy_bound(g):
+    if not is_copy_bound(g):
         return None
     rx = g.pcie_rx_bytes_s or 0.0
-    pegged = _pegged(g)
+    pegged = pegged_processes(g)
     return finding(
         "h2d_copies", "Host-to-device copies dominate: the GPU waits for data over PCIe", "warning",
         60.0 + min(30.0, 3.0 * rx / 1e9), g,
@@ -61,9 +61,9 @@ def h2d_copies(g: GpuWindow) -> Finding | None:
 
 
 def launch_bound(g: GpuWindow) -> Finding | None:
-    if not _launch_bound(g):
+    if not is_launch_bound(g):
         return None
-    p = _pegged(g)[0]
+    p = pegged_processes(g)[0]
     return finding(
         "launch_bound", "Launch-bound: tiny kernels, one CPU thread launching them as fast as it can", "warning",
         70.0 + 0.2 * (100.0 - (g.sm_active or 0.0)), g,
@@ -76,8 +76,8 @@ def launch_bound(g: GpuWindow) -> Finding | None:
 
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
-    pegged = _pegged(g)
-    if busy is None or busy >= BUSY_UTIL or not pegged or _copy_bound(g) or _launch_bound(g):
+    pegged = pegged_processes(g)
+    if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
     top = p.top_thread_cpu or 0.0

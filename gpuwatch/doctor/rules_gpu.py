@@ -8,7 +8,7 @@ Low SM occupancy alone is not among them: large tensor-core kernels keep few war
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct
-from gpuwatch.doctor.rules_feed import BUSY_UTIL, HEALTHY_SM, _launch_bound, _pegged
+from gpuwatch.doctor.rules_feed import BUSY_UTIL, HEALTHY_SM, is_launch_bound, pegged_processes
 from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.clock_events import SEVERE_REASONS
 from gpuwatch.model.finding import Finding, Severity
@@ -28,10 +28,10 @@ HEALTHY_TENSOR = 10.0
 def small_kernels(g: GpuWindow) -> Finding | None:
     """Busy but not full: kernels too small to fill the SMs, or gaps while one pegged thread syncs and
     launches request after request (GPU-Util short of 100 %)."""
-    if g.util is None or g.sm_active is None or g.util < BUSY_UTIL or _launch_bound(g):
+    if g.util is None or g.sm_active is None or g.util < BUSY_UTIL or is_launch_bound(g):
         return None
     thin = g.sm_active < SMALL_KERNELS_RATIO * g.util
-    pegged = _pegged(g)
+    pegged = pegged_processes(g)
     gappy = g.util < GPU_BOUND_UTIL and bool(pegged)
     if not (thin or gappy):
         return None
