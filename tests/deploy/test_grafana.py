@@ -68,6 +68,8 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path: Path, p
     procs.start([prometheus, f"--config.file={tmp_path / 'prom.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                  f"--web.listen-address=127.0.0.1:{prom}"], tmp_path / "prom.log")
     api = f"http://127.0.0.1:{prom}/api/v1"
+    # Prometheus answers 503 until its TSDB is open; query only once it says it is ready.
+    poll(lambda: requests.get(f"http://127.0.0.1:{prom}/-/ready", timeout=5).ok, 60, "Prometheus to be ready")
 
     def result(expr: str) -> list[Any]:
         try:
