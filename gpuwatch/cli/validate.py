@@ -235,7 +235,7 @@ def _meta(args: argparse.Namespace, v: views.Validation, description: str, durat
     return {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
             "sampling": description,
             "capacity": f"closed loop at full load, {duration:g} s sampled per stage (naive: 1 request in flight; "
-            "workers: 2 per worker; batched on: 2.5 batches)",
+            "workers: 2 per worker; batched on: 3 batches of the longest bucket)",
             "latency": f"open loop (Poisson arrivals) at {rates} requests/s, {latency_s:g} s per stage; shared rate "
             f"{views.SHARED_SHARE:.0%} of naive's median capacity unless --rate; late: over {args.slo:g} ms",
             "batched stages": "a batch leaves when full or when its oldest request waited "

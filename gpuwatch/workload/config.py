@@ -26,10 +26,11 @@ STAGE_HELP: dict[str, str] = {
              "dynamic shapes, FP32, eager",
     "workers": "preprocessing moved to N worker processes (a tokeniser with C-level string ops and a word "
                "cache), queues to the GPU loop, which still runs one request at a time",
-    "batched": "dynamic batching padded to length buckets (a batch leaves when full or after a 5 ms max "
-               "batch delay; requests queued over 500 ms are shed), pinned host memory, non-blocking copies, "
-               "results collected asynchronously",
-    "compiled": "CUDA graphs per (bucket, batch size), captured and replayed once before the measured window, "
+    "batched": "dynamic batching padded to length buckets (an idle GPU takes what waits at once; while it is "
+               "busy a batch leaves when full or after a 5 ms max batch delay; requests queued over 500 ms are "
+               "shed), pinned host memory, non-blocking copies, results collected asynchronously",
+    "compiled": "CUDA graphs per (bucket, batch size; batches formed while the GPU is busy are cut to a captured "
+                "size, so nothing is padded at full load), captured and replayed once before the measured window, "
                 "to remove launch overhead (torch.compile on request)",
     "bf16": "BF16 weights and activations with FP32 LayerNorm, softmax and pooling, checked against FP32",
 }
@@ -59,7 +60,7 @@ SIZES: dict[str, ModelSize] = {
     "small": ModelSize(d_model=256, layers=4, heads=8, ffn=1024, vocab=8192, buckets=(32, 64, 128),
                        max_batch=64, max_batch_tokens=4096, doc_words=(200, 1200)),
     "base": ModelSize(d_model=1024, layers=12, heads=16, ffn=4096, vocab=30522, buckets=(64, 128, 256),
-                      max_batch=256, max_batch_tokens=32768, doc_words=(1000, 6000)),
+                      max_batch=256, max_batch_tokens=16384, doc_words=(1000, 6000)),
 }
 
 
@@ -114,8 +115,9 @@ class WorkloadConfig:
         return {b: max(1, min(size.max_batch, size.max_batch_tokens // b)) for b in size.buckets}
 
     def in_flight(self) -> int:
-        """Requests the load generator keeps outstanding: two full batches (one on the GPU, one queued
-        behind it) and half of the next one forming."""
+        """Requests the load generator keeps outstanding: three full batches of the longest bucket (two on
+        the GPU, the next one formed behind them). More would only queue: by Little's law every extra
+        request in flight adds 1/throughput to the mean latency without adding throughput."""
         if self.concurrency > 0:
             return self.concurrency
         if self.rate > 0:  # open loop: the permits only bound memory, a backlog shows as latency
@@ -124,7 +126,7 @@ class WorkloadConfig:
             return 1
         if self.stage == "workers":
             return 2 * self.workers
-        return 5 * max(self.caps().values()) // 2
+        return 3 * min(self.caps().values())
 
 
 @dataclass

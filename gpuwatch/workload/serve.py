@@ -4,7 +4,8 @@
 * :func:`serve_per_request`: requests come preprocessed from worker processes, but each is still copied
   with a blocking ``.to(device)`` and run alone at its own length;
 * :func:`serve_batched`: requests are grouped per length bucket into batches that grow while the GPU is
-  busy, copied from pinned memory without blocking, with up to two batches in flight.
+  busy, copied from pinned memory without blocking, with up to two batches in flight; the loop keeps
+  reading the workers' queue while they run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from gpuwatch.workload.frontend import Frontend, Item
 
 MAX_IN_FLIGHT = 2
 MAX_WAIT_S = 0.005
+#: How long the batching loop waits for new requests while a batch runs, before it polls the GPU again.
+POLL_S = 0.0003
 STARTUP_TIMEOUT_S = 120.0
 
 
@@ -102,21 +105,28 @@ def serve_per_request(model: torch.nn.Module, device: torch.device, inbox: Any, 
 
 class Batcher:
     """Holds preprocessed requests per bucket and decides when a batch goes, like a server's batcher with a
-    latency budget: a bucket whose oldest request waited ``max_delay_s`` goes first, full or not (so no
-    bucket starves behind busier ones); otherwise a full bucket; otherwise, when the GPU is idle, the oldest.
-    Requests queued longer than ``timeout_s`` are shed: past capacity the queue stays bounded in time."""
+    latency budget. An idle GPU takes the oldest bucket at once, whatever its size (at a light load nobody
+    waits for company). While the GPU is busy, a second batch goes only when it is worth it: a full
+    bucket, or one whose oldest request waited ``max_delay_s`` (so no bucket starves behind busier ones).
+    Requests queued longer than ``timeout_s`` are shed: past capacity the queue stays bounded in time.
+
+    ``sizes`` (per bucket, ascending) are the batch sizes an engine runs without padding (CUDA graphs): a
+    batch formed while the GPU is busy is cut to the largest of them, and the rest waits for the next one,
+    so at full load no row is computed for nothing."""
 
     def __init__(self, inbox: Any, caps: dict[int, int], max_delay_s: float = MAX_WAIT_S,
-                 timeout_s: float = float("inf")) -> None:
+                 timeout_s: float = float("inf"), sizes: dict[int, list[int]] | None = None) -> None:
         self.inbox = inbox
         self.caps = caps
         self.max_delay_s = max_delay_s
         self.timeout_s = timeout_s
+        self.sizes = sizes
         self.waiting: dict[int, deque[Item]] = {b: deque() for b in caps}
 
     def pull(self, timeout: float) -> None:
+        """Move everything the workers sent into the buckets, waiting up to ``timeout`` for the first."""
         try:
-            items: list[Item] = self.inbox.get(timeout=timeout)
+            items: list[Item] = self.inbox.get(timeout=timeout) if timeout > 0 else self.inbox.get_nowait()
         except queue.Empty:
             return
         while True:
@@ -144,12 +154,15 @@ class Batcher:
             return None
         due = [(t, b) for t, b in heads if now - t >= self.max_delay_s]
         full = [(t, b) for t, b in heads if len(self.waiting[b]) >= self.caps[b]]
-        pick = due or full or (heads if gpu_idle else [])
+        pick = heads if gpu_idle else (due or full)
         if not pick:
             return None
         _oldest, bucket = min(pick)
         q = self.waiting[bucket]
-        return bucket, [q.popleft() for _ in range(min(len(q), self.caps[bucket]))]
+        count = min(len(q), self.caps[bucket])
+        if self.sizes is not None and not gpu_idle:
+            count = max(s for s in self.sizes[bucket] if s <= count)
+        return bucket, [q.popleft() for _ in range(count)]
 
 
 def pinned_batch(bucket: int, items: list[Item], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,36 +177,35 @@ def pinned_batch(bucket: int, items: list[Item], device: torch.device) -> tuple[
 def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox: Any, permits: Any,
                   caps: dict[int, int], window: Window, max_delay_s: float = MAX_WAIT_S,
                   timeout_s: float = float("inf")) -> None:
-    batcher = Batcher(inbox, caps, max_delay_s, timeout_s)
+    """The batching server's loop. It never blocks on the GPU: while batches run it keeps draining the
+    workers' queue (whose pipe holds only ~64 kB: a loop that stopped reading while it waited would see
+    at most that much per batch) and polls the oldest batch's completion event."""
+    batcher = Batcher(inbox, caps, max_delay_s, timeout_s, sizes=getattr(engine, "sizes", None))
     # (completion event, logits in pinned host memory, arrival times) per batch on the GPU
     in_flight: deque[tuple[Any, torch.Tensor, list[float]]] = deque()
 
-    def finish_ready(block: bool) -> None:
-        while in_flight and (block or in_flight[0][0].query()):
-            event, logits, arrivals = in_flight.popleft()
-            event.synchronize()
+    def finish_ready() -> None:
+        while in_flight and in_flight[0][0].query():
+            _event, logits, arrivals = in_flight.popleft()
             logits.argmax(dim=1)  # the answer each client gets
             window.record(arrivals)
             for _ in arrivals:
                 permits.release()
-            block = False
 
     while window.tick():
-        finish_ready(block=False)
+        batcher.pull(timeout=0.0)
+        finish_ready()
         if shed := batcher.shed():
             window.record_shed(len(shed))
             for _ in shed:
                 permits.release()  # the client got its "overloaded" answer
-        batch = batcher.take(gpu_idle=not in_flight)
+        batch = batcher.take(gpu_idle=not in_flight) if len(in_flight) < MAX_IN_FLIGHT else None
         if batch is None:
-            batcher.pull(timeout=0.0005 if in_flight else 0.02)
+            batcher.pull(timeout=POLL_S if in_flight else 0.02)
             continue
         bucket, items = batch
         ids, lengths = pinned_batch(bucket, items, device)
         logits, event = engine.submit(ids, lengths)
         in_flight.append((event, logits, [it[0] for it in items]))
-        if len(in_flight) >= MAX_IN_FLIGHT:
-            batcher.pull(timeout=0.0)  # take in what arrived, then wait for the oldest batch
-            finish_ready(block=True)
     for event, _, _ in in_flight:
         event.synchronize()

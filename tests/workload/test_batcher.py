@@ -4,6 +4,9 @@ behind full ones; requests queued past the timeout are shed; open-loop requests 
 from __future__ import annotations
 
 import queue
+import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -11,8 +14,8 @@ torch = pytest.importorskip("torch")
 
 from gpuwatch.workload.config import WorkloadConfig  # noqa: E402
 from gpuwatch.workload.frontend import Item  # noqa: E402
-from gpuwatch.workload.run import run_stage  # noqa: E402
-from gpuwatch.workload.serve import Batcher  # noqa: E402
+from gpuwatch.workload.run import _workers, run_stage  # noqa: E402
+from gpuwatch.workload.serve import Batcher, Window, serve_batched  # noqa: E402
 
 
 def item(arrival: float, bucket: int) -> Item:
@@ -45,6 +48,45 @@ def test_a_bucket_past_its_delay_goes_before_a_full_one_so_it_never_starves() ->
     assert first is not None and first[0] == 32  # waited 1 s; the full bucket 16 is younger
     second = b.take(gpu_idle=False, now=10.004)
     assert second is not None and second[0] == 16 and len(second[1]) == 4
+
+
+def test_a_batch_formed_while_the_gpu_is_busy_is_cut_to_a_size_the_engine_runs_unpadded() -> None:
+    b = Batcher(queue.Queue(), {16: 8}, max_delay_s=0.005, sizes={16: [1, 2, 4, 8]})
+    b.waiting[16].extend(item(10.0 + i / 1000, 16) for i in range(7))
+    busy = b.take(gpu_idle=False, now=10.01)
+    assert busy is not None and len(busy[1]) == 4  # 7 waiting: 4 go now, 3 with the next batch
+    idle = b.take(gpu_idle=True, now=10.01)
+    assert idle is not None and len(idle[1]) == 3  # an idle GPU takes everything (padded to 4)
+
+
+class SlowGpu:
+    """An engine that runs one batch at a time, each for ``seconds``; it records the batch sizes it got."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.batches: list[int] = []
+        self.free_at = 0.0
+
+    def submit(self, ids: Any, lengths: Any) -> tuple[Any, Any]:
+        self.batches.append(int(ids.shape[0]))
+        done_at = self.free_at = max(time.monotonic(), self.free_at) + self.seconds  # one batch at a time
+        event = SimpleNamespace(query=lambda: time.monotonic() >= done_at,
+                                synchronize=lambda: time.sleep(max(0.0, done_at - time.monotonic())))
+        return torch.zeros((int(ids.shape[0]), 2)), event
+
+
+def test_the_loop_keeps_reading_the_workers_queue_while_batches_run_so_full_load_fills_batches() -> None:
+    # Real preprocessing processes send 1 kB requests through a multiprocessing queue, whose pipe holds
+    # ~64 kB: a loop that blocked on the GPU between reads got about one pipe's worth (~60 requests) per
+    # batch, however many waited behind it. A loop that keeps reading fills each batch to its cap.
+    bucket, cap = 256, 128
+    cfg = WorkloadConfig(stage="batched", device="cpu", size="base", workers=3, concurrency=3 * cap)
+    gpu = SlowGpu(0.3)
+    window = Window(warmup_s=0.6, duration_s=1.5, on_ready=lambda: None)
+    with _workers(cfg, None, 8) as (inbox, permits):
+        serve_batched(gpu, torch.device("cpu"), inbox, permits, {64: cap, 128: cap, bucket: cap}, window)
+    steady = gpu.batches[len(gpu.batches) // 2:]
+    assert sum(steady) / len(steady) > 0.9 * cap, gpu.batches
 
 
 def test_a_batch_never_exceeds_its_bucket_cap() -> None:
