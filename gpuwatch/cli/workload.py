@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=default_workers(), metavar="N",
                    help=f"preprocessing processes from the workers stage on (default {default_workers()})")
     p.add_argument("--concurrency", type=int, default=0, metavar="N",
-                   help="requests in flight (default: 1 naive, 2 per worker, 3 batches of the longest bucket from batched on)")
+                   help="requests in flight (default: 1 naive, 2 per worker, 3 batches of the longest bucket "
+                        "from batched on)")
     p.add_argument("--rate", type=float, default=0.0, metavar="R",
                    help="open loop: R requests/s arrive on a Poisson schedule whatever the server manages, so "
                    "p99 includes queueing (compare stages at the same R); default: closed loop, full load")

@@ -8,7 +8,6 @@ GIL-bound serving thread at 100 % of one core is visible even when the process t
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 from collections.abc import Sequence
@@ -20,95 +19,15 @@ import psutil
 
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.sources.base import Reading, Source
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_CONTAINER_RE = re.compile(r"([0-9a-f]{64})|(?:docker|crio|containerd|cri-containerd|libpod)[-:/]([0-9a-f]{12,64})")
-
-
-def container_id_from_cgroup(text: str) -> str | None:
-    """The container id in a ``/proc/PID/cgroup`` body (docker, containerd, cri-o, podman), or None."""
-    for line in text.splitlines():
-        m = _CONTAINER_RE.search(line)
-        if m:
-            return (m.group(1) or m.group(2))[:64]
-    return None
-
-
-def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
-    """``{tid: (state, cpu_seconds)}`` from /proc/PID/task/*/stat, or None where /proc is not there.
-
-    The hot part of a tick (a serving process has 20-60 threads): plain ``os`` calls on string paths, about
-    a third of the cost of ``open()`` on pathlib paths measured on the H200 host."""
-    base = f"/proc/{pid}/task/"
-    try:
-        tids = os.listdir(base)
-    except FileNotFoundError:
-        return None if not os.path.exists("/proc/self") else {}
-    except PermissionError:
-        return {}
-    out: dict[int, tuple[str, float]] = {}
-    for tid in tids:
-        try:
-            fd = os.open(base + tid + "/stat", os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            raw = os.read(fd, 1024)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)  # the comm field may hold spaces and parentheses
-        if len(rest) < 14:
-            continue
-        out[int(tid)] = (chr(rest[0][0]), (int(rest[11]) + int(rest[12])) / _CLK_TCK)
-    return out
-
-
-def read_children(pid: int, depth: int = 2) -> list[int]:
-    """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children``: no walk over every
-    process on the host, as psutil's ``children()`` would make."""
-    out: list[int] = []
-    base = f"/proc/{pid}/task/"
-    try:
-        tids = os.listdir(base)
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(base + tid + "/children", "rb") as f:
-                out.extend(int(x) for x in f.read().split())
-        except (OSError, ValueError):
-            continue
-    if depth > 1:
-        out.extend(grand for child in list(out) for grand in read_children(child, depth - 1))
-    return out
-
-
-def read_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a whole process from ``/proc/PID/stat``."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        raw = os.read(fd, 1024)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)
-    return (int(rest[11]) + int(rest[12])) / _CLK_TCK if len(rest) >= 14 else None
-
-
-def read_wait_channel(pid: int) -> str | None:
-    """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
-    try:
-        with open(f"/proc/{pid}/wchan", "rb") as f:
-            text = f.read(128).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    return text if text and text != "0" else None
+from gpuwatch.sources.procfs import (
+    container_id_from_cgroup,
+    read_children,
+    read_cpu_seconds,
+    read_process_io,
+    read_process_stat,
+    read_thread_stats,
+    read_wait_channel,
+)
 
 
 @dataclass
@@ -119,6 +38,9 @@ class _Tracked:
     last_cpu: float
     last_io: tuple[int, int, int, int] | None
     last_threads: dict[int, float] = field(default_factory=dict)
+    #: When the threads were last scanned, and what that scan found (held until the next scan).
+    threads_at: float = float("-inf")
+    thread_fields: dict[str, Any] = field(default_factory=dict)
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
@@ -126,6 +48,11 @@ class _Tracked:
 
 CHILDREN_EVERY_S = 2.0
 BUSY_WORKER = 80.0
+#: A process under this share of a core cannot hold a pegged thread (no thread uses more than its whole
+#: process): its threads are scanned only every THREADS_EVERY_S, for their states. A busier one is scanned
+#: every tick, so the busiest thread of a GIL-bound server is never stale.
+THREAD_SCAN_CPU = 25.0
+THREADS_EVERY_S = 2.0
 
 
 class HostSource(Source):
@@ -188,7 +115,6 @@ class HostSource(Source):
                     "cmdline": " ".join(_safe(proc.cmdline) or []) or None,
                     "create_time": proc.create_time(),
                 }
-                io = _io(proc)
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return None
         except psutil.AccessDenied:
@@ -197,8 +123,9 @@ class HostSource(Source):
             static["container_id"] = container_id_from_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
         except OSError:
             static["container_id"] = None
-        t = _Tracked(proc, static, now, cpu.user + cpu.system, io)
+        t = _Tracked(proc, static, now, cpu.user + cpu.system, read_process_io(pid))
         t.last_threads = {tid: c for tid, (_, c) in (read_thread_stats(pid) or {}).items()}
+        t.threads_at = now
         self._workers(t, pid, now, 0.0, gpu_pids)  # the baseline of its workers' CPU
         self._tracked[pid] = t
         return t
@@ -227,41 +154,51 @@ class HostSource(Source):
         t = self._track(pid, now, gpu_pids)
         if t is None:
             return None
-        try:
-            with t.proc.oneshot():
-                cpu = t.proc.cpu_times()
-                mem = t.proc.memory_info()
-                status = t.proc.status()
-                n_threads = t.proc.num_threads()
-                io = _io(t.proc)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        stat = read_process_stat(pid)
+        if stat is None:
             self._tracked.pop(pid, None)
             return None
-        except psutil.AccessDenied:
-            return dict(t.static)
+        state, cpu_total, n_threads, rss = stat
+        io = read_process_io(pid)
         dt = now - t.last_time
-        cpu_total = cpu.user + cpu.system
         out = dict(t.static)
-        out.update(rss_bytes=mem.rss, state=_STATE.get(status, status), num_threads=n_threads)
+        out.update(rss_bytes=rss, state="T" if state == "t" else state, num_threads=n_threads)
+        cpu_pct = None
         if dt > 0:
-            out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
+            cpu_pct = out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
             if io is not None and t.last_io is not None:
                 rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
                 out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
                            io_read_chars_s=rates[2], io_write_chars_s=rates[3])
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         out["wait_channel"] = read_wait_channel(pid)
-        threads = read_thread_stats(pid)
-        if threads is not None:
-            out["threads_in_io_wait"] = sum(1 for state, _ in threads.values() if state == "D")
-            out["threads_running"] = sum(1 for state, _ in threads.values() if state == "R")
-            if dt > 0 and threads:
-                best_tid, best = max(((tid, c - t.last_threads.get(tid, c)) for tid, (_, c) in threads.items()),
-                                     key=lambda x: x[1])
-                out["top_thread_cpu_percent"] = round(100.0 * best / dt, 1)
-                out["top_thread_id"] = best_tid
-            t.last_threads = {tid: c for tid, (_, c) in threads.items()}
+        out.update(self._threads(t, pid, now, cpu_pct))
         t.last_time, t.last_cpu, t.last_io = now, cpu_total, io
+        return out
+
+    def _threads(self, t: _Tracked, pid: int, now: float, cpu_pct: float | None) -> dict[str, Any]:
+        """Thread states and the busiest thread: scanned when the process is busy enough to hold a pegged
+        thread or the last scan is THREADS_EVERY_S old; otherwise the last scan's, the busiest thread
+        capped at the whole process's share (it cannot use more)."""
+        busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
+        if not busy and now - t.threads_at < THREADS_EVERY_S:
+            held = dict(t.thread_fields)
+            if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
+                held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)
+            return held
+        threads = read_thread_stats(pid)
+        if threads is None:
+            return {}
+        out: dict[str, Any] = {"threads_in_io_wait": sum(1 for state, _ in threads.values() if state == "D"),
+                               "threads_running": sum(1 for state, _ in threads.values() if state == "R")}
+        dt = now - t.threads_at
+        if dt > 0 and threads and t.last_threads:
+            best_tid, best = max(((tid, c - t.last_threads.get(tid, c)) for tid, (_, c) in threads.items()),
+                                 key=lambda x: x[1])
+            out["top_thread_cpu_percent"] = round(100.0 * best / dt, 1)
+            out["top_thread_id"] = best_tid
+        t.last_threads = {tid: c for tid, (_, c) in threads.items()}
+        t.threads_at, t.thread_fields = now, out
         return out
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
@@ -277,21 +214,8 @@ class HostSource(Source):
         return Reading(host=self._host(), process_details=details)
 
 
-_STATE = {psutil.STATUS_RUNNING: "R", psutil.STATUS_SLEEPING: "S", psutil.STATUS_DISK_SLEEP: "D",
-          psutil.STATUS_STOPPED: "T", psutil.STATUS_ZOMBIE: "Z", psutil.STATUS_IDLE: "I"}
-
-
 def _safe(fn: Any) -> Any:
     try:
         return fn()
     except (psutil.AccessDenied, psutil.ZombieProcess, KeyError, OSError):
         return None
-
-
-def _io(proc: psutil.Process) -> tuple[int, int, int, int] | None:
-    """Storage bytes read/written, and all bytes passed through read/write calls (Linux's rchar/wchar)."""
-    try:
-        c = proc.io_counters()
-    except (psutil.AccessDenied, AttributeError, OSError):
-        return None
-    return (c.read_bytes, c.write_bytes, getattr(c, "read_chars", 0), getattr(c, "write_chars", 0))

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpuwatch.sources.host import HostSource, container_id_from_cgroup, read_children
+from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.procfs import container_id_from_cgroup, read_children
 
 BUSY_THREAD = """
 import threading, time
@@ -127,3 +128,31 @@ def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
     assert details["cpu_percent"] < 50, details
     if details["wait_channel"] is not None:  # hidden where the kernel restricts /proc/PID/wchan
         assert "sleep" in details["wait_channel"] or "nanosleep" in details["wait_channel"], details
+
+
+def test_threads_of_a_busy_process_are_scanned_every_tick_and_of_an_idle_one_every_few_seconds(
+        busy_child: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuwatch.sources.host as host_module
+
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.5)  # past the interpreter's start-up
+    scanned: list[int] = []
+    real = host_module.read_thread_stats
+    monkeypatch.setattr(host_module, "read_thread_stats", lambda pid: scanned.append(pid) or real(pid))
+    try:
+        source = HostSource()
+        pids = [busy_child.pid, idle.pid]
+        source.poll(0.0, pids)
+        scanned.clear()
+        for _ in range(4):
+            time.sleep(0.15)
+            details = source.poll(0.0, pids).process_details
+        assert scanned.count(busy_child.pid) == 4  # a spinning thread: every tick
+        assert scanned.count(idle.pid) == 0  # under a quarter of a core: held for THREADS_EVERY_S
+        assert details[busy_child.pid]["top_thread_cpu_percent"] > 60
+        held = details[idle.pid]
+        assert held["threads_running"] == 0 and held["threads_in_io_wait"] == 0  # the last scan's states
+        assert held.get("top_thread_cpu_percent", 0.0) <= held["cpu_percent"]  # never above its process
+    finally:
+        idle.kill()
+        idle.wait()

@@ -1,0 +1,139 @@
+"""Reads of /proc for the host source: plain ``os`` calls on string paths, one read per file.
+
+A tick reads these for every process on the GPUs and every thread of the busy ones, so each is as cheap
+as a read can be (psutil's equivalents open several files and build objects for fields we do not use).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CONTAINER_RE = re.compile(r"([0-9a-f]{64})|(?:docker|crio|containerd|cri-containerd|libpod)[-:/]([0-9a-f]{12,64})")
+
+
+def container_id_from_cgroup(text: str) -> str | None:
+    """The container id in a ``/proc/PID/cgroup`` body (docker, containerd, cri-o, podman), or None."""
+    for line in text.splitlines():
+        m = _CONTAINER_RE.search(line)
+        if m:
+            return (m.group(1) or m.group(2))[:64]
+    return None
+
+
+def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
+    """``{tid: (state, cpu_seconds)}`` from /proc/PID/task/*/stat, or None where /proc is not there.
+
+    The hot part of a tick (a serving process has 20-60 threads): plain ``os`` calls on string paths, about
+    a third of the cost of ``open()`` on pathlib paths measured on the H200 host."""
+    base = f"/proc/{pid}/task/"
+    try:
+        tids = os.listdir(base)
+    except FileNotFoundError:
+        return None if not os.path.exists("/proc/self") else {}
+    except PermissionError:
+        return {}
+    out: dict[int, tuple[str, float]] = {}
+    for tid in tids:
+        try:
+            fd = os.open(base + tid + "/stat", os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            raw = os.read(fd, 1024)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)  # the comm field may hold spaces and parentheses
+        if len(rest) < 14:
+            continue
+        out[int(tid)] = (chr(rest[0][0]), (int(rest[11]) + int(rest[12])) / _CLK_TCK)
+    return out
+
+
+def read_children(pid: int, depth: int = 2) -> list[int]:
+    """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children``: no walk over every
+    process on the host, as psutil's ``children()`` would make."""
+    out: list[int] = []
+    base = f"/proc/{pid}/task/"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(base + tid + "/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    if depth > 1:
+        out.extend(grand for child in list(out) for grand in read_children(child, depth - 1))
+    return out
+
+
+def read_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a whole process from ``/proc/PID/stat``."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)
+    return (int(rest[11]) + int(rest[12])) / _CLK_TCK if len(rest) >= 14 else None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read_small(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def read_process_stat(pid: int) -> tuple[str, float, int, int] | None:
+    """(state letter, CPU seconds, threads, RSS bytes) from one read of ``/proc/PID/stat``; None when the
+    process is gone. One read where psutil's cpu_times/status/num_threads/memory_info make three."""
+    try:
+        raw = _read_small(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=23)
+    if len(rest) < 22:
+        return None
+    state = chr(rest[0][0])
+    return state, (int(rest[11]) + int(rest[12])) / _CLK_TCK, int(rest[17]), int(rest[21]) * _PAGE
+
+
+def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
+    """Storage bytes read/written and bytes through read/write calls (read_bytes, write_bytes, rchar,
+    wchar) from ``/proc/PID/io``; None where it cannot be read (another user's process without privilege)."""
+    try:
+        raw = _read_small(f"/proc/{pid}/io")
+    except OSError:
+        return None
+    fields = dict(line.split(b": ") for line in raw.splitlines() if b": " in line)
+    try:
+        return (int(fields[b"read_bytes"]), int(fields[b"write_bytes"]), int(fields[b"rchar"]),
+                int(fields[b"wchar"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def read_wait_channel(pid: int) -> str | None:
+    """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
+    try:
+        with open(f"/proc/{pid}/wchan", "rb") as f:
+            text = f.read(128).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text if text and text != "0" else None
