@@ -135,28 +135,32 @@ def _thread_stats(pid: int) -> None:
             pass
 
 
-def host_floor(pids: Sequence[int]) -> Callable[[], None]:
-    """The host source's reads for ``pids``, bare: per process cpu, memory, status, threads and IO in one
-    oneshot, each thread's stat file; for the machine per-CPU times, memory and load average."""
-    procs = []
-    for pid in pids:
-        try:
-            procs.append(psutil.Process(pid))
-        except psutil.Error:
-            continue
+def _read(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.read(fd, 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def host_floor(pids: Sequence[int], scan_threads_of: Sequence[int] | None = None) -> Callable[[], None]:
+    """The host source's reads for ``pids``, bare: per process its stat, io and wchan files, each thread's
+    stat file for the processes in ``scan_threads_of`` (default all: the tick scans those over a quarter of
+    a core), the machine's per-CPU times, memory and load average."""
+    scanned = list(pids if scan_threads_of is None else scan_threads_of)
 
     def floor() -> None:
-        for p in procs:
-            try:
-                with p.oneshot():
-                    p.cpu_times()
-                    p.memory_info()
-                    p.status()
-                    p.num_threads()
-                    p.io_counters()
-            except psutil.Error:
-                pass
-            _thread_stats(p.pid)
+        for pid in pids:
+            _read(f"/proc/{pid}/stat")
+            _read(f"/proc/{pid}/io")
+            _read(f"/proc/{pid}/wchan")
+        for pid in scanned:
+            _thread_stats(pid)
         psutil.cpu_times(percpu=True)
         psutil.virtual_memory()
         os.getloadavg()

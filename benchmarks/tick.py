@@ -19,7 +19,7 @@ from benchmarks.raw_floor import TracingNvml, describe, host_floor, nvml_floor, 
 from benchmarks.stats import interleaved, ratio
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Sampler
-from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.host import THREAD_SCAN_CPU, HostSource
 
 SMI_FIELDS = ("index,uuid,name,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,"
               "power.draw,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active")
@@ -83,6 +83,11 @@ def _seen(snap: Any) -> dict[str, Any]:
             "sources": {s.name: s.state for s in snap.sources}}
 
 
+def _median_us(values: Any) -> float:
+    ordered = sorted(values)
+    return round(ordered[len(ordered) // 2] * 1e6, 1) if ordered else 0.0
+
+
 def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
                anchors: bool = True) -> dict[str, Any]:
     """Times the candidates. ``real_nvml``: the pynvml module (GPU machine); ``fake_nvml``: the fake (local),
@@ -98,8 +103,9 @@ def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
     calls = typical_calls(tracer, traced.tick)
     snap = sampler.tick()
     pids = sorted({p.pid for p in snap.processes}) if snap is not None else []
+    busy = sorted({p.pid for p in snap.processes if (p.cpu_percent or 100.0) >= THREAD_SCAN_CPU}) if snap else []
     raw = nvml_floor(calls, nvml.NVMLError)
-    host = host_floor(pids)
+    host = host_floor(pids, busy)
 
     def raw_host() -> None:
         raw()
@@ -118,6 +124,17 @@ def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
                 anchor_errors[name] = f"{type(exc).__name__}: {exc}"[:500]
                 continue
             candidates[name] = (fn, n)
+    slot_us: dict[str, list[tuple[float, float]]] = {}
+    plain_tick = sampler.tick
+
+    def tick_and_slots() -> object:
+        snap = plain_tick()
+        timings_of = getattr(sampler.producer, "timings", None)
+        for name, pair in (timings_of() if timings_of else {}).items():
+            slot_us.setdefault(name, []).append(pair)
+        return snap
+
+    candidates["tick"] = (tick_and_slots, n)
     timings = interleaved(candidates, warmup=3, min_round_s=0.15)
     seen = _seen(sampler.latest)
     call_us = per_call_us(calls, nvml.NVMLError)
@@ -138,6 +155,9 @@ def bench_tick(real_nvml: Any | None, fake_nvml: Any | None = None, n: int = 60,
     out["tick_details"] = {"timings": {k: t.to_dict() for k, t in timings.items()},
                            "nvml_calls_per_tick": describe(calls), "nvml_calls_total": len(calls),
                            "nvml_call_median_us": call_us, "anchor_errors": anchor_errors,
+                           "source_median_us": {name: {"ran": _median_us(p[0] for p in pairs),
+                                                       "waited": _median_us(p[1] for p in pairs)}
+                                                for name, pairs in slot_us.items()},
                            "snapshot": seen, "nvml": "real driver" if real_nvml is not None else
                            "fake NVML (tests/fakes/fake_pynvml.py): times are Python-only"}
     return out

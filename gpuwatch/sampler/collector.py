@@ -60,15 +60,33 @@ class _Slot:
         self.last_ok: float | None = None
         self.state = "ok"
         self.message: str | None = None
+        #: Seconds the last poll ran on the worker, and the tick waited for it (the difference is the
+        #: hand-off between threads): what a profile of the tick needs.
+        self.ran_s = 0.0
+        self.waited_s = 0.0
+
+    def _timed(self, now: float, pids: tuple[int, ...]) -> Reading:
+        t0 = time.perf_counter()
+        try:
+            return self.source.poll(now, pids)
+        finally:
+            self.ran_s = time.perf_counter() - t0
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading | None:
+        t0 = time.perf_counter()
+        try:
+            return self._poll(now, pids)
+        finally:
+            self.waited_s = time.perf_counter() - t0
+
+    def _poll(self, now: float, pids: Sequence[int]) -> Reading | None:
         if self.pending is not None:
             if not self.pending.done():
                 # Still hung from an earlier tick: do not wait on it again, the tick must go on.
                 self.state = "stale"
                 return None
             self.pending = None  # a late answer belongs to an old tick: drop it and ask afresh
-        self.pending = self.pool.submit(functools.partial(self.source.poll, now, tuple(pids)))
+        self.pending = self.pool.submit(functools.partial(self._timed, now, tuple(pids)))
         try:
             reading = self.pending.result(timeout=self.source.deadline_s)
         except FutureTimeout:
@@ -166,6 +184,10 @@ class LiveCollector:
         self._started = time.monotonic()
         self._last_gpus: dict[str, tuple[GpuSample, ...]] = {}
         self._lock = threading.Lock()
+
+    def timings(self) -> dict[str, tuple[float, float]]:
+        """Per source, seconds (ran on its worker, waited for by the tick) in the last tick."""
+        return {slot.source.name: (slot.ran_s, slot.waited_s) for slot in self.slots}
 
     def collect(self) -> Snapshot:
         with self._lock:
