@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import socket
 import sys
@@ -70,6 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --doctor: comma-separated fault classes (default: all)")
     p.add_argument("--window", type=positive_float, default=15.0, metavar="S",
                    help="with --doctor: seconds the doctor judges, at the end of each fault (default 15)")
+    p.add_argument("--from-details", type=Path, metavar="FILE",
+                   help="run nothing: re-render VALIDATION.md and validation.json into --out from a finished "
+                   "run's validation-details.json (same numbers, the current report's words)")
     p.set_defaults(func=run)
 
 
@@ -154,7 +158,22 @@ def _stage_extra(args: argparse.Namespace) -> list[str]:
             *(["--warmup", f"{args.warmup:g}"] if args.warmup is not None else []), "--slo", f"{args.slo:g}"]
 
 
+def rerender(details: Path, out: Path) -> int:
+    try:
+        v, meta = report.from_details(json.loads(details.read_text()))
+    except OSError as exc:
+        raise CliError(f"{details}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"{details}: not a validation-details.json written by gpuwatch validate "
+                       f"({type(exc).__name__}: {exc})") from None
+    paths = report.write(out, v, meta)
+    print(f"wrote {paths['markdown']} and {paths['json']} from {details}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.from_details is not None:
+        return rerender(args.from_details, args.out)
     if args.doctor:
         return run_doctor(args)
     stages = _stages(args.stages)
@@ -238,7 +257,8 @@ def _meta(args: argparse.Namespace, v: views.Validation, description: str, durat
             "workers: 2 per worker; batched on: 3 batches of the longest bucket)",
             "latency": f"open loop (Poisson arrivals) at {rates} requests/s, {latency_s:g} s per stage; shared rate "
             f"{views.SHARED_SHARE:.0%} of naive's median capacity unless --rate; late: over {args.slo:g} ms",
-            "batched stages": "a batch leaves when full or when its oldest request waited "
+            "batched stages": "an idle GPU takes what waits at once; while it is busy a batch leaves when full or "
+            "when its oldest request waited "
             f"{BATCHING.max_batch_delay_ms:g} ms; requests queued over {BATCHING.queue_timeout_ms:g} ms are shed "
             "(counted as dropped)",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

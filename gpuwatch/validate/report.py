@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
+from gpuwatch.model.finding import Finding
 from gpuwatch.validate.runner import StageRun
-from gpuwatch.validate.steps import steps
+from gpuwatch.validate.steps import step_line, steps
 from gpuwatch.validate.views import Validation, spread
 
 COLUMNS = (("stage", "stage"), ("gpu_util", "GPU-Util %"), ("sm_active", "SM activity %"),
@@ -134,7 +135,7 @@ def markdown(v: Validation, meta: dict[str, Any]) -> str:
             out.append("| " + " | ".join(cells) + " |")
     out += ["", "## Does every step help?", ""]
     for s in steps(v):
-        out.append(f"- {s.stage} over {s.previous}: " + (s.why or "faster, and p99 at the shared rate no worse"))
+        out.append(f"- {s.stage} over {s.previous}: {step_line(s)}")
     out += ["", "## Per stage"]
     for stage in v.stages:
         out += _per_stage(v, stage)
@@ -172,6 +173,23 @@ def details(v: Validation) -> dict[str, Any]:
     return {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
             "latency": {f"{rate:g}": [one(r) for r in v.latency.get(rate, {}).values()] for rate in v.rates},
             "rates": v.rates}
+
+
+def from_details(data: dict[str, Any]) -> tuple[Validation, dict[str, Any]]:
+    """A finished run back from its ``validation-details.json``: re-rendering it with the current report
+    code changes the words, never a number."""
+    def one(d: dict[str, Any]) -> StageRun:
+        window = d.get("window")
+        return StageRun(stage=d["stage"], workload=d.get("workload"), error=d.get("error"),
+                        window=None if window is None else (float(window[0]), float(window[1])),
+                        findings=[Finding.from_dict(f) for f in d.get("findings", [])], recorded_row=d["row"])
+
+    capacity: dict[str, list[StageRun]] = {}
+    for d in data["capacity"]:
+        capacity.setdefault(d["stage"], []).append(one(d))
+    rates = [float(r) for r in data.get("rates", [])]
+    latency = {rate: {d["stage"]: one(d) for d in data["latency"].get(f"{rate:g}", [])} for rate in rates}
+    return Validation(stages=list(capacity), capacity=capacity, rates=rates, latency=latency), dict(data["meta"])
 
 
 def write(out: Path, v: Validation, meta: dict[str, Any]) -> dict[str, Path]:

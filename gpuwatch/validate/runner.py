@@ -40,9 +40,13 @@ class StageRun:
     gpu: GpuWindow | None = None
     error: str | None = None
     window: tuple[float, float] | None = None
+    #: The row as a finished run recorded it (a run re-rendered from its details has no samples left).
+    recorded_row: dict[str, Any] | None = None
 
     def row(self) -> dict[str, Any]:
         """The incident's table row (percentages 0-100; None where not measured)."""
+        if self.recorded_row is not None:
+            return dict(self.recorded_row)
         g, w = self.gpu, self.workload or {}
         top = top_problem(self.findings)
 

@@ -11,6 +11,9 @@ from gpuwatch.validate.views import Validation
 
 #: Two p99s closer than this (relative) are a tie: open-loop p99 over a few seconds moves that much run to run.
 P99_NOISE = 0.10
+#: SM activity (percent) at which a stage's GPU counts as saturated: a step can then only gain by doing less
+#: GPU work (fewer or cheaper operations), not by feeding the GPU faster.
+SATURATED_SM = 90.0
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,8 @@ class Step:
     p99_ms: float | None
     previous_p99_ms: float | None
     why: str | None  # None when the step helps on both counts
+    #: Said beside a step that helps: its p99 at the shared rate tied with the previous stage's.
+    tie: str | None = None
 
     @property
     def faster(self) -> bool:
@@ -53,19 +58,38 @@ def steps(v: Validation) -> list[Step]:
         step = Step(stage, prev, ratio, pb, pa, None)
         reasons = []
         if not step.faster:
-            reasons.append(_capacity_why(v, stage, prev, ratio))
+            why = _capacity_why(v, stage, prev, ratio)
+            if pa is not None and pb is not None and pb < pa:
+                why += f"; it does answer sooner: p99 at {v.rates[0]:g} req/s {pb:g} ms against {pa:g} ms"
+            reasons.append(why)
         if v.rates and not step.p99_no_worse:
             reasons.append(_p99_why(v, stage, prev, wa, wb))
-        out.append(Step(stage, prev, ratio, pb, pa, "; ".join(reasons) or None))
+        tie = None
+        if pa is not None and pb is not None and pb > pa and step.p99_no_worse:
+            tie = (f"p99 at {v.rates[0]:g} req/s {pb:g} ms against {prev}'s {pa:g} ms: a tie (within "
+                   f"{P99_NOISE:.0%}, the run-to-run noise of an open-loop p99)")
+        out.append(Step(stage, prev, ratio, pb, pa, "; ".join(reasons) or None, tie))
     return out
+
+
+def step_line(step: Step) -> str:
+    """The line "Does every step help?" gives for ``step``."""
+    if step.why:
+        return step.why
+    return "faster, and " + (step.tie or "p99 at the shared rate no worse")
 
 
 def _capacity_why(v: Validation, stage: str, prev: str, ratio: float | None) -> str:
     if ratio is None:
         return f"capacity not measured for {stage} or {prev}"
-    run = v.capacity_run(stage)
+    run, before = v.capacity_run(stage), v.capacity_run(prev)
     top = run.row()["top_finding"] if run else "-"
-    return f"capacity {ratio:g}x {prev}'s: not faster; the doctor's top finding at full load: {top}"
+    busy = before.row()["sm_active"] if before else None
+    why = f"capacity {ratio:g}x {prev}'s: not faster"
+    if busy is not None and busy >= SATURATED_SM:
+        why += (f": the GPU was already saturated under {prev} (SM activity {busy:g}% at full load), so work "
+                "that only shortens the CPU's side adds no capacity")
+    return f"{why}; the doctor's top finding at full load: {top}"
 
 
 def _p99_why(v: Validation, stage: str, prev: str, wa: dict[str, Any] | None, wb: dict[str, Any] | None) -> str:

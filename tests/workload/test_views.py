@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpuwatch.validate.runner import StageRun
-from gpuwatch.validate.steps import steps
+from gpuwatch.validate.steps import step_line, steps
 from gpuwatch.validate.views import Validation, choose_rates, estimate_s, spread
 
 
@@ -60,6 +60,34 @@ def test_a_step_that_is_not_faster_says_so() -> None:
     (step,) = steps(validation({"batched": [567.0], "compiled": [476.0]}, {"batched": 20.0, "compiled": 18.0}))
     assert not step.faster
     assert step.why is not None and step.why.startswith("capacity 0.84x batched's: not faster")
+
+
+def test_a_step_on_a_gpu_already_saturated_says_feeding_it_faster_cannot_add_capacity() -> None:
+    v = validation({"batched": [562.9], "compiled": [562.9]}, {"batched": 14.7, "compiled": 13.0})
+    v.capacity["batched"][0].recorded_row = {"stage": "batched", "sm_active": 96.6, "top_finding": "FP32"}
+    (step,) = steps(v)
+    assert step.why is not None
+    assert "the GPU was already saturated under batched (SM activity 96.6% at full load)" in step.why
+    assert step.why.endswith("it does answer sooner: p99 at 80 req/s 13 ms against 14.7 ms")
+
+
+def test_a_tie_within_the_noise_is_called_a_tie_not_no_worse() -> None:
+    (step,) = steps(validation({"a": [100.0], "b": [200.0]}, {"a": 14.621, "b": 14.688}))
+    assert step.why is None
+    assert step_line(step) == ("faster, and p99 at 80 req/s 14.688 ms against a's 14.621 ms: a tie (within 10%, "
+                               "the run-to-run noise of an open-loop p99)")
+
+
+def test_the_committed_validation_report_is_the_rendering_of_the_committed_run() -> None:
+    import json
+    from pathlib import Path
+
+    from gpuwatch.validate import report
+
+    root = Path(__file__).resolve().parents[2]
+    v, meta = report.from_details(json.loads((root / "docs/gpu-runs/validation-details-h200.json").read_text()))
+    assert (root / "VALIDATION.md").read_text() == report.markdown(v, meta)
+    assert json.loads((root / "validation-h200.json").read_text()) == report.rows(v)
 
 
 @pytest.mark.parametrize(("p99", "dropped", "why"), [
