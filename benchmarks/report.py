@@ -136,6 +136,11 @@ def section(title: str, r: dict[str, Any]) -> str:
     parts = [f"## {title}", "", _meta(r), "", markdown_table(r), ""]
     if notes:
         parts += ["Notes from the run:", "", *[f"- {n}" for n in notes], ""]
+    if r.get("scale_grid"):
+        from benchmarks.scale_grid import markdown as grid_markdown
+
+        parts += ["Scale: one tick and one /metrics rendering by GPUs and processes per GPU:", "",
+                  *grid_markdown(r["scale_grid"]), ""]
     if r.get("profiles_summary"):
         parts += ["Where the time goes (profiles from this run, top frames by own samples):", "", "```",
                   r["profiles_summary"].rstrip(), "```", ""]

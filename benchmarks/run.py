@@ -36,6 +36,7 @@ from benchmarks.gpu_load import start_load, stop_load, wait_on_gpu  # noqa: E402
 from benchmarks.leaks import LeakRun  # noqa: E402
 from benchmarks.procs import Started  # noqa: E402
 from benchmarks.scale import bench_scale  # noqa: E402
+from benchmarks.scale_grid import bench_scale_grid  # noqa: E402
 from benchmarks.tick import bench_tick  # noqa: E402
 
 #: The keys issue 8 asks for: always present in the results (null where a phase could not measure it).
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--leak-timeout", type=float, default=240.0, help="most seconds to reach 100 000 ticks")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                    help="py-spy profiled duplicates of the daemon and dashboard (default: on the GPU only)")
-    p.add_argument("--skip", default="", help="comma-separated phases to leave out: tick,scale,alerts,overhead")
+    p.add_argument("--skip", default="", help="comma-separated phases to leave out: tick,scale,grid,alerts,overhead")
     args = p.parse_args(argv)
     args.window = args.window or (30.0 if args.local else 60.0)
     args.profile = (not args.local) if args.profile is None else args.profile
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("tick", lambda: phase_tick(args, load_procs, out)),
         ("scale", lambda: bench_scale(scale_rec, logdir)),
+        ("grid", lambda: bench_scale_grid()),
         ("alerts", lambda: bench_alert_windows(leak_rec)),
         ("overhead", lambda: phase_overhead(args, logdir, out, leak_rec))]
     try:

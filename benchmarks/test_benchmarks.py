@@ -127,3 +127,15 @@ def test_the_committed_benchmarks_md_is_the_rendering_of_the_committed_results(t
     write_benchmarks_md(out, load_results(Path(__file__).parent))
     assert out.read_text() == (Path(__file__).parents[1] / "BENCHMARKS.md").read_text()
     assert "None" not in out.read_text() and "failed:" not in out.read_text()
+
+
+def test_the_scale_grid_fit_recovers_the_cost_per_gpu_and_per_process() -> None:
+    from benchmarks.scale_grid import _fit, markdown
+
+    cells = [{"gpus": g, "processes": g * p, "tick_ms": 0.5 + 0.2 * g + 0.05 * g * p,
+              "scrape_ms": 1.0 + 0.01 * g * p} for g in (1, 2, 4, 8) for p in (1, 16, 64, 256)]
+    assert _fit(cells, "tick_ms") == {"base_ms": 0.5, "per_gpu_us": 200.0, "per_process_us": 50.0}
+    table = markdown({"cells": cells, "tick_fit": _fit(cells, "tick_ms"), "scrape_fit": _fit(cells, "scrape_ms"),
+                      "how": "test"})
+    assert len([line for line in table if line.startswith("| 256 |")]) == 1
+    assert "200 µs per GPU + 50 µs per process" in table[-1]

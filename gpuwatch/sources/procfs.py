@@ -121,10 +121,12 @@ def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
         raw = _read_small(f"/proc/{pid}/io")
     except OSError:
         return None
-    fields = dict(line.split(b": ") for line in raw.splitlines() if b": " in line)
+    # rchar, wchar, syscr, syscw, read_bytes, write_bytes, cancelled_write_bytes: one "name: value" per line
+    values = raw.split()
     try:
-        return (int(fields[b"read_bytes"]), int(fields[b"write_bytes"]), int(fields[b"rchar"]),
-                int(fields[b"wchar"]))
+        fields = dict(zip(values[::2], values[1::2], strict=False))
+        return (int(fields[b"read_bytes:"]), int(fields[b"write_bytes:"]), int(fields[b"rchar:"]),
+                int(fields[b"wchar:"]))
     except (KeyError, ValueError):
         return None
 
@@ -132,8 +134,7 @@ def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
 def read_wait_channel(pid: int) -> str | None:
     """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
     try:
-        with open(f"/proc/{pid}/wchan", "rb") as f:
-            text = f.read(128).decode("ascii", "replace").strip()
+        text = _read_small(f"/proc/{pid}/wchan").decode("ascii", "replace").strip()
     except OSError:
         return None
     return text if text and text != "0" else None
