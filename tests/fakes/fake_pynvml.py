@@ -8,7 +8,8 @@ Knobs: values settable per GPU (``fake.gpus[0].temperature = 90``), per-call err
 (``fake.inject("nvmlDeviceGetTemperature", NVML_ERROR_NOT_SUPPORTED, gpu=0)``), missing driver symbols
 (``missing={"nvmlDeviceGetCurrentClocksEventReasons"}``), a getter that blocks until released
 (``fake.hang(...)``), a lost GPU (``fake.lose_gpu(1)``), NVML shut down under us (``fake.uninitialize()``),
-call counts (``fake.calls``), XIDs and older bindings (:mod:`.fake_pynvml_health`) and scale (``make_fake_nvml(gpus=8, processes_per_gpu=256)``).
+call counts (``fake.calls``), XIDs and older bindings (:mod:`.fake_pynvml_health`)
+and scale (``make_fake_nvml(gpus=8, processes_per_gpu=256)``).
 """
 
 from __future__ import annotations

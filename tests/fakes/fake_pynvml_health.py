@@ -78,7 +78,8 @@ class FakeHealthMixin:
     @nvml_function()
     def nvmlEventSetWait_v2(self, eventSet: FakeEventSet, timeoutms: int) -> Any:
         with self._event_cond:
-            if not self._event_cond.wait_for(lambda: bool(eventSet.events), timeout=min(timeoutms / 1000, self.event_wait_cap_s)):
+            wait_s = min(timeoutms / 1000, self.event_wait_cap_s)
+            if not self._event_cond.wait_for(lambda: bool(eventSet.events), timeout=wait_s):
                 raise _real.NVMLError(_real.NVML_ERROR_TIMEOUT)
             gpu, code = eventSet.events.popleft()
         return types.SimpleNamespace(device=FakeHandle(gpu), eventType=_real.nvmlEventTypeXidCriticalError,

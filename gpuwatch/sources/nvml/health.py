@@ -68,11 +68,9 @@ class HealthReader:
         fields_fn = getattr(nvml, "nvmlDeviceGetFieldValues", None)
         self._fields = None if fields_fn is None else once("field_values", fields_fn)
         self._mem_temp: int | None = getattr(nvml, "NVML_FI_DEV_MEMORY_TEMP", None)
-        self._nvlink_bytes: tuple[int, int] | None = (
-            getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None),
-            getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None))
-        if None in self._nvlink_bytes:  # type: ignore[operator]
-            self._nvlink_bytes = None
+        tx_id = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
+        rx_id = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None)
+        self._nvlink_bytes: tuple[int, int] | None = None if tx_id is None or rx_id is None else (tx_id, rx_id)
         state_fn = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
         self._link_state = None if state_fn is None else once("nvlink_state", state_fn)
         #: Link numbers this GPU has (found on the first read); empty: no NVLink.

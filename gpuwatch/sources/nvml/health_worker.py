@@ -149,7 +149,8 @@ class HealthWorker:
             values = dict(self._values.get(index, {}))
             xid = self._xids.get(index)
             if xid is not None:
-                recent = xid.last if xid.last is not None and xid.time is not None and now - xid.time < XID_RECENT_S else 0
+                fresh = xid.last is not None and xid.time is not None and now - xid.time < XID_RECENT_S
+                recent = xid.last if fresh else 0
                 values.update(xid_count=xid.count, xid_last=xid.last, xid_last_time=xid.time, xid_recent=recent)
             if values:
                 latest[index] = GpuHealth(**values)
