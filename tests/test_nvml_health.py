@@ -282,3 +282,22 @@ def test_health_off_starts_no_worker_and_reads_nothing() -> None:
     source.close()
     assert source.health is None and gpu.health is None
     assert all(fake.calls[c] == 0 for c in (*HEALTH_CALLS, "nvmlEventSetCreate"))
+
+
+def test_an_event_set_that_stops_working_is_reopened_at_the_next_read_keeping_the_counts() -> None:
+    fake = make_fake_nvml()
+    clock = FakeClock()
+    source, w = worker(fake, clock, interval=10.0, wait_s=0.0)
+    w.step()
+    fake.xid(0, 13)
+    w.step()
+    fake.inject("nvmlEventSetWait_v2", pynvml.NVML_ERROR_UNINITIALIZED, times=1)  # NVML re-initialised under us
+    w.step()
+    assert len(fake.event_sets) == 1
+    clock.advance(10.0)
+    w.step()  # the read reopens: a new set, the old one freed
+    assert len(fake.event_sets) == 2 and fake.event_sets[0].freed and not fake.event_sets[1].freed
+    fake.xid(0, 74)
+    w.step()
+    source.close()
+    assert (w.latest[0].xid_count, w.latest[0].xid_last) == (2, 74)

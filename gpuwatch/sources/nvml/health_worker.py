@@ -85,7 +85,7 @@ class HealthWorker:
             except self.catch as exc:
                 log.info("GPU %d: XID errors not available (%s); left out", index, type(exc).__name__)
                 continue
-            self._xids[index] = _Xid()
+            self._xids.setdefault(index, _Xid())  # a reopened set keeps the counts
         if not self._xids:
             self._free_events()
 
@@ -97,10 +97,13 @@ class HealthWorker:
         try:
             data = self.nvml.nvmlEventSetWait_v2(self._event_set, max(0, int(timeout_s * 1000)))
         except self.catch as exc:
-            if getattr(exc, "value", None) != self.nvml.NVML_ERROR_TIMEOUT:
+            if getattr(exc, "value", None) == self.nvml.NVML_ERROR_TIMEOUT:
+                self._wait_failed = False  # no XID in the time: the normal answer
+            else:
                 if not self._wait_failed:
-                    log.warning("waiting for XID events failed (%s); retrying every %.0f s", exc, timeout_s)
-                self._wait_failed = True
+                    log.warning("waiting for XID events failed (%s); reopening the event set every %.0f s",
+                                exc, self.interval)
+                self._wait_failed = True  # NVML re-initialised under us, say: a new set at the next read
                 self._stop.wait(timeout_s)  # no busy loop while NVML refuses
             return
         self._wait_failed = False
@@ -167,6 +170,9 @@ class HealthWorker:
         now = self.clock()
         if now >= self._next_read:
             self._next_read = now + self.interval
+            if self._wait_failed and self._xids:
+                self._free_events()
+                self.open_events()
             self.read_health()
         elif self._xid_expired():
             self.publish()
