@@ -13,6 +13,7 @@ from fakes.fake_pynvml import FakeClock, make_fake_nvml
 from test_nvml_health import health_of, worker
 
 from gpuwatch.sources.nvml import NvmlSource
+from gpuwatch.sources.nvml.health_worker import EVENT_WAIT_S
 
 
 def test_an_xid_reaches_the_snapshot_through_the_worker_thread() -> None:
@@ -105,12 +106,12 @@ def test_the_worker_stops_within_its_wait_and_close_frees_the_event_set() -> Non
     fake = make_fake_nvml()
     fake.event_wait_cap_s = 10.0  # the fake blocks as long as asked, as NVML does
     source = NvmlSource(nvml=fake, clock=FakeClock())
-    assert source.health is not None and source.health.wait_s == 1.0
-    time.sleep(0.2)  # inside a 1 s wait
+    assert source.health is not None and source.health.wait_s == EVENT_WAIT_S == 0.5
+    time.sleep(0.2)  # inside a wait
     started = time.monotonic()
     source.close()
     took = time.monotonic() - started
-    assert took < 1.0 + 0.3
+    assert took < EVENT_WAIT_S + 0.3
     assert fake.event_sets and all(es.freed for es in fake.event_sets)
     assert fake.refcount == 0
 

@@ -105,10 +105,10 @@ def test_every_health_field_as_the_gpu_reports_it_and_as_gpuwatch_has_it() -> No
 def test_the_xid_worker_waits_its_timeout_starts_and_stops_cleanly() -> None:
     source = NvmlSource(health_interval=0)
     try:
-        worker = HealthWorker(source.nvml, [g.device for g in source.gpus], interval=10.0, wait_s=1.0)
+        worker = HealthWorker(source.nvml, [g.device for g in source.gpus], interval=10.0)
         worker.open_events()
         registered = sorted(worker._xids)
-        timing: dict[str, Any] = {"gpus_registered_for_xid": registered}
+        timing: dict[str, Any] = {"gpus_registered_for_xid": registered, "wait_s": worker.wait_s}
         if registered:
             waits = []
             for _ in range(3):

@@ -4,7 +4,7 @@ health fields, so neither costs the sampler's tick anything.
 Cadence: the health fields (:mod:`.health`) every ``interval`` seconds (10 s by default: remapped rows,
 replays, HBM temperature and NVLink change rarely); XID events as they come, through an NVML event set
 (``nvmlEventSetCreate`` + ``nvmlDeviceRegisterEvents(nvmlEventTypeXidCriticalError)``) waited on with
-``nvmlEventSetWait_v2`` for at most ``wait_s`` at a time, which bounds how long :meth:`HealthWorker.stop`
+``nvmlEventSetWait_v2`` for at most ``wait_s`` (0.5 s) at a time, which bounds how long :meth:`HealthWorker.stop`
 takes. The tick only takes :attr:`HealthWorker.latest`, a dict swapped whole on every change.
 
 A GPU that cannot register for XID events (NotSupported, NoPermission, an older binding) has its XID
@@ -30,8 +30,8 @@ from gpuwatch.sources.nvml.health import HealthReader
 log = logging.getLogger(__name__)
 
 HEALTH_INTERVAL_S = 10.0
-#: Longest single wait for an XID event: what stopping the worker may take.
-EVENT_WAIT_S = 1.0
+#: Longest single wait for an XID event: what stopping the worker (closing the source, quitting) may take.
+EVENT_WAIT_S = 0.5
 
 
 @dataclass
