@@ -182,3 +182,20 @@ def test_health_off_starts_no_worker_and_reads_nothing() -> None:
     source.close()
     assert source.health is None and gpu.health is None
     assert all(fake.calls[c] == 0 for c in (*HEALTH_CALLS, "nvmlEventSetCreate"))
+
+
+def test_a_link_that_does_not_answer_gives_no_half_true_count_and_a_failed_probe_is_tried_again() -> None:
+    fake = make_fake_nvml()
+    fake.inject("nvmlDeviceGetNvLinkState", pynvml.NVML_ERROR_UNKNOWN, times=1)  # link 0 at the first probe
+    clock = FakeClock()
+    source, w = worker(fake, clock, interval=10.0, wait_s=0.0)
+    w.step()
+    assert w.latest[0].nvlink_links is None
+    clock.advance(10.0)
+    w.step()  # probed again: 18 links
+    assert (w.latest[0].nvlink_links, w.latest[0].nvlink_links_up) == (18, 18)
+    fake.inject("nvmlDeviceGetNvLinkState", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    clock.advance(10.0)
+    w.step()
+    source.close()
+    assert w.latest[0].nvlink_links_up is None and w.latest[0].problems(time.time()) == []

@@ -103,6 +103,8 @@ class HealthReader:
             return []
         if self.links is None:
             self.links = self._probe_links(g)
+            if self.links is None:
+                return []  # no clear answer yet: probe again at the next read
             if not self.links:
                 self._absent("nvlink", "the GPU has no NVLink")
         if not self.links:
@@ -110,18 +112,30 @@ class HealthReader:
         up = []
         for link in self.links:
             state = self.device.call(Getter(g.key, g.fn, (link,), g.apply))
-            if state is not None and int(state) == int(self.nvml.NVML_FEATURE_ENABLED):
+            if state is None:
+                return []  # a link that did not answer: no half-true count this round
+            if int(state) == int(self.nvml.NVML_FEATURE_ENABLED):
                 up.append(link)
         values["nvlink_links"] = len(self.links)
         values["nvlink_links_up"] = len(up)
         return up
 
-    def _probe_links(self, g: Getter) -> list[int]:
-        links = []
-        for link in range(int(getattr(self.nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-            probe = Getter(g.key, g.fn, (link,), g.apply)
-            if self.device.call(probe) is None:
-                break  # NotSupported (no NVLink) or InvalidArgument (past the GPU's last link)
+    def _probe_links(self, g: Getter) -> list[int] | None:
+        """The GPU's link numbers: up to the first link NVML refuses (NotSupported: no NVLink; InvalidArgument:
+        past the last link). None when link 0 failed with an error that may pass: probe again next read."""
+        nvml = self.nvml
+        final = {getattr(nvml, name, None) for name in (
+            "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_INVALID_ARGUMENT",
+            "NVML_ERROR_FUNCTION_NOT_FOUND")}
+        links: list[int] = []
+        for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+            try:
+                g.fn(self.device.handle, link)
+            except self.device.catch as exc:
+                if links or getattr(exc, "value", None) in final:
+                    break
+                self.device.policy.raise_for_backend(exc)  # a lost GPU, NVML gone: the worker skips the GPU
+                return None
             links.append(link)
         return links
 
