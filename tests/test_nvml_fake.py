@@ -37,8 +37,8 @@ def test_injected_errors_are_the_real_pynvml_exception_classes_with_their_code(c
 
 
 def test_a_function_the_fake_does_not_implement_fails_loudly() -> None:
-    with pytest.raises(AttributeError, match="does not implement nvmlDeviceGetFanSpeed"):
-        _ = make_fake_nvml().nvmlDeviceGetFanSpeed
+    with pytest.raises(AttributeError, match="does not implement nvmlDeviceGetBoardId"):
+        _ = make_fake_nvml().nvmlDeviceGetBoardId
 
 
 def test_calls_before_init_raise_uninitialized_like_the_real_library() -> None:

@@ -4,7 +4,8 @@ Alertmanager can do the alerting across a fleet with the same rules the daemon r
 Each condition becomes the PromQL that gives the same answer on the exporter's series:
   threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3); with ``avg``:
               ``avg_over_time(metric[avg]) op value``
-  all / any   ``and`` / ``or`` (a process joins its GPU ``on (hostname, gpu)``)
+  all / any   ``and`` / ``or`` (a process joins its GPU ``on (hostname, gpu)``; a join with a health series,
+              which has no hostname, matches ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
   flapping    ``(changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high)
@@ -48,6 +49,22 @@ from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 
 #: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series.
 JOIN_LABELS = {("process", "gpu"): "hostname, gpu", ("process", "host"): "hostname", ("gpu", "host"): "hostname"}
+
+
+def _hostless(cond: Condition) -> bool:
+    """Whether ``cond`` reads a series without the ``hostname`` label (the health series): a join with it
+    must match on the scrape's ``instance`` instead."""
+    if isinstance(cond, (AllOf, AnyOf)):
+        return any(_hostless(c) for c in cond.conditions)
+    metric = getattr(cond, "metric", None)
+    return metric is not None and not METRICS[metric].hostname_label
+
+
+def _join(lead: Condition, other: Condition) -> str | None:
+    on = JOIN_LABELS.get((scope_of(lead), scope_of(other)))
+    if not (_hostless(lead) or _hostless(other)):
+        return on
+    return "instance, gpu" if on is None or "gpu" in on else on.replace("hostname", "instance")
 
 
 class Unexpressible(Exception):
@@ -97,7 +114,7 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
         for c in cond.conditions:
             if c is lead:
                 continue
-            on = JOIN_LABELS.get((scope, scope_of(c)))
+            on = _join(lead, c)
             expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step, latch))}"
         return expr
     if isinstance(cond, AnyOf):

@@ -2,8 +2,10 @@
 here and on Prometheus.
 
 Supported: ``{{ $labels.NAME }}`` and ``{{ $value }}``. ``$value`` is shown humanised in the metric's unit
-("12.5%", "80GiB", "1.98GHz"); on export it becomes the Go pipeline that prints the same text from the
-exporter's base-unit value (``{{ $value | humanizePercentage }}``, ``{{ $value | humanize1024 }}B``...).
+("12.5%", "80GiB", "1.98GHz"; an XID code with its meaning, "79 (GPU fallen off the bus)"); on export it
+becomes the Go pipeline that prints the same text from the exporter's base-unit value
+(``{{ $value | humanizePercentage }}``, ``{{ $value | humanize1024 }}B``, an ``if eq $value ...`` chain over
+the XID table...).
 The number formatting below mirrors Prometheus' ``humanize*`` functions (``%.4g`` with SI/IEC prefixes).
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+
+from gpuwatch.model.xid import XID_MEANINGS
 
 _FIELD = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 _LABEL = re.compile(r"^\$labels\.([A-Za-z_][A-Za-z0-9_]*)$")
@@ -79,6 +83,9 @@ def _go_pipeline(unit: ValueUnit) -> tuple[str, str]:
         return "$value | humanize1024", "B" + unit.unit[5:]
     if unit.unit == "MHz":
         return "$value | humanize", "Hz"
+    if unit.unit == "xid":
+        chain = "{{ else if ".join(f'eq $value {code}.0 }}}} ({meaning})' for code, meaning in XID_MEANINGS.items())
+        return '$value | printf "%.0f"', f"{{{{ if {chain}{{{{ end }}}}"
     return '$value | printf "%.4g"', _suffix(unit.unit)
 
 
@@ -96,6 +103,9 @@ def format_value(value: float | None, unit: ValueUnit) -> str:
         return humanize1024(base) + "B" + unit.unit[5:]
     if unit.unit == "MHz":
         return humanize(base) + "Hz"
+    if unit.unit == "xid":
+        meaning = XID_MEANINGS.get(int(base)) if base.is_integer() else None
+        return f"{base:.0f}" + (f" ({meaning})" if meaning else "")
     return go_g(base) + _suffix(unit.unit)
 
 

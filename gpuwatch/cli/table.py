@@ -45,6 +45,10 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
                    "-" if g.temperature_c is None else f"{g.temperature_c:.0f}C", power, clock,
                    ",".join(ordered(g.active_clock_events)) or ("none" if g.clock_events_known else "-"))
     console.print(gt)
+    for g in snap.gpus:  # only what is wrong: nothing at all on healthy GPUs
+        problems = [] if g.health is None else g.health.problems(snap.time)
+        if problems:
+            console.print(f"GPU {g.index} health: {' · '.join(problems)}")
     pt = Table(box=None, pad_edge=False)
     for col in ("PID", "GPU", "user", "GPU MiB", "SM", "CPU", "top thr", "RSS MiB", "S", "command"):
         pt.add_column(col, justify="left" if col in ("user", "command", "S") else "right")

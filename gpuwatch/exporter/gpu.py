@@ -16,7 +16,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, Scope, read_metric
-from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, PROFILING, Series, of_metric
+from gpuwatch.model.series import (
+    BACKEND_FIELD,
+    CLOCK_EVENT_ACTIVE,
+    GPU_INFO,
+    PROFILING,
+    SERIES_GPU_LABELS,
+    Series,
+    of_metric,
+)
 from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
@@ -36,10 +44,12 @@ def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSamp
     for spec in METRICS.values():
         if spec.scope == scope and spec.prom_name is not None:
             fam = family(of_metric(spec))
+            drop = None if spec.hostname_label else SERIES_GPU_LABELS.index("hostname")
             for values, subject in subjects:
                 value = read_metric(spec.key, subject)
                 if value is not None:
-                    fam.add_metric(values, value * spec.prom_scale)
+                    fam.add_metric(values if drop is None else [*values[:drop], *values[drop + 1:]],
+                                   value * spec.prom_scale)
             yield fam
 
 

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import (
     SCHEMA_VERSION,
     GpuSample,
@@ -47,6 +48,7 @@ def gpu_to_dict(gpu: GpuSample) -> dict[str, Any]:
     d["profiling"] = {name: _plain(p) for name, p in gpu.profiling.items()}
     d["extra"] = dict(gpu.extra)
     d["labels"] = dict(gpu.labels)
+    d["health"] = None if gpu.health is None else _plain(gpu.health)
     return d
 
 
@@ -116,7 +118,7 @@ def _kinds(cls: type) -> dict[str, str]:
     """Field name -> declared type as written (``from __future__ import annotations`` keeps it a string);
     mappings and nested records are checked by their own builders."""
     return {f.name: str(f.type) for f in dataclasses.fields(cls)
-            if f.name not in ("profiling", "extra", "labels")}
+            if f.name not in ("profiling", "extra", "labels", "health")}
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -136,8 +138,10 @@ def _gpu_from_dict(data: Mapping[str, Any], where: str) -> GpuSample:
              for k, v in _mapping(data.get("extra"), f"{where}.extra").items()}
     labels = {str(k): _checked(v, "str", f"{where}.labels.{k}")
               for k, v in _mapping(data.get("labels"), f"{where}.labels").items()}
+    raw_health = data.get("health")  # absent in recordings made before gpuwatch read health fields
+    health = None if raw_health is None else _build(GpuHealth, raw_health, f"{where}.health")
     gpu = _build(GpuSample, data, where)
-    return dataclasses.replace(gpu, profiling=prof, extra=extra, labels=labels)
+    return dataclasses.replace(gpu, profiling=prof, extra=extra, labels=labels, health=health)
 
 
 def _list(data: Mapping[str, Any], key: str) -> list[Any]:

@@ -7,7 +7,9 @@ clocks in MHz, energy in millijoules, ``DCGM_FI_PROF_*`` as ratios 0-1, labelled
 gpuwatch serves these series from NVML and GPM, so those dashboards and rules work on a node without DCGM.
 
 These are the pre-4.9 names (``DCGM_FI_DEV_SM_CLOCK``, not ``..._HERTZ``): the ones published dashboards use.
-dcgm-exporter types five of them ``counter`` without a ``_total`` suffix, which the Prometheus text format
+The health fields (XID, remapped rows, PCIe replays, memory temperature, encoder/decoder) come from NVML's
+:class:`~gpuwatch.model.health.GpuHealth`, or where a DCGM scrape filled the GPU, from the value it kept in
+``extra``. dcgm-exporter types several of them ``counter`` without a ``_total`` suffix, which the Prometheus text format
 of our client library cannot write; they are served as gauges (queries, ``rate()`` included, read the
 name, not the type).
 """
@@ -71,6 +73,25 @@ def _prof(metric: str) -> Reader:
     return lambda gpu: gpu.prof(metric)
 
 
+def _health(attr: str, dcgm_name: str) -> Reader:
+    """NVML's health value, else the one a DCGM scrape put in ``extra`` under ``dcgm_name``."""
+    def read(gpu: GpuSample) -> float | None:
+        value = None if gpu.health is None else getattr(gpu.health, attr)
+        if value is None:
+            return gpu.extra.get(dcgm_name)
+        return float(value)
+
+    return read
+
+
+def _last_xid(gpu: GpuSample) -> float | None:
+    """dcgm-exporter's XID_ERRORS: the last XID's code, 0 before the first."""
+    h = gpu.health
+    if h is None or h.xid_count is None:
+        return gpu.extra.get("DCGM_FI_DEV_XID_ERRORS")
+    return float(h.xid_last or 0)
+
+
 def _mask(gpu: GpuSample) -> float | None:
     return None if gpu.clock_event_mask is None else float(gpu.clock_event_mask)
 
@@ -102,6 +123,21 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
               _scaled("ecc_corrected")),
     DcgmField("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.",
               _scaled("ecc_uncorrected")),
+    DcgmField("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).",
+              _health("memory_temperature_c", "DCGM_FI_DEV_MEMORY_TEMP")),
+    DcgmField("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+              _health("pcie_replays", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")),
+    DcgmField("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).",
+              _health("encoder_util", "DCGM_FI_DEV_ENC_UTIL")),
+    DcgmField("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).",
+              _health("decoder_util", "DCGM_FI_DEV_DEC_UTIL")),
+    DcgmField("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", _last_xid),
+    DcgmField("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable "
+              "errors", _health("remapped_rows_uncorrectable", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS")),
+    DcgmField("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors",
+              _health("remapped_rows_correctable", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS")),
+    DcgmField("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed",
+              _health("row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE")),
     DcgmField("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
               _prof_ratio("graphics_active")),
     DcgmField("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",

@@ -30,6 +30,8 @@ class MetricSpec:
     prom_name: str | None = None
     prom_scale: float = 1.0
     kind: Kind = "gauge"
+    #: False for series whose GPU is named by gpu/uuid alone: Prometheus' ``instance`` says the host.
+    hostname_label: bool = True
 
 
 def _attr(name: str) -> Callable[[object], float | None]:
@@ -57,6 +59,15 @@ def _ratio(num: str, den: str, scale: float = 100.0) -> Callable[[object], float
         return scale * float(a) / float(b)
 
     read.__name__ = f"read_{num}_over_{den}"
+    return read
+
+
+def _health(name: str) -> Callable[[GpuSample], float | None]:
+    def read(gpu: GpuSample) -> float | None:
+        value = None if gpu.health is None else getattr(gpu.health, name)
+        return None if value is None else float(value)
+
+    read.__name__ = f"read_health_{name}"
     return read
 
 
@@ -130,6 +141,40 @@ _GPU: list[MetricSpec] = [
                _prof("fp64_active"), "gpuwatch_gpu_fp64_active_ratio", PCT),
 ]
 
+
+def _h(key: str, unit: str, help: str, prom: str, scale: float = 1.0, kind: Kind = "gauge",
+       attr: str | None = None) -> MetricSpec:
+    """A health metric (read every 10 s off the tick, see :mod:`gpuwatch.model.health`)."""
+    return MetricSpec(f"gpu.{key}", "gpu", unit, help, _health(attr or key), prom, scale, kind, hostname_label=False)
+
+
+_HEALTH: list[MetricSpec] = [
+    _h("xid_errors", "errors", "XID errors since gpuwatch started watching the GPU",
+       "gpuwatch_gpu_xid_errors_total", kind="counter", attr="xid_count"),
+    _h("xid_last", "xid", "code of the latest XID error since gpuwatch started (like DCGM_FI_DEV_XID_ERRORS)",
+       "gpuwatch_gpu_last_xid"),
+    _h("xid_recent", "xid", "code of the latest XID error if it came in the last 10 minutes, else 0",
+       "gpuwatch_gpu_recent_xid"),
+    _h("remapped_rows_correctable", "rows", "memory rows remapped for correctable errors",
+       "gpuwatch_gpu_remapped_rows_correctable_total", kind="counter"),
+    _h("remapped_rows_uncorrectable", "rows", "memory rows remapped for uncorrectable errors",
+       "gpuwatch_gpu_remapped_rows_uncorrectable_total", kind="counter"),
+    _h("row_remap_pending", "", "1 while a row remap waits for a GPU reset", "gpuwatch_gpu_row_remap_pending"),
+    _h("row_remap_failure", "", "1 once a row remap failed (the GPU needs service)", "gpuwatch_gpu_row_remap_failure"),
+    _h("pcie_replays", "replays", "PCIe link retransmissions since the driver loaded",
+       "gpuwatch_gpu_pcie_replays_total", kind="counter"),
+    _h("memory_temperature_c", "celsius", "memory (HBM) temperature", "gpuwatch_gpu_memory_temperature_celsius"),
+    _h("fan_speed_percent", "percent", "fan speed against its maximum", "gpuwatch_gpu_fan_speed_ratio", PCT),
+    _h("encoder_util", "percent", "video encoder (NVENC) utilisation", "gpuwatch_gpu_encoder_utilization_ratio", PCT),
+    _h("decoder_util", "percent", "video decoder (NVDEC) utilisation", "gpuwatch_gpu_decoder_utilization_ratio", PCT),
+    _h("nvlink_links", "links", "NVLink links the GPU has", "gpuwatch_gpu_nvlink_links"),
+    _h("nvlink_links_up", "links", "NVLink links up", "gpuwatch_gpu_nvlink_links_up"),
+    _h("nvlink_tx_bytes", "bytes", "bytes sent over NVLink, all links", "gpuwatch_gpu_nvlink_transmit_bytes_total",
+       kind="counter"),
+    _h("nvlink_rx_bytes", "bytes", "bytes received over NVLink, all links", "gpuwatch_gpu_nvlink_receive_bytes_total",
+       kind="counter"),
+]
+
 _PROCESS: list[MetricSpec] = [
     MetricSpec("process.gpu_memory_bytes", "process", "bytes", "device memory held by the process",
                _attr("gpu_memory_bytes"), "gpuwatch_process_gpu_memory_bytes"),
@@ -171,7 +216,7 @@ _HOST: list[MetricSpec] = [
                _attr("mem_available_bytes"), "gpuwatch_host_memory_available_bytes"),
 ]
 
-METRICS: dict[str, MetricSpec] = {m.key: m for m in (*_GPU, *_PROCESS, *_HOST)}
+METRICS: dict[str, MetricSpec] = {m.key: m for m in (*_GPU, *_HEALTH, *_PROCESS, *_HOST)}
 
 
 def metric(key: str) -> MetricSpec:

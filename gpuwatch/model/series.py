@@ -42,7 +42,10 @@ class Series:
 
 def of_metric(spec: MetricSpec) -> Series:
     assert spec.prom_name is not None
-    return Series(spec.prom_name, spec.kind, f"{spec.help} ({spec.key})", _SCOPE_LABELS[spec.scope], spec.scope)
+    labels = _SCOPE_LABELS[spec.scope]
+    if not spec.hostname_label:
+        labels = tuple(name for name in labels if name != "hostname")
+    return Series(spec.prom_name, spec.kind, f"{spec.help} ({spec.key})", labels, spec.scope)
 
 
 def _gpu(name: str, help: str, *extra: str) -> Series:

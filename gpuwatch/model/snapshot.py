@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuwatch.model.clock_events import decode
+from gpuwatch.model.health import GpuHealth
 
 SCHEMA_VERSION = 1
 #: Bytes in a mebibyte: what NVML, DCGM and GPM report memory and rates in before conversion.
@@ -92,6 +93,9 @@ class GpuSample:
     extra: dict[str, float] = field(default_factory=dict)
     #: Labels the backend attached to this GPU (e.g. Kubernetes pod/namespace/container, MIG instance).
     labels: dict[str, str] = field(default_factory=dict)
+    #: XID errors, remapped rows, PCIe replays, HBM temperature, NVLink... read on a slow cadence; None where
+    #: the backend reads no health fields (DCGM scrape, older recordings).
+    health: GpuHealth | None = None
 
     def prof(self, metric: str) -> float | None:
         """A profiling metric from the preferred backend (GPM first, then DCGM), or None."""

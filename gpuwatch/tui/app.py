@@ -214,7 +214,7 @@ class GpuWatchApp(Controls):
             if self.feed.mode == "remote" and snap.is_recording:
                 self._show_banner(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}")
             gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
-            self.query_one(GpuPanel).show(gpu, snap.host)
+            self.query_one(GpuPanel).show(gpu, snap.host, snap.time)
             if state.history is not None and self.selected_gpu is not None:
                 self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
             self.query_one(ProcessTable).show(snap.processes)

@@ -37,6 +37,12 @@ PROMQL = [
      '{threshold: {metric: gpu.power_w, op: ">", value: 600}}]}]}',
      "gpuwatch_gpu_utilization_ratio > 0.9 or "
      "(gpuwatch_gpu_temperature_celsius > 80 and gpuwatch_gpu_power_watts > 600)"),
+    ('{all: [{threshold: {metric: gpu.memory_temperature_c, op: ">=", value: 90}}, '
+     '{threshold: {metric: gpu.util, op: ">", value: 50}}]}',
+     "gpuwatch_gpu_memory_temperature_celsius >= 90 and on (instance, gpu) gpuwatch_gpu_utilization_ratio > 0.5"),
+    ('{all: [{threshold: {metric: process.cpu_percent, op: ">", value: 90}}, '
+     '{threshold: {metric: gpu.xid_recent, op: ">", value: 0}}]}',
+     "gpuwatch_process_cpu_usage_ratio > 0.9 and on (instance, gpu) gpuwatch_gpu_recent_xid > 0"),
     ('{jitter: {metric: gpu.mem_used_percent, rise: 20, window: 5m, fall: 10}}',
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio) >= 0.1 and "
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio offset 5m) >= 0.2"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
 
 
@@ -19,7 +20,17 @@ def full_gpu(index: int = 0, util: float = 97.0) -> GpuSample:
                                     pcie_tx_bytes_s=1.35e7, pcie_rx_bytes_s=7.85e7),
                    "dcgm": Profiling(sm_active=88.0, sm_occupancy=50.0)},
         extra={"DCGM_FI_DEV_XID_ERRORS": 0.0}, labels={"pod": "infer-0", "namespace": "serving"},
+        health=full_health(),
     )
+
+
+def full_health() -> GpuHealth:
+    """A healthy GPU with every health field filled: one application XID (13) an hour before the snapshot."""
+    return GpuHealth(xid_count=1, xid_last=13, xid_last_time=1_764_662_652.0, xid_recent=0,
+                     remapped_rows_correctable=2, remapped_rows_uncorrectable=0, row_remap_pending=False,
+                     row_remap_failure=False, pcie_replays=3, memory_temperature_c=52.0, fan_speed_percent=0.0,
+                     encoder_util=0.0, decoder_util=1.0, nvlink_links=18, nvlink_links_up=18,
+                     nvlink_tx_bytes=123_456_789_504, nvlink_rx_bytes=98_765_432_832)
 
 
 def full_process(pid: int = 471, gpu_index: int = 0) -> ProcessSample:

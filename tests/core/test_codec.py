@@ -43,6 +43,8 @@ def test_unknown_keys_from_a_newer_writer_are_ignored() -> None:
         (lambda d: d.pop("host"), "no 'host'"),
         (lambda d: d["gpus"][0].pop("uuid"), "gpus[0]"),
         (lambda d: d.update(processes=[3]), "processes[0]: expected an object"),
+        (lambda d: d["gpus"][0]["health"].update(xid_count="two"), "gpus[0].health.xid_count: expected a whole"),
+        (lambda d: d["gpus"][1].update(health=[]), "gpus[1].health: expected an object"),
     ],
 )
 def test_a_malformed_document_names_the_bad_part(mutate, message) -> None:  # type: ignore[no-untyped-def]
@@ -50,6 +52,23 @@ def test_a_malformed_document_names_the_bad_part(mutate, message) -> None:  # ty
     mutate(data)
     with pytest.raises(SnapshotFormatError, match=message.replace("[", r"\[").replace("]", r"\]")):
         snapshot_from_dict(data)
+
+
+@pytest.mark.parametrize("old", [lambda g: g.pop("health"), lambda g: g.update(health=None)],
+                         ids=["no health key", "health null"])
+def test_a_recording_made_before_health_fields_loads_with_health_unknown(old) -> None:  # type: ignore[no-untyped-def]
+    data = snapshot_to_dict(full_snapshot())
+    for g in data["gpus"]:
+        old(g)
+    snap = snapshot_from_dict(data)
+    assert [g.health for g in snap.gpus] == [None, None]
+    assert snap.gpus[0].gpu_util == full_snapshot().gpus[0].gpu_util
+
+
+def test_health_survives_the_round_trip_field_for_field() -> None:
+    health = loads(dumps(full_snapshot())).gpus[0].health
+    assert health is not None and health == full_snapshot().gpus[0].health
+    assert (health.xid_last, health.row_remap_pending, health.nvlink_tx_bytes) == (13, False, 123_456_789_504)
 
 
 def test_profiling_prefers_gpm_and_says_where_a_value_came_from() -> None:

@@ -8,6 +8,7 @@ by field: the same name, the same labels with the same values, the same number i
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tools import require_tool
 
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.dcgm_names import DCGM_FIELDS
+from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import HostSample, Snapshot
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
@@ -25,9 +27,7 @@ from gpuwatch.sources.dcgm.parse import parse_body
 FIXTURES = Path(__file__).resolve().parents[1] / "dcgm" / "fixtures"
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 #: dcgm-exporter default fields gpuwatch has no reading for (NVML calls it does not make).
-NOT_READ = {f"DCGM_FI_DEV_{n}" for n in (
-    "MEMORY_TEMP", "PCIE_REPLAY_COUNTER", "ENC_UTIL", "DEC_UTIL", "XID_ERRORS", "UNCORRECTABLE_REMAPPED_ROWS",
-    "CORRECTABLE_REMAPPED_ROWS", "ROW_REMAP_FAILURE", "NVLINK_BANDWIDTH_TOTAL", "VGPU_LICENSE_STATUS")}
+NOT_READ = {f"DCGM_FI_DEV_{n}" for n in ("NVLINK_BANDWIDTH_TOTAL", "VGPU_LICENSE_STATUS")}
 #: Labels gpuwatch does not reproduce: dcgm-exporter's driver label changed name across versions.
 NOT_COMPARED = {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION", "err_code", "err_msg"}
 
@@ -124,3 +124,25 @@ def test_a_dcgm_scrape_passes_promtool_check_metrics_apart_from_dcgm_exporters_o
     assert kinds <= ref_kinds, kinds - ref_kinds
     own_rc, own_kinds = problems(scrape(full_snapshot(), "gpuwatch"))
     assert own_rc == 0, own_kinds
+
+
+def test_health_fields_under_dcgm_names_come_from_nvml_health() -> None:
+    snap = full_snapshot()
+    health = snap.gpus[0].health
+    assert health is not None
+    got, _ = series_of(scrape(snap, "dcgm"))
+    by_name = {name: v for (name, labels), v in got.items() if ("gpu", "0") in labels}
+    assert by_name["DCGM_FI_DEV_XID_ERRORS"] == health.xid_last == 13
+    assert by_name["DCGM_FI_DEV_MEMORY_TEMP"] == health.memory_temperature_c
+    assert by_name["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] == health.pcie_replays == 3
+    assert by_name["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"] == health.remapped_rows_correctable == 2
+    assert by_name["DCGM_FI_DEV_ROW_REMAP_FAILURE"] == 0.0
+    assert by_name["DCGM_FI_DEV_DEC_UTIL"] == health.decoder_util == 1.0
+
+
+def test_dcgm_xid_errors_is_zero_before_the_first_xid_and_absent_where_xids_are_not_reported() -> None:
+    snap = full_snapshot()
+    quiet = dataclasses.replace(snap.gpus[0], health=GpuHealth(xid_count=0), extra={})
+    blind = dataclasses.replace(snap.gpus[1], health=GpuHealth(pcie_replays=0), extra={})
+    got, _ = series_of(scrape(dataclasses.replace(snap, gpus=(quiet, blind)), "dcgm"), {"DCGM_FI_DEV_XID_ERRORS"})
+    assert {dict(labels)["gpu"]: v for (_, labels), v in got.items()} == {"0": 0.0}

@@ -122,6 +122,21 @@ class FakeGpu:
     gpm_errors: dict[int, int] = field(default_factory=dict)
     processes: list[FakeProcess] = field(default_factory=list)
     lost: bool = False
+    # Health (made-up healthy values, not from the probe log): an 18-link NVLink GPU with every link up.
+    #: (correctable, uncorrectable, pending, failure) as nvmlDeviceGetRemappedRows returns them
+    remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    pcie_replays: int = 0
+    memory_temp: int = 45
+    fan_speed: int = 30
+    encoder_util: int = 0
+    decoder_util: int = 0
+    nvlink_active: list[bool] = field(default_factory=lambda: [True] * 18)
+    #: KiB sent / received per link, as the NVLink throughput field values count them
+    nvlink_tx_kib: list[int] = field(default_factory=lambda: [1000 + i for i in range(18)])
+    nvlink_rx_kib: list[int] = field(default_factory=lambda: [2000 + i for i in range(18)])
+    #: field id -> nvmlReturn to report for it in nvmlDeviceGetFieldValues
+    field_errors: dict[int, int] = field(default_factory=dict)
+    xid_supported: bool = True
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-00000000-0000-4000-8000-{self.index:012x}"

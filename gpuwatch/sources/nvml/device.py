@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import GpuSample, Profiling
 from gpuwatch.sources.nvml.errors import Action, ErrorPolicy, GpuLost
 from gpuwatch.sources.nvml.getters import Getter, Values, fast_getters, mig_getter, slow_getters
@@ -108,8 +109,9 @@ class Device:
         self.slow_values = values
 
     # -- building samples --------------------------------------------------------------------------------
-    def sample(self, values: Values, gpm: Profiling | None) -> GpuSample:
-        return GpuSample(**self.identity, **values, profiling={"gpm": gpm} if gpm is not None else {})
+    def sample(self, values: Values, gpm: Profiling | None, health: GpuHealth | None = None) -> GpuSample:
+        return GpuSample(**self.identity, **values, profiling={"gpm": gpm} if gpm is not None else {},
+                         health=health)
 
     def mark_lost(self) -> None:
         if not self.lost:
@@ -117,5 +119,6 @@ class Device:
                         self.index, self.identity["uuid"])
         self.lost = True
 
-    def lost_sample(self) -> GpuSample:
-        return GpuSample(**self.identity, lost=True)
+    def lost_sample(self, health: GpuHealth | None = None) -> GpuSample:
+        """Identity, ``lost``, and the health the worker last had (an XID 79 comes with a lost GPU)."""
+        return GpuSample(**self.identity, lost=True, health=health)

@@ -24,6 +24,7 @@ from gpuwatch.sources.base import Reading, Source, SourceUnavailable
 from gpuwatch.sources.nvml.device import Device
 from gpuwatch.sources.nvml.errors import ErrorPolicy, GpuLost, NeedsReinit, NvmlBackendError, unavailable_message
 from gpuwatch.sources.nvml.gpm import GpmReader
+from gpuwatch.sources.nvml.health_worker import HEALTH_INTERVAL_S, HealthWorker
 from gpuwatch.sources.nvml.processes import ProcessReader
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,10 @@ class NvmlSource(Source):
     """GPUs and their processes through NVML (nvidia-ml-py), with GPM profiling where the GPU has it.
 
     ``slow_interval``: seconds between reads of the slow getters (energy, ECC, MIG mode and, with
-    ``pcie_throughput``, NVML's 21 ms PCIe throughput); 0 turns them off. ``clock`` stamps the first GPM
+    ``pcie_throughput``, NVML's 21 ms PCIe throughput); 0 turns them off. ``health_interval``: seconds
+    between reads of the health fields (remapped rows, PCIe replays, HBM temperature, NVLink, fan,
+    encoder/decoder), done with the XID event wait on the health worker's own thread, off the tick; 0
+    turns health and XIDs off. ``clock`` stamps the first GPM
     sample and must be the clock ``poll``'s ``now`` comes from (monotonic, as the sampler uses).
     """
 
@@ -58,7 +62,8 @@ class NvmlSource(Source):
     role = "gpu"
 
     def __init__(self, nvml: Any = None, slow_interval: float = 10.0, deadline_s: float = 2.0, *,
-                 pcie_throughput: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+                 pcie_throughput: bool = False, clock: Callable[[], float] = time.monotonic,
+                 health_interval: float = HEALTH_INTERVAL_S) -> None:
         self.nvml = nvml if nvml is not None else _import_pynvml()
         self.slow_interval = slow_interval
         self.deadline_s = deadline_s
@@ -75,6 +80,12 @@ class NvmlSource(Source):
         except Exception:
             self._shutdown()
             raise
+        self.health: HealthWorker | None = None
+        if health_interval > 0:
+            self.health = HealthWorker(self.nvml, [g.device for g in self.gpus], interval=health_interval)
+            self.health.open_events()
+            self.health.read_health()  # the first reading already has them
+            self.health.start()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def _init(self) -> None:
@@ -134,6 +145,9 @@ class NvmlSource(Source):
         if self._closed:
             return
         self._closed = True
+        if self.health is not None and not self.health.stop():
+            log.warning("NVML health worker still inside an NVML call at close; leaving NVML to be released at exit")
+            return
         if not self._busy.acquire(timeout=wait_s):
             log.warning("NVML call still running at close; leaving NVML to be released at exit")
             return
@@ -172,10 +186,11 @@ class NvmlSource(Source):
             self._next_slow = now + self.slow_interval
         gpus: list[GpuSample] = []
         processes: list[ProcessSample] = []
+        health = self.health.latest if self.health is not None else {}
         for gpu in self.gpus:
             device = gpu.device
             if device.lost:
-                gpus.append(device.lost_sample())
+                gpus.append(device.lost_sample(health.get(device.index)))
                 continue
             try:
                 if slow:
@@ -188,9 +203,9 @@ class NvmlSource(Source):
                 device.mark_lost()
                 if gpu.gpm is not None:
                     gpu.gpm.close()
-                gpus.append(device.lost_sample())
+                gpus.append(device.lost_sample(health.get(device.index)))
                 continue
-            gpus.append(device.sample(values, profiling))
+            gpus.append(device.sample(values, profiling, health.get(device.index)))
             processes.extend(rows)
         return Reading(gpus=tuple(gpus), processes=tuple(processes))
 

@@ -1,7 +1,9 @@
 """The GPU panel: GPU-Util side by side with what it hides (SM activity, occupancy, tensor, DRAM bandwidth),
 memory, power, clocks, clock-event reasons and PCIe, for the selected GPU.
 
-It redraws only when the GpuSample it shows changed (frozen dataclasses compare by value).
+A health line ("XID 79 (GPU fallen off the bus) 2 min ago", "row remap pending") comes right under the
+title only while something is wrong; when all is well it is not there at all. It redraws only when the
+GpuSample it shows or the health line's words changed (frozen dataclasses compare by value).
 """
 
 from __future__ import annotations
@@ -59,8 +61,21 @@ def _frac(value: float | None, total: float | None = 100.0) -> float | None:
     return float(value) / float(total)
 
 
+def health_problems(gpu: GpuSample | None, now: float | None) -> tuple[str, ...]:
+    """What is wrong with ``gpu``'s health at ``now`` (Unix seconds), in words; empty when all is well."""
+    if gpu is None or gpu.health is None or now is None:
+        return ()
+    return tuple(gpu.health.problems(now))
+
+
+def _health_line(problems: tuple[str, ...], pal: Palette) -> Text:
+    text = Text("health".ljust(LABEL), style=f"bold {pal.error}")
+    text.append(" · ".join(problems), style=f"bold {pal.error}")
+    return text
+
+
 def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample | None = None,
-               height: int = LINES) -> Text:
+               height: int = LINES, problems: tuple[str, ...] = ()) -> Text:
     if gpu is None:
         return Text("waiting for the first sample…", style="dim")
     half = max(30, width // 2)
@@ -98,6 +113,9 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
     ]
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append_text(head)
+    if problems:  # under the title, so a short panel loses its last line rather than this one
+        out.append("\n")
+        out.append_text(_health_line(problems, pal))
     for left, right in rows:
         out.append("\n")
         out.append_text(left)
@@ -105,10 +123,11 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
         out.append_text(right)
     out.append("\n")
     out.append_text(_clock_events(gpu, pal))
-    if height > LINES and host is not None:
+    room = height - (1 if problems else 0)
+    if room > LINES and host is not None:
         out.append("\n")
         out.append_text(_host_line(host))
-    if height > LINES + 1:
+    if room > LINES + 1:
         out.append("\n")
         out.append_text(_more_line(gpu))
     return out
@@ -175,17 +194,21 @@ class GpuPanel(LinesWidget):
         super().__init__(id=id)
         self.gpu: GpuSample | None = None
         self.host: HostSample | None = None
+        self.problems: tuple[str, ...] = ()
 
     def on_mount(self) -> None:
         self.watch(self.app, "theme", lambda _: self.redraw(), init=False)
 
-    def show(self, gpu: GpuSample | None, host: HostSample | None = None) -> None:
-        if gpu != self.gpu or host != self.host or not self._texts:
-            self.gpu, self.host = gpu, host
+    def show(self, gpu: GpuSample | None, host: HostSample | None = None, now: float | None = None) -> None:
+        """Show ``gpu``; ``now`` (the snapshot's time) dates its XIDs."""
+        problems = health_problems(gpu, now)
+        if gpu != self.gpu or host != self.host or problems != self.problems or not self._texts:
+            self.gpu, self.host, self.problems = gpu, host, problems
             self.redraw()
 
     def redraw(self) -> None:
-        self.set_lines(self.split(render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height)))
+        self.set_lines(self.split(render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height,
+                                             self.problems)))
 
     def on_resize(self) -> None:
         self.redraw()
