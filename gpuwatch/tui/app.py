@@ -26,6 +26,7 @@ from gpuwatch.tui.actions import Controls
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
 from gpuwatch.tui.layout import Plan, plan
 from gpuwatch.tui.status import banner_text, status_line
+from gpuwatch.tui.terminal_output import install as write_changed_cells_only
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
 from gpuwatch.tui.widgets.fleet_table import FleetTable
@@ -76,6 +77,7 @@ class GpuWatchApp(Controls):
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
+        write_changed_cells_only()
         self.feed = feed
         self.sources: dict[str, SourceState] = {}
         self.selected_source: str | None = None
