@@ -7,18 +7,19 @@ in its own colour code and reset, even when the next segment has the same colour
 the dashboard wrote ~3 kB/s where nvitop (curses) writes ~0.3 kB/s.
 
 :func:`install` replaces Textual's partial-update writer with one that writes each span from its first
-cell and emits a colour code only where the style changes. The screen the terminal shows is the same
-(tests compare a real terminal's screen, tmux's, with the app's own render). Textual's full-screen
-redraws (start-up, resize) are untouched.
+cell and emits only the colour codes that change from one segment (and span) to the next. The screen the
+terminal shows is the same (tests compare a real terminal's screen, tmux's, with the app's own render).
+Textual's full-screen redraws (start-up, resize) are untouched.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
+from typing import NamedTuple
 
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
 from textual import _compositor
@@ -27,12 +28,55 @@ from textual.strip import Strip
 _ORIGINAL = getattr(_compositor.ChopsUpdate, "render_segments", None)
 
 
+#: SGR codes of Rich's attribute bits, in bit order (bold, dim, italic, underline, blink, blink2, reverse,
+#: conceal, strike, underline2, frame, encircle, overline).
+ATTRIBUTE_CODES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "21", "51", "52", "53")
+
+
+class Pen(NamedTuple):
+    """The terminal's current rendition: attribute bits and the SGR codes of the two colours."""
+
+    attributes: int
+    fg: str
+    bg: str
+
+
+DEFAULT_PEN = Pen(0, "", "")
+
+
+@lru_cache(maxsize=4096)
+def pen_of(style: Style, color_system: ColorSystem) -> Pen:
+    color, bgcolor = style.color, style.bgcolor
+    return Pen(style._attributes & style._set_attributes,
+               "" if color is None else ";".join(color.downgrade(color_system).get_ansi_codes()),
+               "" if bgcolor is None else ";".join(bgcolor.downgrade(color_system).get_ansi_codes(False)))
+
+
+def _codes(attributes: int) -> list[str]:
+    return [code for bit, code in enumerate(ATTRIBUTE_CODES) if attributes & (1 << bit)]
+
+
+def transition(old: Pen | None, new: Pen) -> str:
+    """The shortest SGR sequence from ``old`` (``None``: unknown) to ``new``: only what changed, or a reset
+    and the whole of ``new`` when an attribute must go off."""
+    if old == new:
+        return ""
+    if old is None or old.attributes & ~new.attributes:
+        codes = ["0", *_codes(new.attributes), *([new.fg] if new.fg else []), *([new.bg] if new.bg else [])]
+    else:
+        codes = _codes(new.attributes & ~old.attributes)
+        if new.fg != old.fg:
+            codes.append(new.fg or "39")
+        if new.bg != old.bg:
+            codes.append(new.bg or "49")
+    return f"\x1b[{';'.join(codes)}m"
+
+
 def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
     """The terminal sequence for ``update`` (a :class:`textual._compositor.ChopsUpdate`)."""
     color_system = console._color_system or ColorSystem.TRUECOLOR
-    out: list[str] = []
+    writer = SpanWriter(color_system)
     chops, chop_ends = update.chops, update.chop_ends
-    last_y = update.spans[-1][0]
     for y, x1, x2 in update.spans:
         for end, (x, strip) in zip(chop_ends[y], chops[y].items(), strict=False):
             if strip is None or x >= x2 or end <= x1:
@@ -40,41 +84,41 @@ def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
             start, stop = max(x, x1), min(end, x2)
             if start != x or stop != end:
                 strip = strip.crop(start - x, stop - x)
-            out.append(Control.move_to(start, y).segment.text)
-            out.append(styled(strip, color_system))
-        if y != last_y:
-            out.append("\n")
-    return "".join(out)
+            writer.move_to(start, y)
+            writer.write(strip)
+    return writer.finish()
 
 
-def styled(segments: Iterable[Segment], color_system: ColorSystem) -> str:
-    """Segments as text with one SGR code per change of style (reset and set in one code), reset at the
-    end; what Textual writes as ``code text reset`` per segment."""
-    out: list[str] = []
-    current: Style | None = None
-    open_codes = False
-    for text, style, _control in segments:
-        if not text:
-            continue
-        if style is None or style._link:  # hyperlinks keep Textual's own rendering (OSC 8 around the text)
-            if open_codes:
-                out.append("\x1b[0m")
-                open_codes, current = False, None
-            out.append(text if style is None else Strip.render_style(style, text, color_system))
-            continue
-        if style != current:
-            ansi = style._ansi if style._ansi is not None else Strip.render_ansi(style, color_system)
-            if ansi:
-                out.append(f"\x1b[0;{ansi}m")
-                open_codes = True
-            elif open_codes:
-                out.append("\x1b[0m")
-                open_codes = False
-            current = style
-        out.append(text)
-    if open_codes:
-        out.append("\x1b[0m")
-    return "".join(out)
+class SpanWriter:
+    """Terminal text for spans of segments, restating colours only where they change."""
+
+    def __init__(self, color_system: ColorSystem) -> None:
+        self.color_system = color_system
+        self.pen: Pen | None = None  # unknown until the first code
+        self.out: list[str] = []
+
+    def move_to(self, x: int, y: int) -> None:
+        self.out.append(f"\x1b[{y + 1};{x + 1}H")
+
+    def write(self, segments: Iterable[Segment]) -> None:
+        out = self.out
+        for text, style, _control in segments:
+            if not text:
+                continue
+            if style is not None and style._link:  # hyperlinks keep Textual's own rendering (OSC 8)
+                out.append(transition(self.pen, DEFAULT_PEN))
+                out.append(Strip.render_style(style, text, self.color_system))
+                self.pen = DEFAULT_PEN
+                continue
+            out.append(transition(self.pen, DEFAULT_PEN if style is None else pen_of(style, self.color_system)))
+            self.pen = DEFAULT_PEN if style is None else pen_of(style, self.color_system)
+            out.append(text)
+
+    def finish(self) -> str:
+        """Everything written, ending in the default rendition (as Textual's own writer leaves it)."""
+        if self.pen not in (None, DEFAULT_PEN):
+            self.out.append("\x1b[0m")
+        return "".join(self.out)
 
 
 def install() -> bool:
