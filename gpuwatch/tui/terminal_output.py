@@ -95,10 +95,14 @@ class SpanWriter:
     def __init__(self, color_system: ColorSystem) -> None:
         self.color_system = color_system
         self.pen: Pen | None = None  # unknown until the first code
+        self.row = -1  # the cursor's row, once a span moved it there
         self.out: list[str] = []
 
     def move_to(self, x: int, y: int) -> None:
-        self.out.append(f"\x1b[{y + 1};{x + 1}H")
+        """Cursor to column ``x`` of row ``y``: on the row already written, the column alone (CHA, ~3 bytes
+        fewer than a full position; absolute, so a character of unexpected width cannot shift it)."""
+        self.out.append(f"\x1b[{x + 1}G" if y == self.row else f"\x1b[{y + 1};{x + 1}H")
+        self.row = y
 
     def write(self, segments: Iterable[Segment]) -> None:
         out = self.out

@@ -47,7 +47,7 @@ def test_colour_codes_are_stated_only_where_the_style_changes() -> None:
     writer.write([Segment("7%", WHITE_ON_GREY)])  # same colours as the last cell written: no code at all
     out = writer.finish()
     assert out == ("\x1b[1;1H\x1b[0;38;2;0;120;212;48;2;18;18;18m██▌\x1b[38;2;224;224;224m 5%"
-                   "\x1b[1;41H7%\x1b[0m")
+                   "\x1b[41G7%\x1b[0m")  # same row: the column alone
 
 
 def test_an_attribute_that_goes_off_resets_and_restates_the_whole_style() -> None:
