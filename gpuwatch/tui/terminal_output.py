@@ -52,23 +52,38 @@ def pen_of(style: Style, color_system: ColorSystem) -> Pen:
                "" if bgcolor is None else ";".join(bgcolor.downgrade(color_system).get_ansi_codes(False)))
 
 
+#: Bit -> (the SGR code that turns it off, the bits that code turns off). Bold and dim share 22, the
+#: underlines 24 and the blinks 25. Frame, encircle and overline have none here: a reset turns them off.
+ATTRIBUTE_OFF = {0: ("22", 0b11), 1: ("22", 0b11), 2: ("23", 1 << 2), 3: ("24", 1 << 3 | 1 << 9),
+                 4: ("25", 1 << 4 | 1 << 5), 5: ("25", 1 << 4 | 1 << 5), 6: ("27", 1 << 6), 7: ("28", 1 << 7),
+                 8: ("29", 1 << 8), 9: ("24", 1 << 3 | 1 << 9)}
+
+
 def _codes(attributes: int) -> list[str]:
     return [code for bit, code in enumerate(ATTRIBUTE_CODES) if attributes & (1 << bit)]
 
 
 def transition(old: Pen | None, new: Pen) -> str:
-    """The shortest SGR sequence from ``old`` (``None``: unknown) to ``new``: only what changed, or a reset
-    and the whole of ``new`` when an attribute must go off."""
+    """The shortest SGR sequence from ``old`` (``None``: unknown) to ``new``: only what changed (an
+    attribute that goes off by its own "off" code), or a reset and the whole of ``new``."""
     if old == new:
         return ""
-    if old is None or old.attributes & ~new.attributes:
+    removed = old.attributes & ~new.attributes if old is not None else 0
+    if old is None or any(removed & (1 << bit) and bit not in ATTRIBUTE_OFF for bit in range(removed.bit_length())):
         codes = ["0", *_codes(new.attributes), *([new.fg] if new.fg else []), *([new.bg] if new.bg else [])]
-    else:
-        codes = _codes(new.attributes & ~old.attributes)
-        if new.fg != old.fg:
-            codes.append(new.fg or "39")
-        if new.bg != old.bg:
-            codes.append(new.bg or "49")
+        return f"\x1b[{';'.join(codes)}m"
+    codes = []
+    state = old.attributes
+    for bit in range(removed.bit_length()):
+        if removed & (1 << bit) and state & (1 << bit):
+            code, mask = ATTRIBUTE_OFF[bit]
+            codes.append(code)
+            state &= ~mask
+    codes += _codes(new.attributes & ~state)  # what is new, and what an off code took along (dim with bold)
+    if new.fg != old.fg:
+        codes.append(new.fg or "39")
+    if new.bg != old.bg:
+        codes.append(new.bg or "49")
     return f"\x1b[{';'.join(codes)}m"
 
 

@@ -6,7 +6,8 @@ where the GPU-Util bar towers over the SM-activity bar, the GPU is "busy" with f
 Columns are fixed slices of time (five minutes over the plot's width, ~4 s each at 160 columns) and only
 complete slices are drawn: the columns are recomputed, and the changed cells written, once a slice ends,
 not at every tick (a window ending "now" moved every slice's bounds each tick and rewrote most of the plot).
-The legend above them carries the newest values at every tick. Nothing is computed while the plot is hidden.
+The legend above them gives the newest column's values (what its rightmost bars show; the GPU panel beside
+the plot has this second's). Nothing is computed while the plot is hidden.
 """
 
 from __future__ import annotations
@@ -88,12 +89,10 @@ class HistoryPlot(LinesWidget):
         self._source: tuple[History, int] | None = None
         self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
         self._points_of: tuple[int, int] | None = None
-        self._columns: list[Text] = []
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
-        """The legend at every new sample; the columns when a column completed or the GPU or size changed.
-        Skipped while hidden."""
+        """Redraw when a column completed or the GPU or the size changed; skipped while hidden."""
         self._source = (history, gpu_index)
         if not self.display or not self.screen.is_current or not self.size.width:
             return
@@ -102,12 +101,12 @@ class HistoryPlot(LinesWidget):
             return
         start, end, column = complete_columns(latest.time, self._plot_width())
         key = (column, gpu_index, self.size.width, self.size.height)
-        if key != self._key:
-            self._key = key
-            self._take(history, latest, gpu_index)
-            self._columns = self._compute(start, end)
-            self.redraws += 1
-        self.set_lines([self._legend(latest, gpu_index), *self._columns])
+        if key == self._key:
+            return
+        self._key = key
+        self._take(history, latest, gpu_index)
+        self.set_lines(self._compute(latest, gpu_index, start, end))
+        self.redraws += 1
 
     def _take(self, history: History, latest: Snapshot, gpu_index: int) -> None:
         """Keep ``(time, util, sm, mem%)`` points of the window; read only snapshots not seen yet."""
@@ -145,25 +144,24 @@ class HistoryPlot(LinesWidget):
         theme = self.app.current_theme
         return {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
 
-    def _legend(self, latest: Snapshot, gpu_index: int) -> Text:
-        now = latest.gpu(gpu_index)
-        mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
-        values = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
-                  "mem": mem_now}
-        return legend(values, self._styles(), self.size.width)
-
-    def _compute(self, start: float, end: float) -> list[Text]:
-        """The plot's rows under the legend, for the complete columns between ``start`` and ``end``."""
+    def _compute(self, latest: Snapshot, gpu_index: int, start: float, end: float) -> list[Text]:
+        """The legend and the plot's rows, for the complete columns between ``start`` and ``end``."""
         width = self._plot_width()
         rows_left = max(3, self.size.height) - 1
         mem_h = max(1, rows_left // 3)
         util_h = max(1, (rows_left - mem_h) // 2)
         sm_h = max(1, rows_left - mem_h - util_h)
         series = {name: [(p[0], p[i]) for p in self._points] for i, name in ((1, "util"), (2, "sm"), (3, "mem"))}
+        columns = {name: bucket(points, start, end, width) for name, points in series.items()}
+        now = latest.gpu(gpu_index)  # a newest column with no sample in it (a slow interval): the newest values
+        mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
+        newest = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
+                  "mem": mem_now}
         styles = self._styles()
-        lines = []
+        lines = [legend({k: v[-1] if v[-1] is not None else newest[k] for k, v in columns.items()}, styles,
+                        self.size.width)]
         for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
-            for i, row in enumerate(draw(bucket(series[key], start, end, width), height, styles[key])):
+            for i, row in enumerate(draw(columns[key], height, styles[key])):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
                 gutter.append_text(row)
                 lines.append(gutter)
