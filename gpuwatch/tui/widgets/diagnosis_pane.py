@@ -47,7 +47,7 @@ class FindingsText(LinesWidget):
     """The findings wrapped to the pane's width, one line each: when a number in the evidence changes, only
     its cells are rewritten (a Static repaints the whole pane, ~6 kB, at every diagnosis)."""
 
-    DEFAULT_CSS = "FindingsText { height: auto; }"
+    DEFAULT_CSS = "FindingsText { height: 1; }"  # then one row per wrapped line (set by _wrap)
 
     def __init__(self, text: Text, *, classes: str = "") -> None:
         super().__init__()
@@ -67,8 +67,7 @@ class FindingsText(LinesWidget):
             self.styles.height = len(lines)
         self.set_lines(lines)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def on_mount(self) -> None:  # LinesWidget's own on_mount runs too (Textual calls each class's handler)
         self._wrap()
 
     def on_resize(self) -> None:
