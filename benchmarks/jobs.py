@@ -15,6 +15,8 @@ KEYS = {"daemon_1s": ("daemon_cpu_pct_1s", "daemon_rss_mib"),
         "daemon_100ms": ("daemon_cpu_pct_100ms", "daemon_rss_mib_100ms"),
         **{name: (f"{name}_cpu_pct", f"{name}_rss_mib") for name in (
             "nvidia_smi_loop", "nvitop_exporter", "tui", "nvitop_tui", "nvitop_default_tui", "gpustat_tui")}}
+#: job name -> the key of the bytes per second it wrote to its terminal (pty jobs)
+TTY_KEYS = {"tui": "tui_tty_bytes_per_s", "nvitop_tui": "nvitop_tty_bytes_per_s"}
 #: jobs run only to be profiled (py-spy), never reported as costs
 PROFILED = ("daemon_100ms_profiled", "tui_profiled")
 
@@ -69,10 +71,15 @@ def local_jobs(logdir: Path, recording: Path, profile: bool) -> list[Job]:
 
 
 def flatten(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``{job: {cpu_pct, rss_mib ...}}`` -> flat result keys (``daemon_cpu_pct_1s`` ...)."""
+    """``{job: {cpu_pct, rss_mib, tty_bytes_per_s ...}}`` -> flat result keys (``daemon_cpu_pct_1s``,
+    ``tui_tty_bytes_per_s`` ...)."""
     out: dict[str, Any] = {}
     for job, (cpu_key, rss_key) in KEYS.items():
         res = measured.get(job)
         if res is not None and res.get("cpu_pct") is not None:
             out[cpu_key], out[rss_key] = res["cpu_pct"], res["rss_mib"]
+    for job, key in TTY_KEYS.items():
+        res = measured.get(job)
+        if res is not None and res.get("tty_bytes_per_s") is not None:
+            out[key] = res["tty_bytes_per_s"]
     return out

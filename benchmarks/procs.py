@@ -62,6 +62,7 @@ class Started:
         self.pty_bytes = 0
         self._tail = b""  # the last screen bytes of a pty program: its only log when it crashes
         self._master = master_fd
+        self.has_pty = master_fd is not None
         if master_fd is not None:
             threading.Thread(target=self._drain, name=f"pty-{name}", daemon=True).start()
 
@@ -116,8 +117,9 @@ def start(name: str, cmd: Sequence[str], logdir: Path, env: dict[str, str] | Non
 
 
 def start_in_pty(name: str, cmd: Sequence[str], cols: int = 160, rows: int = 50,
-                 env: dict[str, str] | None = None) -> Started:
-    """``cmd`` on a fresh pty of ``cols`` x ``rows`` that is its controlling terminal; output is drained."""
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> Started:
+    """``cmd`` on a fresh pty of ``cols`` x ``rows`` that is its controlling terminal; output is drained.
+    ``cwd``: where it runs (``python -m gpuwatch`` there runs that checkout's gpuwatch)."""
     import fcntl
     import termios
 
@@ -126,7 +128,7 @@ def start_in_pty(name: str, cmd: Sequence[str], cols: int = 160, rows: int = 50,
     term_env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor", "COLUMNS": str(cols),
                 "LINES": str(rows), **(env or {})}
     popen = subprocess.Popen([sys.executable, "-c", _PTY_SHIM, *cmd], stdin=slave, stdout=slave, stderr=slave,
-                             env=term_env, close_fds=True)
+                             env=term_env, close_fds=True, cwd=cwd)
     os.close(slave)
     return Started(name, popen, None, master_fd=master)
 
@@ -137,7 +139,9 @@ class Meter:
     def __init__(self, proc: Started) -> None:
         self.proc = proc
         self._t0 = self._c0 = 0.0
+        self._bytes0 = 0
         self.cpu_pct: float | None = None
+        self.tty_bytes_per_s: float | None = None
         self.rss_max_mib = 0.0
         self.rss_end_mib: float | None = None
         self.error: str | None = None
@@ -156,6 +160,7 @@ class Meter:
 
     def begin(self) -> None:
         self._t0 = time.monotonic()
+        self._bytes0 = self.proc.pty_bytes
         try:
             self._c0, rss = self._cpu_and_rss()
             self.rss_max_mib = rss
@@ -176,6 +181,8 @@ class Meter:
             return
         wall = time.monotonic() - self._t0
         self.cpu_pct = round(100.0 * (cpu - self._c0) / wall, 3)
+        if self.proc.has_pty:  # what the program wrote to its terminal inside the window, not at start-up
+            self.tty_bytes_per_s = round((self.proc.pty_bytes - self._bytes0) / wall, 1)
         self.rss_end_mib = round(rss, 1)
         self.rss_max_mib = round(max(self.rss_max_mib, rss), 1)
 
@@ -184,6 +191,8 @@ class Meter:
                                   "rss_max_mib": self.rss_max_mib}
         if self.proc.pty_bytes:
             out["pty_bytes"] = self.proc.pty_bytes
+        if self.tty_bytes_per_s is not None:
+            out["tty_bytes_per_s"] = self.tty_bytes_per_s
         if self.error:
             out["error"] = self.error
         return out

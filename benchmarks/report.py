@@ -80,6 +80,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
                     f"{_f(r.get('tui_cpu_pct'), '%')} {_f(r.get('tui_rss_mib'), ' MiB', 1)}", beside or "-",
                     "<= nvitop CPU", _verdict(_cmp(r.get("tui_cpu_pct"), r.get("nvitop_tui_cpu_pct"),
                                                     lambda a, b: a <= b))))
+    if r.get("tui_tty_bytes_per_s") is not None:
+        nvitop = r.get("nvitop_tty_bytes_per_s")
+        out.append(("dashboard at 1 s: bytes written to the terminal", _f(r["tui_tty_bytes_per_s"], " B/s", 0),
+                    "-" if nvitop is None else f"nvitop -i 1 {_f(nvitop, ' B/s', 0)}", "<= 2x nvitop",
+                    _verdict(_cmp(r["tui_tty_bytes_per_s"], nvitop, lambda a, b: a <= 2 * b))))
     if r.get("scrape_ms_8x256") is not None:
         out.append(("/metrics scrape, 8 GPUs x 256 procs (fake NVML)",
                     f"{_f(r.get('scrape_ms_8x256'), ' ms')} / p90 {_f(r.get('scrape_p90_ms_8x256'), ' ms')}",

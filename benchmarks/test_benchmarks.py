@@ -86,6 +86,32 @@ def test_daemon_verdict_needs_both_cpu_and_memory_targets(cpu: float, rss: float
     assert row[4] == verdict
 
 
+@pytest.mark.parametrize(("ours", "nvitop", "verdict"), [(580.0, 290.0, "met"), (600.0, 290.0, "MISSED"),
+                                                         (400.0, None, "n/a")])
+def test_dashboard_terminal_bytes_are_judged_against_twice_nvitops(ours: float, nvitop: float | None,
+                                                                    verdict: str) -> None:
+    result = {"tui_cpu_pct": 1.0, "tui_tty_bytes_per_s": ours, "nvitop_tty_bytes_per_s": nvitop}
+    row = next(r for r in rows(result) if "bytes written to the terminal" in r[0])
+    assert row[4] == verdict
+    assert row[1] == f"{ours:.0f} B/s"
+
+
+def test_meter_counts_terminal_bytes_written_inside_the_window_only() -> None:
+    code = "import sys, time\nsys.stdout.write('x' * 5000); sys.stdout.flush(); time.sleep(1)\n" \
+           "sys.stdout.write('y' * 300); sys.stdout.flush(); time.sleep(10)"
+    proc = start_in_pty("writer", [sys.executable, "-c", code])
+    deadline = time.monotonic() + 10
+    while proc.pty_bytes < 5000 and time.monotonic() < deadline:  # the start-up screen lands before the window
+        time.sleep(0.02)
+    meter = Meter(proc)
+    meter.begin()
+    time.sleep(3.0)
+    meter.end()
+    proc.stop()
+    assert meter.tty_bytes_per_s is not None and 50 <= meter.tty_bytes_per_s <= 150  # 300 bytes in 3 s
+    assert meter.to_dict()["tty_bytes_per_s"] == meter.tty_bytes_per_s
+
+
 def test_profile_summary_leaves_out_waiting_samples(tmp_path: Path) -> None:
     raw = tmp_path / "p.raw"
     raw.write_text("thread (1);main (a.py:1);work (a.py:5) 30\n"

@@ -1,13 +1,17 @@
-"""What the dashboard costs: CPU (percent of one core) and RSS of ``gpuwatch tui`` in a pty of fixed size,
-beside an idle Textual app and, on a GPU machine, nvitop, all at 1 s refresh.
+"""What the dashboard costs: CPU (percent of one core), RSS and bytes written to the terminal per second of
+``gpuwatch tui`` in a pty of fixed size, beside an idle Textual app and, on a GPU machine, nvitop, all at
+1 s refresh.
 
 Each program runs alone, in turn, on a fresh 160x50 pty whose output a thread drains as a terminal would;
-after a warm-up the CPU time of its process tree is metered over the window.
+after a warm-up the CPU time of its process tree and the bytes it wrote are metered over the window. The
+replay plays at the recording's speed, so values change every tick as they do on a live GPU.
 
     python benchmarks/tui_cost.py                      # here: idle Textual app vs gpuwatch tui --replay
     python benchmarks/tui_cost.py --live --nvitop --gpu-load 4   # on the GPU machine: live gpuwatch and
                                                                  # nvitop, 4 processes on the GPU as the
                                                                  # anchor measurement had
+    python benchmarks/tui_cost.py --runs 3 --baseline /tmp/main   # this checkout beside another one
+                                                                  # (git worktree add /tmp/main main)
 
 Results print as a table; ``--json FILE`` (default ``$OUT/tui_cost.json`` when $OUT is set) keeps them.
 """
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +36,9 @@ for extra in (ROOT, ROOT / "tests", ROOT / "tests" / "tui"):
 from benchmarks.procs import Meter, measure_window, start_in_pty  # noqa: E402
 
 PY = sys.executable
+REPLAY, LIVE, BASELINE = ("gpuwatch tui --replay (1 s)", "gpuwatch tui live (1 s)",
+                          "baseline checkout --replay (1 s)")
+NVITOP = "nvitop --interval 1"
 IDLE_APP = ("from textual.app import App\nfrom textual.widgets import Static\n"
             "class Idle(App):\n    def compose(self):\n        yield Static('idle')\nIdle().run()\n")
 
@@ -48,45 +56,71 @@ def recording(path: str | None, tmp: Path) -> Path:
     return write_recording(tmp / "synthetic.ndjson.gz", 600, gpus=1)
 
 
-def programs(args: argparse.Namespace, rec: Path) -> list[tuple[str, list[str]]]:
-    progs = [("idle Textual app", [PY, "-c", IDLE_APP]),
-             ("gpuwatch tui --replay (1 s)", [PY, "-m", "gpuwatch", "tui", "--replay", str(rec), "--loop"])]
+def programs(args: argparse.Namespace, rec: Path) -> list[tuple[str, list[str], Path | None]]:
+    """(name, command, checkout to run it in) for each program to meter."""
+    replay = [PY, "-m", "gpuwatch", "tui", "--replay", str(rec), "--loop", "--speed", "1", "--interval", "1"]
+    progs: list[tuple[str, list[str], Path | None]] = [("idle Textual app", [PY, "-c", IDLE_APP], None)]
+    if args.baseline:
+        progs.append((BASELINE, replay, Path(args.baseline).resolve()))
+    progs.append((REPLAY, replay, ROOT))
     if args.live:
-        progs.append(("gpuwatch tui live (1 s)", [PY, "-m", "gpuwatch", "tui", "--interval", "1"]))
+        progs.append((LIVE, [PY, "-m", "gpuwatch", "tui", "--interval", "1"], ROOT))
     if args.nvitop:
         nvitop = shutil.which("nvitop")
         if nvitop is None:
             print("nvitop not found on PATH: skipped", file=sys.stderr)
         else:
-            progs += [("nvitop", [nvitop]), ("nvitop --interval 1", [nvitop, "--interval", "1"])]
+            progs += [("nvitop", [nvitop], None), (NVITOP, [nvitop, "--interval", "1"], None)]
     return progs
 
 
-def measure(name: str, cmd: list[str], args: argparse.Namespace) -> dict[str, object]:
-    proc = start_in_pty(name, cmd, cols=args.cols, rows=args.rows, env={"TEXTUAL_ANIMATIONS": "none"})
+def measure(name: str, cmd: list[str], cwd: Path | None, args: argparse.Namespace) -> dict[str, object]:
+    proc = start_in_pty(name, cmd, cols=args.cols, rows=args.rows, env={"TEXTUAL_ANIMATIONS": "none"}, cwd=cwd)
     try:
         time.sleep(args.warmup)
         if not proc.alive():
             return {"program": name, "error": f"exited with {proc.popen.returncode} during warm-up"}
         meter = Meter(proc)
         measure_window([meter], args.seconds)
-        return {"program": name, "command": " ".join(cmd), **meter.to_dict()}
+        return {"program": name, "command": " ".join(cmd), **({"cwd": str(cwd)} if cwd else {}), **meter.to_dict()}
     finally:
         proc.stop()
 
 
 def table(results: list[dict[str, object]], reference: str | None) -> str:
-    ref = next((r for r in results if r["program"] == reference and r.get("cpu_pct") is not None), None)
-    lines = [f"{'program':34} {'CPU % of a core':>16} {'RSS MiB':>9} {'max RSS':>9} {'vs ' + (reference or '-'):>20}"]
+    """One line per run; the last column compares CPU and terminal bytes with the reference's median."""
+    ref_cpu, ref_bytes = median_of(results, reference, "cpu_pct"), median_of(results, reference, "tty_bytes_per_s")
+    lines = [f"{'program':34} {'CPU % of a core':>16} {'tty B/s':>9} {'RSS MiB':>9} {'max RSS':>9}"
+             f"   vs {reference or '-'} (CPU, bytes)"]
     for r in results:
         if r.get("error"):
             lines.append(f"{r['program']:34} error: {r['error']}")
             continue
+        cpu, tty = float(r["cpu_pct"]), float(r.get("tty_bytes_per_s") or 0.0)  # type: ignore[arg-type]
         ratio = ""
-        if ref is not None and ref["cpu_pct"]:
-            ratio = f"{float(r['cpu_pct']) / float(ref['cpu_pct']):.2f}x"  # type: ignore[arg-type]
-        lines.append(f"{r['program']:34} {r['cpu_pct']:>16.2f} {r['rss_mib']:>9} {r['rss_max_mib']:>9} {ratio:>20}")
+        if ref_cpu and ref_bytes:
+            ratio = f"{cpu / ref_cpu:.2f}x, {tty / ref_bytes:.2f}x"
+        lines.append(f"{r['program']:34} {cpu:>16.2f} {tty:>9.0f} {r['rss_mib']:>9} {r['rss_max_mib']:>9}   {ratio}")
     return "\n".join(lines)
+
+
+def median_of(results: list[dict[str, object]], program: str | None, key: str) -> float | None:
+    values = [float(r[key]) for r in results  # type: ignore[arg-type]
+              if r["program"] == program and r.get(key) is not None and not r.get("error")]
+    return statistics.median(values) if values else None
+
+
+def summary(results: list[dict[str, object]]) -> dict[str, float | None]:
+    """The result keys run.py and report.py use, as medians over the runs: the live dashboard where it
+    was measured, else the replay."""
+    ours = LIVE if any(r["program"] == LIVE for r in results) else REPLAY
+    out = {"tui_cpu_pct": median_of(results, ours, "cpu_pct"), "tui_rss_mib": median_of(results, ours, "rss_mib"),
+           "tui_tty_bytes_per_s": median_of(results, ours, "tty_bytes_per_s")}
+    if any(r["program"] == NVITOP for r in results):
+        out |= {"nvitop_tui_cpu_pct": median_of(results, NVITOP, "cpu_pct"),
+                "nvitop_tui_rss_mib": median_of(results, NVITOP, "rss_mib"),
+                "nvitop_tty_bytes_per_s": median_of(results, NVITOP, "tty_bytes_per_s")}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nvitop", action="store_true", help="also measure nvitop, the reference")
     p.add_argument("--gpu-load", type=int, default=0, metavar="N",
                    help="keep N load processes on GPU 0 while measuring (benchmarks/gpu_load.py)")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="measure every program N times, interleaved (default 1); summaries are medians")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="also measure the dashboard of another checkout (e.g. main) beside this one")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,19 +149,23 @@ def main(argv: list[str] | None = None) -> int:
             load = start_load(args.gpu_load, Path(tmp))
             print(f"GPU load processes on GPU 0: {wait_on_gpu(load)}")
         try:
-            results = [measure(name, cmd, args) for name, cmd in programs(args, rec)]
+            results = [measure(name, cmd, cwd, args) for _ in range(args.runs)
+                       for name, cmd, cwd in programs(args, rec)]
         finally:
             if load:
                 stop_load(load)
-    reference = "nvitop --interval 1" if any(r["program"] == "nvitop --interval 1" for r in results) \
-        else "idle Textual app"
+    reference = NVITOP if any(r["program"] == NVITOP for r in results) else \
+        BASELINE if args.baseline else "idle Textual app"
     print(f"pty {args.cols}x{args.rows}, {args.seconds:g} s window after {args.warmup:g} s warm-up, "
           f"{os.cpu_count()} CPUs, recording {rec.name}")
     print(table(results, reference))
+    keys = summary(results)
+    print("  ".join(f"{k}={v:.3g}" for k, v in keys.items() if v is not None))
     out = args.json or (str(Path(os.environ["OUT"]) / "tui_cost.json") if os.environ.get("OUT") else None)
     if out:
         Path(out).write_text(json.dumps({"cols": args.cols, "rows": args.rows, "seconds": args.seconds,
-                                         "recording": str(rec), "results": results}, indent=2))
+                                         "recording": str(rec), "runs": args.runs, **keys,
+                                         "results": results}, indent=2))
     return 0 if all(not r.get("error") for r in results) else 1
 
 

@@ -20,7 +20,7 @@ from gpuwatch.tui.app import make_app
 from gpuwatch.tui.remote import RemoteFeed, normalise_url
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.fleet_table import FleetTable
-from gpuwatch.tui.widgets.lines import TextLine
+from gpuwatch.tui.widgets.lines import LinesWidget, TextLine
 from gpuwatch.tui.widgets.process_table import ProcessTable
 
 ALERT = {"name": "GpuUnderusedCpuBound", "fingerprint": "ab12", "state": "firing",
@@ -110,7 +110,7 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
         await wait_for(pilot, lambda: app.query_one("#alerts").counts.get("firing") == 1)  # type: ignore[attr-defined]
         alerts = app.query_one("#alerts", AlertsPane)
         assert [str(alerts.cells[k][2]) for k in alerts.keys] == ["GpuUnderusedCpuBound"]
-        await wait_for(pilot, lambda: "CPU-bound" in str(app.query_one("#diagnosis .body").render()))
+        await wait_for(pilot, lambda: "CPU-bound" in app.query_one("#diagnosis .body", LinesWidget).plain)
         fleet.focus()
         await pilot.press("down", "down")
         await wait_for(pilot, lambda: app.selected_source == b.url)

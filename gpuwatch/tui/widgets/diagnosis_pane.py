@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widget import Widget
 
 from gpuwatch.model.finding import Finding
+from gpuwatch.tui.widgets.lines import LinesWidget
 
 
 def render_findings(findings: Sequence[Finding] | None, note: str, styles: dict[str, str]) -> Text:
@@ -42,19 +43,50 @@ def render_findings(findings: Sequence[Finding] | None, note: str, styles: dict[
     return out
 
 
-class DiagnosisPane(VerticalScroll):
-    """Scrollable findings; redraws only when they change."""
+class FindingsText(LinesWidget):
+    """The findings wrapped to the pane's width, one line each: when a number in the evidence changes, only
+    its cells are rewritten (a Static repaints the whole pane, ~6 kB, at every diagnosis)."""
 
-    DEFAULT_CSS = "DiagnosisPane { height: 1fr; } DiagnosisPane > Static { width: 100%; }"
+    DEFAULT_CSS = "FindingsText { height: 1; }"  # then one row per wrapped line (set by _wrap)
+
+    def __init__(self, text: Text, *, classes: str = "") -> None:
+        super().__init__()
+        self.set_classes(classes)
+        self.text = text
+        self._height = -1
+
+    def show(self, text: Text) -> None:
+        self.text = text
+        self._wrap()
+
+    def _wrap(self) -> None:
+        width = self.size.width or (self.parent.size.width if isinstance(self.parent, Widget) else 0)
+        lines = list(self.text.wrap(self.app.console, width) if width else self.text.split("\n"))
+        if len(lines) != self._height:  # a new height lays the pane out again: only when the count changes
+            self._height = len(lines)
+            self.styles.height = len(lines)
+        self.set_lines(lines)
+
+    def on_mount(self) -> None:  # LinesWidget's own on_mount runs too (Textual calls each class's handler)
+        self._wrap()
+
+    def on_resize(self) -> None:
+        self._wrap()
+
+
+class DiagnosisPane(VerticalScroll):
+    """Scrollable findings; redraws only the cells that change."""
+
+    DEFAULT_CSS = "DiagnosisPane { height: 1fr; } DiagnosisPane > FindingsText { width: 100%; }"
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(Static("waiting for the first diagnosis…", classes="body"), id=id)
+        super().__init__(FindingsText(Text("waiting for the first diagnosis…"), classes="body"), id=id)
         self.border_title = "Diagnosis"
-        self._shown: str | None = None
+        self._shown: Text | None = None
 
     def lines_at(self, width: int) -> int:
         """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""
-        shown = Text.from_markup(self._shown) if self._shown is not None else Text("waiting")
+        shown = self._shown if self._shown is not None else Text("waiting")
         return len(shown.wrap(self.app.console, max(10, width - 4)))
 
     def show(self, findings: Sequence[Finding] | None, note: str = "") -> None:
@@ -63,8 +95,9 @@ class DiagnosisPane(VerticalScroll):
                   "error": theme.error or "red", "info": theme.primary}
         text = render_findings(findings, note, styles)
         count = len(findings or ())
-        self.border_title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
-        if text.markup != self._shown:
-            grows = self._shown is None or text.markup.count("\n") != self._shown.count("\n")
-            self._shown = text.markup
-            self.query_one(Static).update(text, layout=grows)
+        title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
+        if title != self.border_title:  # setting a title repaints the whole pane, even to the same words
+            self.border_title = title
+        if text != self._shown:
+            self._shown = text
+            self.query_one(FindingsText).show(text)

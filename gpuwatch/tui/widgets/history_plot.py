@@ -3,11 +3,16 @@
 Why not plotext: a plotext chart redrawn every second costs about as much CPU as the rest of the
 dashboard together (docs/architecture.md, costs). Two series of eighth-cell bars say the same thing here:
 where the GPU-Util bar towers over the SM-activity bar, the GPU is "busy" with few SMs doing work.
-The plot recomputes its columns only when a new sample arrived *and* it is on screen.
+Columns are fixed slices of time (five minutes over the plot's width, ~4 s each at 160 columns) and only
+complete slices are drawn: the columns are recomputed, and the changed cells written, once a slice ends,
+not at every tick (a window ending "now" moved every slice's bounds each tick and rewrote most of the plot).
+The legend above them gives the newest column's values (what its rightmost bars show; the GPU panel beside
+the plot has this second's). Nothing is computed while the plot is hidden.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -23,17 +28,25 @@ WINDOW_S = 300.0
 
 
 def bucket(points: Sequence[tuple[float, float | None]], start: float, end: float, width: int) -> list[float | None]:
-    """Mean of the points in each of ``width`` equal time buckets between ``start`` and ``end``."""
+    """Mean of the points in each of ``width`` equal time buckets from ``start`` up to (not at) ``end``."""
     sums = [0.0] * width
     counts = [0] * width
     span = max(end - start, 1e-9)
     for t, v in points:
-        if v is None or t < start:
+        if v is None or t < start or t >= end:
             continue
         i = min(width - 1, int((t - start) / span * width))
         sums[i] += v
         counts[i] += 1
     return [sums[i] / counts[i] if counts[i] else None for i in range(width)]
+
+
+def complete_columns(latest: float, width: int) -> tuple[float, float, int]:
+    """``(start, end, index)`` of the ``width`` newest complete columns at time ``latest``: columns are
+    slices of ``WINDOW_S / width`` seconds counted from the epoch, ``index`` numbers the newest one."""
+    span = WINDOW_S / width
+    in_progress = math.floor(latest / span)
+    return (in_progress - width) * span, in_progress * span, in_progress - 1
 
 
 def draw(values: list[float | None], height: int, style: str) -> list[Text]:
@@ -79,24 +92,25 @@ class HistoryPlot(LinesWidget):
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
-        """Recompute when the newest sample, the GPU or the size changed; skip while hidden."""
+        """Redraw when a column completed or the GPU or the size changed; skipped while hidden."""
         self._source = (history, gpu_index)
         if not self.display or not self.screen.is_current or not self.size.width:
             return
         latest = history.latest()
         if latest is None:
             return
-        key = (latest.seq, gpu_index, self.size.width, self.size.height)
+        start, end, column = complete_columns(latest.time, self._plot_width())
+        key = (column, gpu_index, self.size.width, self.size.height)
         if key == self._key:
             return
         self._key = key
         self._take(history, latest, gpu_index)
-        self.set_lines(self._compute(latest, gpu_index))
+        self.set_lines(self._compute(latest, gpu_index, start, end))
         self.redraws += 1
 
     def _take(self, history: History, latest: Snapshot, gpu_index: int) -> None:
         """Keep ``(time, util, sm, mem%)`` points of the window; read only snapshots not seen yet."""
-        start = latest.time - WINDOW_S
+        start = latest.time - WINDOW_S - WINDOW_S / self._plot_width()  # the oldest column starts earlier
         if self._points_of != (id(history), gpu_index) or (self._points and latest.time < self._points[-1][0]):
             self._points.clear()
             self._points_of = (id(history), gpu_index)
@@ -123,23 +137,31 @@ class HistoryPlot(LinesWidget):
             self._key = None
             self.plot(*self._source)
 
-    def _compute(self, latest: Snapshot, gpu_index: int) -> list[Text]:
-        width = max(10, self.size.width - 6)
+    def _plot_width(self) -> int:
+        return max(10, self.size.width - 6)
+
+    def _styles(self) -> dict[str, str]:
+        theme = self.app.current_theme
+        return {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
+
+    def _compute(self, latest: Snapshot, gpu_index: int, start: float, end: float) -> list[Text]:
+        """The legend and the plot's rows, for the complete columns between ``start`` and ``end``."""
+        width = self._plot_width()
         rows_left = max(3, self.size.height) - 1
         mem_h = max(1, rows_left // 3)
         util_h = max(1, (rows_left - mem_h) // 2)
         sm_h = max(1, rows_left - mem_h - util_h)
         series = {name: [(p[0], p[i]) for p in self._points] for i, name in ((1, "util"), (2, "sm"), (3, "mem"))}
-        start, end = latest.time - WINDOW_S, latest.time
-        theme = self.app.current_theme
-        styles = {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
-        now = latest.gpu(gpu_index)
+        columns = {name: bucket(points, start, end, width) for name, points in series.items()}
+        now = latest.gpu(gpu_index)  # a newest column with no sample in it (a slow interval): the newest values
         mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
-        values = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
+        newest = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
                   "mem": mem_now}
-        lines = [legend(values, styles, self.size.width)]
+        styles = self._styles()
+        lines = [legend({k: v[-1] if v[-1] is not None else newest[k] for k, v in columns.items()}, styles,
+                        self.size.width)]
         for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
-            for i, row in enumerate(draw(bucket(series[key], start, end, width), height, styles[key])):
+            for i, row in enumerate(draw(columns[key], height, styles[key])):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
                 gutter.append_text(row)
                 lines.append(gutter)

@@ -1,0 +1,142 @@
+"""What a tick writes to the terminal: only the cells that changed, each run from its first cell, with only
+the colour codes that change. Checked on the writer itself, on the cell diff, on the plot's cadence, and
+in a real terminal (tmux): the screen built from partial updates is the screen a full repaint draws."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from conftest import replay_app
+from rich.color import ColorSystem
+from rich.segment import Segment
+from rich.style import Style
+from textual._compositor import ChopsUpdate
+from textual.strip import Strip
+from tmux_pane import Tmux
+
+from gpuwatch.tui.terminal_output import DEFAULT_PEN, Pen, SpanWriter, pen_of, render_spans, transition
+from gpuwatch.tui.widgets.history_plot import HistoryPlot, complete_columns
+from gpuwatch.tui.widgets.lines import Cell, cells, changed_runs
+
+WHITE_ON_GREY = Style(color="#e0e0e0", bgcolor="#121212")
+BOLD_WHITE_ON_GREY = Style(bold=True, color="#e0e0e0", bgcolor="#121212")
+BLUE_ON_GREY = Style(color="#0078d4", bgcolor="#121212")
+
+
+class _Console:
+    _color_system = ColorSystem.TRUECOLOR
+
+
+def test_a_span_in_the_middle_of_a_widget_is_written_from_its_own_first_cell() -> None:
+    line = Strip([Segment("GPU-Util  ", BOLD_WHITE_ON_GREY), Segment("███▌", BLUE_ON_GREY),
+                  Segment("   41%", WHITE_ON_GREY)])
+    # one widget spanning columns 0-19 of screen row 3; the "41%" changed (columns 17-19)
+    update = ChopsUpdate([{}, {}, {}, {0: line}], [(3, 17, 20)], [[], [], [], [20]])
+    out = render_spans(update, _Console())  # type: ignore[arg-type]
+    assert out == "\x1b[4;18H\x1b[0;38;2;224;224;224;48;2;18;18;18m41%\x1b[0m"
+    assert "GPU-Util" not in out  # Textual's own writer resends the line from the widget's left edge
+
+
+def test_colour_codes_are_stated_only_where_the_style_changes() -> None:
+    writer = SpanWriter(ColorSystem.TRUECOLOR)
+    writer.move_to(0, 0)
+    writer.write([Segment("██", BLUE_ON_GREY), Segment("▌", BLUE_ON_GREY), Segment(" 5%", WHITE_ON_GREY)])
+    writer.move_to(40, 0)
+    writer.write([Segment("7%", WHITE_ON_GREY)])  # same colours as the last cell written: no code at all
+    out = writer.finish()
+    assert out == ("\x1b[1;1H\x1b[0;38;2;0;120;212;48;2;18;18;18m██▌\x1b[38;2;224;224;224m 5%"
+                   "\x1b[41G7%\x1b[0m")  # same row: the column alone
+
+
+def test_an_attribute_that_goes_off_is_turned_off_by_its_own_code() -> None:
+    bold, plain = pen_of(BOLD_WHITE_ON_GREY, ColorSystem.TRUECOLOR), pen_of(WHITE_ON_GREY, ColorSystem.TRUECOLOR)
+    assert transition(plain, bold) == "\x1b[1m"
+    assert transition(bold, plain) == "\x1b[22m"  # not a reset and the whole style again
+    bold_dim = pen_of(Style(bold=True, dim=True, color="#e0e0e0", bgcolor="#121212"), ColorSystem.TRUECOLOR)
+    dim_blue = pen_of(Style(dim=True, color="#0078d4", bgcolor="#121212"), ColorSystem.TRUECOLOR)
+    assert transition(bold_dim, dim_blue) == "\x1b[22;2;38;2;0;120;212m"  # 22 ends dim too: dim again
+    overline = pen_of(Style(overline=True, color="#e0e0e0", bgcolor="#121212"), ColorSystem.TRUECOLOR)
+    assert transition(overline, plain) == "\x1b[0;38;2;224;224;224;48;2;18;18;18m"  # no off code: reset
+    assert transition(plain, DEFAULT_PEN) == "\x1b[39;49m"
+    assert transition(None, Pen(0, "", "")) == "\x1b[0m" and transition(plain, plain) == ""
+
+
+def _cells(*segments: tuple[str, Style]) -> list[Cell]:
+    return cells(Strip([Segment(text, style) for text, style in segments]))
+
+
+def test_changed_cells_form_runs_and_runs_a_few_cells_apart_are_written_as_one() -> None:
+    old = _cells(("CPU 6% · load 0.6 · RAM 1.6G", WHITE_ON_GREY))
+    new = _cells(("CPU 7% · load 0.6 · RAM 1.7G", WHITE_ON_GREY))
+    assert changed_runs(old, new, gap=6) == [(4, 5), (26, 27)]
+    assert changed_runs(old, new, gap=30) == [(4, 27)]
+    assert changed_runs(old, _cells(("CPU 6% · load 0.6 · RAM 1.6G", BLUE_ON_GREY))) == [(0, 28)]  # colour only
+    assert changed_runs(old, old) == []
+
+
+def test_a_wide_character_takes_two_cells_so_later_runs_keep_their_columns() -> None:
+    old, new = _cells(("名 a", WHITE_ON_GREY)), _cells(("名 b", WHITE_ON_GREY))
+    assert len(old) == 4 and changed_runs(old, new) == [(3, 4)]
+
+
+def test_plot_columns_are_fixed_slices_of_time_and_only_complete_ones_are_drawn() -> None:
+    start, end, index = complete_columns(1000.0, 100)  # 3 s per column
+    assert (start, end, index) == (699.0, 999.0, 332)
+    assert complete_columns(1001.9, 100) == (start, end, index)  # same columns until 1002 s
+    assert complete_columns(1002.0, 100)[2] == index + 1
+
+
+async def test_between_column_ends_a_tick_leaves_the_plot_alone(bundled: Path) -> None:
+    app = replay_app(bundled, 130)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        plot = app.query_one(HistoryPlot)
+        feed = app.feed
+        redraws, before = plot.redraws, plot.plain
+        span = 300.0 / (plot.size.width - 6)  # seconds per column; the recording has a sample a second
+        assert span >= 3
+        for _ in range(int(span) - 1):  # fewer ticks than a column lasts: at most one column ends
+            feed.sampler.tick()  # type: ignore[attr-defined]
+            app._render_selected()
+            await pilot.pause()
+        assert plot.redraws - redraws <= 1
+        if plot.redraws == redraws:
+            assert plot.plain == before
+        for _ in range(int(span) + 1):  # a whole column's time: one ends, and the plot moves on
+            feed.sampler.tick()  # type: ignore[attr-defined]
+            app._render_selected()
+            await pilot.pause()
+        assert plot.redraws > redraws and plot.plain != before
+
+
+def _settled(tmux: Tmux, timeout: float = 20.0) -> str:
+    """The pane (with colours) once two captures 2 s apart agree: the last frame, and a diagnosis the
+    doctor thread was still working on when the dashboard paused, have landed."""
+    deadline = time.monotonic() + timeout
+    before = tmux("capture-pane", "-p", "-e", "-t", "gw")
+    while time.monotonic() < deadline:
+        time.sleep(2.0)
+        now = tmux("capture-pane", "-p", "-e", "-t", "gw")
+        if now == before:
+            return now
+        before = now
+    raise AssertionError(f"the paused screen kept changing for {timeout} s:\n{before}")
+
+
+def test_a_screen_built_from_partial_updates_is_the_screen_a_full_repaint_draws(tmux: Tmux, bundled: Path) -> None:
+    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
+    tmux.wait_screen("GPU-Util", " 558 ", "Diagnosis ·")
+    time.sleep(8)  # ~80 recorded seconds of partial updates: numbers, bars, ages, plot columns, findings
+    tmux("send-keys", "-t", "gw", "p")
+    tmux.wait_screen("PAUSED")
+    partial = _settled(tmux)
+    tmux("resize-window", "-t", "gw", "-x", "150", "-y", "50")  # two resizes: Textual repaints everything
+    time.sleep(1.0)
+    tmux("resize-window", "-t", "gw", "-x", "160", "-y", "50")
+    full = _settled(tmux)
+    assert "GPU-Util" in full and "PAUSED" in full
+    assert partial.splitlines() == full.splitlines()
+    tmux("send-keys", "-t", "gw", "q")
+    assert tmux.wait_exit() == 0
