@@ -38,11 +38,11 @@ from gpuwatch.alerts.rules import (
     Threshold,
     Throttle,
     Volatility,
-    format_duration,
     scope_of,
     value_unit,
 )
 from gpuwatch.alerts.templates import to_go
+from gpuwatch.model.durations import format_duration
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 

@@ -37,7 +37,7 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 def render_example() -> str:
     """Every key with its help; active lines hold the defaults, so the file as printed changes nothing."""
-    out = ["# gpuwatch daemon config (TOML). Durations: seconds or \"30s\", \"5m\", \"4h\", \"1d\".",
+    out = ["# gpuwatch daemon config (TOML). Durations as in alert rules: seconds or \"30s\", \"5m\", \"1h30m\", \"1d\".",
            "# Any [section] key can be overridden with the environment variable GPUWATCH_<SECTION>_<KEY>.", ""]
     for name, cls in SECTIONS.items():
         out.append(f"[{name}]")

@@ -85,21 +85,47 @@ class NotifyConfig:
     timeout: float = _opt(f.duration_between(0.1, 300), "HTTP timeout per delivery attempt", default=10.0)
 
 
+#: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).
+RECEIVER_KINDS = ("generic", "alertmanager", "slack", "alertmanager_api")
+#: Kinds whose receiving end checks no Standard Webhooks signature: a secret is optional (Slack) or refused
+#: (Alertmanager's API, where a secret would look like protection it is not).
+UNSIGNED_KINDS = ("slack", "alertmanager_api")
+ALERTMANAGER_API = "alertmanager_api"
+#: An alertmanager_api receiver re-sends firing alerts this often by default (Prometheus's resend delay), and
+#: at most every 2m30s: half of Alertmanager's default resolve_timeout (5m), so one lost request never lets
+#: Alertmanager end an alert that is still firing.
+AM_RESEND_DEFAULT_S = 60.0
+AM_RESEND_RANGE_S = (1.0, 150.0)
+#: A webhook's still-firing group is sent again after this long unless ``repeat_interval`` says otherwise.
+WEBHOOK_REPEAT_S = 4 * 3600.0
+
+
 @dataclass(frozen=True)
 class ReceiverConfig:
     name: str = _opt(f.text, "unique receiver name")
-    kind: str = _opt(f.one_of("generic", "alertmanager", "slack"), "body format: generic, alertmanager, slack")
-    url: str = _opt(f.url, "where to POST")
-    secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw)",
+    kind: str = _opt(f.one_of(*RECEIVER_KINDS), "generic, alertmanager or slack: a webhook with that body; "
+                     "alertmanager_api: push alerts into an Alertmanager (url = its base URL)")
+    url: str = _opt(f.url, "where to POST (alertmanager_api: Alertmanager's URL, e.g. http://alertmanager:9093)")
+    secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw); needed for "
+                                   "generic and alertmanager, optional for slack, none for alertmanager_api",
                                    default=None)
     secret_env: str | None = _opt(f.text, "environment variable holding the signing secret", default=None)
-    repeat_interval: float = _opt(f.duration_between(60, 30 * DAY), "re-send a still-firing group after this long",
-                                  default=14400.0)
+    repeat_interval: float | None = _opt(f.duration_between(1, 30 * DAY), "re-send a still-firing group after "
+                                         "this long (webhooks: 1m to 30d, default 4h; alertmanager_api: 1s to "
+                                         "2m30s, default 1m, under Alertmanager's resolve_timeout)", default=None)
     group_by: tuple[str, ...] = _opt(f.text_list, "labels that split alerts into notifications",
                                      default=("alertname",))
-    send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve", default=True)
+    send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve (always on for alertmanager_api)",
+                               default=True)
     match: dict[str, str] = field(default_factory=dict, metadata={
         "parse": f.string_map, "help": "only alerts whose labels equal these"})
+
+    @property
+    def resend_s(self) -> float:
+        """Seconds between sends of a still-firing group: the configured interval or the kind's default."""
+        if self.repeat_interval is not None:
+            return self.repeat_interval
+        return AM_RESEND_DEFAULT_S if self.kind == ALERTMANAGER_API else WEBHOOK_REPEAT_S
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,27 @@ def test_a_full_file_is_read_with_units_and_paths_relative_to_it(tmp_path: Path)
         "ops", "alertmanager", 1800.0, ("alertname", "gpu"), {"severity": "critical"})
 
 
+def test_slack_and_alertmanager_api_receivers_need_no_secret_and_repeat_by_kind(tmp_path: Path) -> None:
+    c = load_config(write(tmp_path, """\
+[[receivers]]
+name = "chat"
+kind = "slack"
+url = "https://hooks.slack.com/services/T/B/X"
+[[receivers]]
+name = "am"
+kind = "alertmanager_api"
+url = "http://127.0.0.1:9093"
+[[receivers]]
+name = "am-fast"
+kind = "alertmanager_api"
+url = "http://127.0.0.1:9093"
+repeat_interval = "1m30s"
+"""), env={})
+    chat, am, fast = c.receivers
+    assert (chat.secret_file, chat.secret_env, chat.resend_s) == (None, None, 4 * 3600.0)
+    assert (am.kind, am.resend_s, fast.resend_s) == ("alertmanager_api", 60.0, 90.0)
+
+
 def test_no_file_at_the_default_path_means_defaults(tmp_path: Path) -> None:
     c = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert c.daemon.listen == "127.0.0.1:9464" and c.path is None and c.receivers == ()
@@ -85,9 +106,19 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) 
     ('[notify]\nmax_age = "forever"\n', r"config.toml:2: notify.max_age: 'forever' is not a duration"),
     ("[daemon\n", r"config.toml:1: not valid TOML"),
     (GOOD + '\n[[receivers]]\nname = "pager"\nkind = "pagerduty"\nurl = "http://x"\n',
-     r"config.toml:25: receivers\[1\].kind: 'pagerduty' is not one of: generic, alertmanager, slack"),
-    ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://x"\n',
-     r"config.toml:1: receivers\[0\]: every request is signed: set secret_file"),
+     r"config.toml:25: receivers\[1\].kind: 'pagerduty' is not one of: generic, alertmanager, slack, "
+     r"alertmanager_api"),
+    ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\n',
+     r"config.toml:1: receivers\[0\]: every webhook request is signed: set secret_file"),
+    ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\nsecret_env = "S"\nrepeat_interval = "30s"\n',
+     r"config.toml:6: receivers\[0\].repeat_interval: a webhook repeats .* at most once a minute: write 1m or more"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsecret_env = "S"\n',
+     r"config.toml:5: receivers\[0\].secret_env: Alertmanager checks no webhook signature: remove it"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nrepeat_interval = "5m"\n',
+     r"config.toml:5: receivers\[0\].repeat_interval: Alertmanager ends a firing alert not sent again within its "
+     r"resolve_timeout \(5m by default\): write 1s to 2m30s \(default 1m\), got 300s"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsend_resolved = false\n',
+     r"config.toml:5: receivers\[0\].send_resolved: an alertmanager_api receiver always ends resolved alerts"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\n', r"config.toml:1: receivers\[0\]: missing url"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "ftp://x"\nsecret_env = "S"\n',
      r"config.toml:4: receivers\[0\].url: 'ftp://x' is not an http:// or https:// URL"),
@@ -161,7 +192,7 @@ def test_an_unknown_gpuwatch_variable_is_an_error_with_a_suggestion(tmp_path: Pa
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("GPUWATCH_DAEMON_MAX_PROCESS_SERIES", "9" * 5000, "expected a whole number of 1 or more, got 999"),
     ("GPUWATCH_SAMPLER_INTERVAL", "nan", "must be a finite number, got nan"),
-    ("GPUWATCH_NOTIFY_TIMEOUT", "0", "must be between 0.1s and 5m, got 0"),
+    ("GPUWATCH_NOTIFY_TIMEOUT", "0", "must be between 100ms and 5m, got 0"),
     ("GPUWATCH_NOTIFY_MAX_AGE", "1e999", "is not a duration"),
 ], ids=["huge-integer", "nan-interval", "zero-timeout", "overflowing-duration"])
 def test_environment_values_are_bounded_like_file_values(tmp_path: Path, name: str, value: str,
