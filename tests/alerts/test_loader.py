@@ -8,7 +8,7 @@ import pytest
 
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, load_rules, parse_rules
 from gpuwatch.alerts.rules import AllOf, Threshold, Throttle
-from gpuwatch.model.durations import format_duration, parse_duration
+from gpuwatch.model.durations import format_duration
 
 HEAD = "groups:\n  - name: g\n    rules:\n      - alert: R\n"  # the rule starts on line 4
 

@@ -153,3 +153,38 @@ def test_a_receiver_added_by_a_reload_hears_of_alerts_already_firing(db: Path) -
     n.set_receivers([receiver("ops"), receiver("pager")])
     assert n.handle([], [a], 101) == 1
     assert [q["receiver"] for q in queued(n.outbox)] == ["ops", "pager"]
+
+
+def test_an_alertmanager_api_receiver_gets_alertmanagers_postable_alerts(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)],
+                 "http://gpu-node-1:9464")
+    a = alert("GpuStarved", "firing", t=1764666252.0, pod="")
+    n.handle([fire(a, 100)], [a], 100)
+    done = alert("GpuStarved", "resolved", t=1764666312.0, pod="")
+    n.handle([resolve(done, 160)], [], 160)
+    firing, resolved = (json.loads(b) for (b,) in n.outbox.conn.execute("SELECT body FROM outbox ORDER BY id"))
+    assert firing == [{"labels": {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"},
+                       "annotations": {"summary": "GpuStarved on 0"}, "startsAt": "2025-12-02T09:04:12.000Z",
+                       "generatorURL": "http://gpu-node-1:9464/api/v1/alerts"}]  # no endsAt: resolve_timeout
+    assert resolved[0]["endsAt"] == "2025-12-02T09:05:12.000Z" and resolved[0]["labels"] == firing[0]["labels"]
+
+
+def test_an_alertmanager_api_receiver_hears_of_a_firing_alert_every_minute_by_default(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)], "http://x")
+    a = alert("GpuStarved", "firing")
+    sent = []
+    for t in range(100, 400):
+        if n.handle([fire(a, t)] if t == 100 else [], [a], t):
+            sent.append(t)
+            n.outbox.conn.execute("UPDATE outbox SET status='delivered'")  # Alertmanager took it
+    assert sent == [100, 160, 220, 280, 340]
+
+
+def test_re_sends_to_alertmanager_wait_while_a_request_to_it_is_pending(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)], "http://x")
+    a, b = alert("GpuStarved", "firing"), alert("Hot", "firing")
+    n.handle([fire(a, 100)], [a], 100)
+    assert [n.handle([], [a], t) for t in (160, 220, 280)] == [0, 0, 0]  # Alertmanager down: one row waits
+    assert n.handle([fire(b, 281)], [a, b], 281) == 1  # a change is queued all the same
+    n.outbox.conn.execute("UPDATE outbox SET status='delivered'")  # Alertmanager is back and took both
+    assert n.handle([], [a, b], 340) == 1  # the next re-send goes out on time
