@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuwatch.config import fields as f
 
-DEFAULT_PORT = 9464
+DEFAULT_PORT = 19464
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 DAY = 86400.0
 

@@ -28,7 +28,7 @@ from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapsh
 
 STEP = 60.0
 MINUTES = 40
-SCRAPE = {"instance": "node-1:9464", "job": "gpuwatch"}
+SCRAPE = {"instance": "node-1:19464", "job": "gpuwatch"}
 
 RULES = """
 groups:

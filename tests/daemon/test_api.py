@@ -135,9 +135,9 @@ def test_reload_over_http_needs_the_bearer_token(tmp_path: Path, recording: Path
 
 
 @pytest.mark.parametrize(("listen", "allow_remote", "token", "message"), [
-    ("0.0.0.0:9464", False, False, "pass --allow-remote"),
-    ("0.0.0.0:9464", True, False, "needs a token"),
-    ("192.0.2.1:9464", True, False, "needs a token"),
+    ("0.0.0.0:19464", False, False, "pass --allow-remote"),
+    ("0.0.0.0:19464", True, False, "needs a token"),
+    ("192.0.2.1:19464", True, False, "needs a token"),
 ])
 def test_a_non_loopback_address_needs_allow_remote_and_a_token(tmp_path: Path, recording: Path, listen: str,
                                                                allow_remote: bool, token: bool,

@@ -78,7 +78,7 @@ repeat_interval = "1m30s"
 
 def test_no_file_at_the_default_path_means_defaults(tmp_path: Path) -> None:
     c = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path)})
-    assert c.daemon.listen == "127.0.0.1:9464" and c.path is None and c.receivers == ()
+    assert c.daemon.listen == "127.0.0.1:19464" and c.path is None and c.receivers == ()
 
 
 @pytest.mark.parametrize(("env", "expected"), [
@@ -98,7 +98,7 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[daemon]\nlisten = 9464\n", r"config.toml:2: daemon.listen: expected a non-empty string"),
+    ("[daemon]\nlisten = 19464\n", r"config.toml:2: daemon.listen: expected a non-empty string"),
     ('[daemon]\nlisten = "localhost"\n', r"config.toml:2: daemon.listen: 'localhost' is not HOST:PORT; write e.g."),
     ('[sampler]\n\ninterval = -1\n', r"config.toml:3: sampler.interval: must be greater than 0"),
     ('[daemon]\nlisten_addr = "x"\n', r"config.toml:2: daemon.listen_addr: unknown key; did you mean 'listen'\?"),
@@ -143,8 +143,8 @@ def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path: Path) -> N
     ("[alerts]\nrule_paths = [\"missing.yml\"]\n", [], "alert rules:"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://127.0.0.1:1"\nsecret_env = "GW_TEST_UNSET"\n', [],
      "receiver 'a': secret_env GW_TEST_UNSET: the environment variable is not set"),
-    ("", ["--listen", "0.0.0.0:9464"], "pass --allow-remote"),
-    ("", ["--listen", "0.0.0.0:9464", "--allow-remote"], "needs a token"),
+    ("", ["--listen", "0.0.0.0:19464"], "pass --allow-remote"),
+    ("", ["--listen", "0.0.0.0:19464", "--allow-remote"], "needs a token"),
 ])
 def test_the_daemon_refuses_a_bad_config_with_one_line_and_exit_2(tmp_path: Path, config: str, extra: list[str],
                                                                    message: str) -> None:
@@ -165,7 +165,7 @@ def test_check_config_summarises_a_good_config(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "gpuwatch", "daemon", "--config", str(path), "--check-config"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert "OK; listen 127.0.0.1:9464" in result.stdout
+    assert "OK; listen 127.0.0.1:19464" in result.stdout
 
 
 def test_the_printed_example_is_a_valid_config_that_changes_nothing(tmp_path: Path) -> None:
