@@ -11,7 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import Metric
 
 from gpuwatch.exporter.dcgm import dcgm_families
@@ -23,6 +29,9 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# The client's ``<name>_created`` series (a counter's or histogram's creation time) only double what
+# Prometheus sees itself when a counter resets; they are off, as most exporters have them.
+disable_created_metrics()
 #: Which names GPU series carry: gpuwatch's, dcgm-exporter's, or both side by side.
 NAME_SETS = ("gpuwatch", "dcgm", "both")
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -80,14 +89,17 @@ class SnapshotCollector:
         yield from process_families(snap, kept)
         dropped.add_metric([], self._count_dropped(snap, n_dropped))
         yield dropped
-        yield from catalogue_families("host", [([snap.host.hostname], snap.host)])
+        host_info = family(series.HOST_INFO)
+        host_info.add_metric([snap.host.hostname], 1.0)
+        yield host_info
+        yield from catalogue_families("host", [([], snap.host)])
         yield from _source_families(snap)
         yield from _alert_families(self.alerts())
-        yield from _finding_families(self.findings(), snap.host.hostname)
+        yield from _finding_families(self.findings())
         yield from self.extra()
 
 
-def _finding_families(findings: Sequence[Finding], hostname: str) -> Iterator[Metric]:
+def _finding_families(findings: Sequence[Finding]) -> Iterator[Metric]:
     """The doctor's current findings, one series each (a finding on two processes of a GPU counts once)."""
     fam = family(series.DIAGNOSIS_FINDING)
     seen: set[tuple[str, str, str]] = set()
@@ -95,7 +107,7 @@ def _finding_families(findings: Sequence[Finding], hostname: str) -> Iterator[Me
         labels = (f.code, f.severity, "" if f.gpu_index is None else str(f.gpu_index))
         if labels not in seen:
             seen.add(labels)
-            fam.add_metric([*labels, hostname], 1.0)
+            fam.add_metric(list(labels), 1.0)
     yield fam
 
 
@@ -110,7 +122,7 @@ def _source_families(snap: Snapshot) -> Iterator[Metric]:
 def _alert_families(alerts: Sequence[Alert]) -> Iterator[Metric]:
     """Pending and firing alerts, shaped like Prometheus' own ``ALERTS`` series."""
     active = [a for a in alerts if a.state in ("pending", "firing")]
-    names = union_label_names((a.labels for a in active), exclude=series.ALERTS.labels)
+    names = union_label_names((a.labels for a in active), exclude=(*series.ALERTS.labels, series.HOST_LABEL))
     fam = family(series.ALERTS, names)
     for a in active:
         fam.add_metric([a.name, a.state, *values_for(names, a.labels)], 1.0)

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, Scope, read_metric
-from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, PROFILING, Series, of_metric
+from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, HOST_LABEL, PROFILING, Series, of_metric
 from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
@@ -55,8 +55,9 @@ def label_name(key: str) -> str:
 
 def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
     """Values of :data:`SERIES_GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one
-    host, select by ``namespace``/``pod``/``container`` on Kubernetes."""
-    return [*gpu.identity_labels(snap.host.hostname).values(), *gpu.pod_labels().values()]
+    host (``instance``), select by ``namespace``/``pod``/``container`` on Kubernetes."""
+    identity = gpu.identity_labels(snap.host.hostname)
+    return [*(v for k, v in identity.items() if k != HOST_LABEL), *gpu.pod_labels().values()]
 
 
 def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import Metric
 
 from gpuwatch.exporter.gpu import catalogue_families, family
-from gpuwatch.model.series import GPU_PROCESSES
+from gpuwatch.model.series import GPU_PROCESSES, HOST_LABEL
 from gpuwatch.model.snapshot import ProcessSample, Snapshot
 
 
@@ -31,7 +31,8 @@ def select(processes: Sequence[ProcessSample], cap: int) -> tuple[list[ProcessSa
 
 def process_values(p: ProcessSample, host: str) -> list[str]:
     """Values of :data:`SERIES_PROCESS_LABELS`."""
-    return [*p.identity_labels(host).values(), *p.pod_labels().values(), p.container_id or ""]
+    identity = p.identity_labels(host)
+    return [*(v for k, v in identity.items() if k != HOST_LABEL), *p.pod_labels().values(), p.container_id or ""]
 
 
 def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[Metric]:
@@ -39,5 +40,5 @@ def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[
     yield from catalogue_families("process", ((process_values(p, host), p) for p in kept))
     count = family(GPU_PROCESSES)
     for gpu in snap.gpus:
-        count.add_metric([str(gpu.index), host], len(snap.processes_on(gpu.index)))
+        count.add_metric([str(gpu.index)], len(snap.processes_on(gpu.index)))
     yield count

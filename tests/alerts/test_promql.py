@@ -31,7 +31,7 @@ PROMQL = [
      "gpuwatch_gpu_memory_used_ratio >= 0.7 and gpuwatch_gpu_utilization_ratio < 0.3"),
     ('{all: [{threshold: {metric: gpu.util, op: "<", value: 50}}, '
      '{threshold: {metric: process.top_thread_cpu_percent, op: ">=", value: 90}}]}',
-     "gpuwatch_process_top_thread_cpu_usage_ratio >= 0.9 and on (hostname, gpu) gpuwatch_gpu_utilization_ratio < 0.5"),
+     "gpuwatch_process_top_thread_cpu_usage_ratio >= 0.9 and on (instance, gpu) gpuwatch_gpu_utilization_ratio < 0.5"),
     ('{any: [{threshold: {metric: gpu.util, op: ">", value: 90}}, {all: ['
      '{threshold: {metric: gpu.temperature_c, op: ">", value: 80}}, '
      '{threshold: {metric: gpu.power_w, op: ">", value: 600}}]}]}',

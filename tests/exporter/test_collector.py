@@ -46,7 +46,7 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_gpu_utilization_ratio", {"gpu": "1"}, 0.03),
     ("gpuwatch_gpu_memory_used_bytes", {"gpu": "0"}, 1_782_579_200),
     ("gpuwatch_gpu_sm_clock_hertz", {"gpu": "0"}, 1950e6),  # MHz -> Hz
-    ("gpuwatch_gpu_power_watts", {"gpu": "0", "name": "NVIDIA H200", "hostname": "gpu-node-1"}, 512.25),
+    ("gpuwatch_gpu_power_watts", {"gpu": "0", "name": "NVIDIA H200"}, 512.25),
     ("gpuwatch_gpu_energy_joules_total", {"gpu": "0"}, 4069.296),
     ("gpuwatch_gpu_sm_active_ratio", {"gpu": "0"}, 0.875),  # GPM preferred over DCGM
     ("gpuwatch_gpu_profiling_sm_active_ratio", {"gpu": "0", "source": "gpm"}, 0.875),
@@ -55,7 +55,8 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_gpu_clock_event_active", {"gpu": "0", "reason": "hw_thermal"}, 0),
     ("gpuwatch_process_top_thread_cpu_usage_ratio", {"pid": "471", "gpu": "0", "user": "svc",
                                                      "command": "python3"}, 0.997),
-    ("gpuwatch_host_cpu_iowait_ratio", {"hostname": "gpu-node-1"}, 0.0025),
+    ("gpuwatch_host_cpu_iowait_ratio", {}, 0.0025),
+    ("gpuwatch_host_info", {"hostname": "gpu-node-1"}, 1),
     ("gpuwatch_source_up", {"source": "dcgm"}, 0),
     ("gpuwatch_source_up", {"source": "nvml"}, 1),
     ("gpuwatch_source_age_seconds", {"source": "dcgm"}, 4.5),
@@ -63,11 +64,20 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_up", {}, 1),
     ("gpuwatch_gpu_memory_reserved_bytes", {"gpu": "0"}, 645_922_816),
     ("gpuwatch_gpu_pcie_link_width", {"gpu": "1"}, 16),
-    ("gpuwatch_host_memory_available_bytes", {"hostname": "gpu-node-1"}, 115_964_116_992),
+    ("gpuwatch_host_memory_available_bytes", {}, 115_964_116_992),
     ("gpuwatch_gpu_processes", {"gpu": "1"}, 1),
 ])
 def test_series_carry_snapshot_values_in_base_units(name: str, labels: dict[str, str], expected: float) -> None:
     assert value(scrape(full_snapshot()), name, **labels) == pytest.approx(expected)
+
+
+def test_the_host_name_is_a_label_of_the_info_series_only() -> None:
+    """Prometheus's ``instance`` tells hosts apart; ``gpuwatch_host_info`` (and an ``_info`` series carrying a
+    backend's own labels) says which name a host goes by."""
+    samples = scrape(full_snapshot())
+    with_hostname = {n for (n, ls) in samples if "hostname" in dict(ls)}
+    assert with_hostname and all(n.endswith("_info") for n in with_hostname), with_hostname
+    assert "gpuwatch_host_info" in with_hostname
 
 
 def test_every_known_clock_event_reason_has_a_series_per_gpu() -> None:
