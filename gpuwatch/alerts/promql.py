@@ -3,7 +3,8 @@ Alertmanager can do the alerting across a fleet with the same rules the daemon r
 
 Each condition becomes the PromQL that gives the same answer on the exporter's series:
   threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3); with ``avg``:
-              ``avg_over_time(metric[avg]) op value``
+              ``avg_over_time(metric[avg]) op value``; a rate exported as a byte counter (PCIe, storage I/O):
+              ``rate(metric_bytes_total[avg, else 1m]) op value``
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
@@ -50,6 +51,8 @@ from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 #: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series: the series
 #: carry no host name, Prometheus's ``instance`` (the scrape target) tells hosts apart.
 JOIN_LABELS = {("process", "gpu"): "instance, gpu", ("process", "host"): "instance", ("gpu", "host"): "instance"}
+#: The window ``rate()`` reads a byte counter over when a threshold gives none (four 15 s scrapes).
+RATE_WINDOW = "1m"
 #: A rule's ``{{ $labels.hostname }}`` reads the scrape target in Prometheus (only gpuwatch_host_info has it).
 _HOSTNAME_IN_TEMPLATE = re.compile(r"\$labels\.hostname\b")
 
@@ -71,10 +74,24 @@ def _num(x: float) -> str:
 
 
 def _series(metric: str) -> tuple[str, float]:
+    """The series a condition reads over time (range selectors go on it): a gauge."""
     spec = METRICS[metric]
     if spec.prom_name is None:
         raise Unexpressible(f"metric '{metric}' has no Prometheus series")
+    if spec.integrated:
+        raise Unexpressible(f"metric '{metric}' is exported as a counter of bytes; only a threshold reads it "
+                            "(through rate())")
     return spec.prom_name, spec.prom_scale
+
+
+def _threshold_series(metric: str, avg_s: float | None) -> tuple[str, float]:
+    """What a threshold compares: the gauge (averaged over ``avg_s``), or for a rate exported as a byte
+    counter its ``rate()`` over ``avg_s`` (else :data:`RATE_WINDOW`)."""
+    spec = METRICS[metric]
+    if spec.integrated and spec.prom_name is not None:
+        return f"rate({spec.prom_name}[{format_duration(avg_s) if avg_s else RATE_WINDOW}])", spec.prom_scale
+    name, scale = _series(metric)
+    return (f"avg_over_time({name}[{format_duration(avg_s)}])" if avg_s else name), scale
 
 
 def _regex(names: tuple[str, ...]) -> str:
@@ -85,9 +102,7 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
     """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval); ``latch``
     the selector of the rule's own active alerts (``ALERTS``), which hysteresis needs."""
     if isinstance(cond, Threshold):
-        name, scale = _series(cond.metric)
-        if cond.avg_s:
-            name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
+        name, scale = _threshold_series(cond.metric, cond.avg_s)
         expr = f"{name} {cond.op} {_num(cond.value * scale)}"
         if cond.clear is None:
             return expr

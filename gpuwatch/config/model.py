@@ -66,6 +66,9 @@ class DaemonConfig:
                                  "~/.local/state/gpuwatch)", default=None)
     max_process_series: int = _opt(f.int_between(1, 100_000), "most processes exported on /metrics per scrape",
                                    default=256)
+    process_series_min_age: float = _opt(f.duration_between(0, 3600), "a process shows on /metrics once it has run "
+                                         "this long: short-lived processes would each leave a set of series "
+                                         "behind in Prometheus (0: at once)", default=30.0)
     stream_queue: int = _opt(f.int_between(1, 10_000), "snapshots buffered per /api/v1/stream client before the "
                              "oldest is dropped", default=16)
     external_url: str | None = _opt(f.url, "URL receivers should link back to", default=None)

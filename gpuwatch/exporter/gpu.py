@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gpuwatch.exporter.totals import RateTotals
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, Scope, read_metric
 from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, HOST_LABEL, PROFILING, Series, of_metric
@@ -29,15 +30,19 @@ def family(series: Series, extra_labels: Sequence[str] = ()) -> GaugeMetricFamil
     return cls(series.family_name, series.help, labels=[*series.labels, *extra_labels])
 
 
-def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]]
-                       ) -> Iterator[Metric]:
-    """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs."""
+def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]],
+                       totals: RateTotals | None = None) -> Iterator[Metric]:
+    """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs; a rate
+    the catalogue exports as a counter is its running total from ``totals`` (left out without them)."""
     subjects = list(subjects)
     for spec in METRICS.values():
         if spec.scope == scope and spec.prom_name is not None:
             fam = family(of_metric(spec))
             for values, subject in subjects:
-                value = read_metric(spec.key, subject)
+                if spec.integrated:
+                    value = None if totals is None else totals.total(spec.key, tuple(values))
+                else:
+                    value = read_metric(spec.key, subject)
                 if value is not None:
                     fam.add_metric(values, value * spec.prom_scale)
             yield fam
@@ -114,8 +119,8 @@ def _extras(snap: Snapshot) -> Iterator[Metric]:
     yield fam
 
 
-def gpu_families(snap: Snapshot) -> Iterator[Metric]:
-    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus))
+def gpu_families(snap: Snapshot, totals: RateTotals | None = None) -> Iterator[Metric]:
+    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus), totals)
     yield from _clock_events(snap)
     yield from _profiling(snap)
     yield from _identity(snap)

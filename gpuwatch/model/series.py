@@ -84,7 +84,9 @@ SNAPSHOT_TIME = _own("gpuwatch_snapshot_timestamp_seconds", "gauge",
                      "when the exported snapshot was taken (recording time for a replay)", "origin")
 SNAPSHOT_AGE = _own("gpuwatch_snapshot_age_seconds", "gauge", "seconds since the exported snapshot was taken")
 PROCESS_SERIES_DROPPED = _own("gpuwatch_process_series_dropped_total", "counter",
-                              "processes left off /metrics by daemon.max_process_series, per snapshot")
+                              "processes left off /metrics per snapshot: younger than "
+                              "daemon.process_series_min_age (young) or over daemon.max_process_series (cap)",
+                              "reason")
 TICK_DURATION = _own("gpuwatch_sampler_tick_duration_seconds", "histogram",
                      "time the sampler took to collect one snapshot (_bucket, _sum and _count series)")
 NOTIFICATIONS = _own("gpuwatch_notifications", "gauge", "notifications in the outbox by receiver and state "

@@ -106,7 +106,21 @@ def test_process_series_are_capped_and_the_rest_counted_once_per_snapshot() -> N
     pids = {ls["pid"] for f in text_string_to_metric_families(body) for s in f.samples
             if s.name == "gpuwatch_process_gpu_memory_bytes" for ls in [s.labels]}
     assert pids == {"1009", "1008", "1007"}  # the largest GPU-memory holders stay
-    assert "gpuwatch_process_series_dropped_total 7.0" in body
+    assert 'gpuwatch_process_series_dropped_total{reason="cap"} 7.0' in body
+    assert 'gpuwatch_process_series_dropped_total{reason="young"} 0.0' in body
+
+
+def test_a_process_shows_once_it_has_run_the_minimum_age_and_the_young_are_counted() -> None:
+    now = full_snapshot().time
+    procs = (dataclasses.replace(full_process(1), create_time=now - 5),  # 5 s old
+             dataclasses.replace(full_process(2), create_time=now - 31),
+             dataclasses.replace(full_process(3), create_time=None))  # age unknown: counts as old
+    snap = dataclasses.replace(full_snapshot(), processes=procs)
+    body = render(Exporter(SnapshotCollector(lambda: snap, process_min_age=30)).registry).decode()
+    pids = {s.labels["pid"] for f in text_string_to_metric_families(body) for s in f.samples
+            if s.name == "gpuwatch_process_gpu_memory_bytes"}
+    assert pids == {"2", "3"}
+    assert 'gpuwatch_process_series_dropped_total{reason="young"} 1.0' in body
 
 
 def test_a_process_that_exits_leaves_no_stale_series() -> None:
