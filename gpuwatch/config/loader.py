@@ -18,7 +18,16 @@ from typing import Any
 
 from gpuwatch.config import fields as f
 from gpuwatch.config.fields import shown
-from gpuwatch.config.model import ALERTMANAGER_API, AM_RESEND_RANGE_S, SECTIONS, UNSIGNED_KINDS, Config, ReceiverConfig
+from gpuwatch.config.model import (
+    ALERTMANAGER_API,
+    AM_RESEND_RANGE_S,
+    SECTIONS,
+    UNSIGNED_KINDS,
+    WEBHOOK_REPEAT_RANGE_S,
+    Config,
+    ReceiverConfig,
+)
+from gpuwatch.model.durations import format_duration
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -200,9 +209,11 @@ def _check_receivers(config: Config, where: _Where) -> None:
         if r.kind not in UNSIGNED_KINDS and not r.secret_file and not r.secret_env:
             raise where.error("receivers", None, "every webhook request is signed: set secret_file = \"PATH\" or "
                               "secret_env = \"VAR\" (a secret like whsec_<base64 of 32 random bytes>)", i)
-        if r.repeat_interval is not None and r.repeat_interval < 60:
+        low, high = WEBHOOK_REPEAT_RANGE_S
+        if r.repeat_interval is not None and not low <= r.repeat_interval <= high:
             raise where.error("receivers", "repeat_interval", "a webhook repeats a still-firing group at most "
-                              f"once a minute: write 1m or more, got {r.repeat_interval:g}s", i)
+                              f"once a minute: write 1m to 30d (default 4h), got {format_duration(r.repeat_interval)}",
+                              i)
 
 
 def _check_alertmanager_api(r: ReceiverConfig, where: _Where, i: int) -> None:
@@ -215,7 +226,7 @@ def _check_alertmanager_api(r: ReceiverConfig, where: _Where, i: int) -> None:
     if r.repeat_interval is not None and not AM_RESEND_RANGE_S[0] <= r.repeat_interval <= AM_RESEND_RANGE_S[1]:
         raise where.error("receivers", "repeat_interval", "Alertmanager ends a firing alert not sent again within "
                           "its resolve_timeout (5m by default): write 1s to 2m30s (default 1m), got "
-                          f"{r.repeat_interval:g}s", i)
+                          f"{format_duration(r.repeat_interval)}", i)
     if not r.send_resolved:
         raise where.error("receivers", "send_resolved", "an alertmanager_api receiver always ends resolved alerts "
                           "(otherwise Alertmanager would show them firing for its resolve_timeout): remove it", i)

@@ -101,6 +101,7 @@ AM_RESEND_DEFAULT_S = 60.0
 AM_RESEND_RANGE_S = (1.0, 150.0)
 #: A webhook's still-firing group is sent again after this long unless ``repeat_interval`` says otherwise.
 WEBHOOK_REPEAT_S = 4 * 3600.0
+WEBHOOK_REPEAT_RANGE_S = (60.0, 30 * DAY)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class ReceiverConfig:
                                    "generic and alertmanager, optional for slack, none for alertmanager_api",
                                    default=None)
     secret_env: str | None = _opt(f.text, "environment variable holding the signing secret", default=None)
-    repeat_interval: float | None = _opt(f.duration_between(1, 30 * DAY), "re-send a still-firing group after "
+    repeat_interval: float | None = _opt(f.duration, "re-send a still-firing group after "
                                          "this long (webhooks: 1m to 30d, default 4h; alertmanager_api: 1s to "
                                          "2m30s, default 1m, under Alertmanager's resolve_timeout)", default=None)
     group_by: tuple[str, ...] = _opt(f.text_list, "labels that split alerts into notifications",

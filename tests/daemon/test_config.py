@@ -111,12 +111,13 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) 
     ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\n',
      r"config.toml:1: receivers\[0\]: every webhook request is signed: set secret_file"),
     ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\nsecret_env = "S"\nrepeat_interval = "30s"\n',
-     r"config.toml:6: receivers\[0\].repeat_interval: a webhook repeats .* at most once a minute: write 1m or more"),
+     r"config.toml:6: receivers\[0\].repeat_interval: a webhook repeats .* at most once a minute: "
+     r"write 1m to 30d \(default 4h\), got 30s"),
     ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsecret_env = "S"\n',
      r"config.toml:5: receivers\[0\].secret_env: Alertmanager checks no webhook signature: remove it"),
     ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nrepeat_interval = "5m"\n',
      r"config.toml:5: receivers\[0\].repeat_interval: Alertmanager ends a firing alert not sent again within its "
-     r"resolve_timeout \(5m by default\): write 1s to 2m30s \(default 1m\), got 300s"),
+     r"resolve_timeout \(5m by default\): write 1s to 2m30s \(default 1m\), got 5m"),
     ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsend_resolved = false\n',
      r"config.toml:5: receivers\[0\].send_resolved: an alertmanager_api receiver always ends resolved alerts"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\n', r"config.toml:1: receivers\[0\]: missing url"),
