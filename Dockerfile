@@ -2,7 +2,7 @@
 # NVML (libnvidia-ml.so.1) is not in the image: the NVIDIA container toolkit mounts the host's driver
 # library when the container asks for GPUs (NVIDIA_VISIBLE_DEVICES) with the "utility" capability.
 #   docker build -t gpuwatch:0.1.0 .
-#   docker run --gpus all -p 9464:9464 -v "$PWD/token:/etc/gpuwatch-token/token:ro" gpuwatch:0.1.0
+#   docker run --gpus all -p 19464:19464 -v "$PWD/token:/etc/gpuwatch-token/token:ro" gpuwatch:0.1.0
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,6 +16,6 @@ COPY . .
 RUN pip install ".[kubernetes]" && rm -rf /src
 
 WORKDIR /
-EXPOSE 9464
+EXPOSE 19464
 ENTRYPOINT ["gpuwatch"]
-CMD ["daemon", "--listen", "0.0.0.0:9464", "--allow-remote", "--token-file", "/etc/gpuwatch-token/token"]
+CMD ["daemon", "--listen", "0.0.0.0:19464", "--allow-remote", "--token-file", "/etc/gpuwatch-token/token"]

@@ -10,9 +10,9 @@ python3 scripts/incident_load.py --idle $IDLE --naive $NAIVE --batched $BATCHED 
 python3 -m gpuwatch daemon --state-dir /tmp/gpuwatch-state --interval 1 >"$OUT/daemon.log" 2>&1 &
 DAEMON=$!
 (
-  sleep $((IDLE + NAIVE - 10)); curl -s 127.0.0.1:9464/metrics >"$OUT/metrics-naive.prom"
-  curl -s 127.0.0.1:9464/api/v1/alerts >"$OUT/alerts-naive.json"
-  sleep $((BATCHED + BF16 - 5)); curl -s 127.0.0.1:9464/metrics >"$OUT/metrics-bf16.prom"
+  sleep $((IDLE + NAIVE - 10)); curl -s 127.0.0.1:19464/metrics >"$OUT/metrics-naive.prom"
+  curl -s 127.0.0.1:19464/api/v1/alerts >"$OUT/alerts-naive.json"
+  sleep $((BATCHED + BF16 - 5)); curl -s 127.0.0.1:19464/metrics >"$OUT/metrics-bf16.prom"
   python3 - "$DAEMON" >"$OUT/daemon-cost.txt" <<'PY'
 import sys, time, psutil
 p = psutil.Process(int(sys.argv[1])); t = p.cpu_times(); a = time.time() - p.create_time()

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuwatch.alerts.engine import AlertEngine
-from gpuwatch.alerts.rules import RuleSet, format_duration
+from gpuwatch.alerts.rules import RuleSet
 from gpuwatch.model.alert import Transition
+from gpuwatch.model.durations import format_duration
 from gpuwatch.model.snapshot import Snapshot
 
 #: Labels that tell alerts of one rule apart, in the order they are shown.

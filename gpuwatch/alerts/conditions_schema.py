@@ -21,11 +21,11 @@ from gpuwatch.alerts.rules import (
     Threshold,
     Throttle,
     Volatility,
-    parse_duration,
     scope_of,
 )
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of
 from gpuwatch.model.clock_events import NAME_TO_BIT
+from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.metrics import metric
 
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

@@ -21,12 +21,12 @@ from gpuwatch.alerts.rules import (
     RuleError,
     RuleSet,
     latching,
-    parse_duration,
     scope_of,
     value_units_clash,
 )
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
+from gpuwatch.model.durations import parse_duration
 
 
 def _default_rules() -> Path:

@@ -3,9 +3,9 @@ Alertmanager can do the alerting across a fleet with the same rules the daemon r
 
 Each condition becomes the PromQL that gives the same answer on the exporter's series:
   threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3); with ``avg``:
-              ``avg_over_time(metric[avg]) op value``
-  all / any   ``and`` / ``or`` (a process joins its GPU ``on (hostname, gpu)``; a join with a health series,
-              which has no hostname, matches ``on (instance, gpu)``)
+              ``avg_over_time(metric[avg]) op value``; a rate exported as a byte counter (PCIe, storage I/O):
+              ``rate(metric_bytes_total[avg, else 1m]) op value``
+  all / any   ``and`` / ``or`` (a process joins its GPU ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
   volatility  ``stddev_over_time(m[w]) >= x``
   flapping    ``(changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high)
@@ -21,6 +21,7 @@ What PromQL cannot say is reported, not approximated: a metric without a series,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,32 +40,21 @@ from gpuwatch.alerts.rules import (
     Threshold,
     Throttle,
     Volatility,
-    format_duration,
     scope_of,
     value_unit,
 )
 from gpuwatch.alerts.templates import to_go
+from gpuwatch.model.durations import format_duration
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 
-#: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series.
-JOIN_LABELS = {("process", "gpu"): "hostname, gpu", ("process", "host"): "hostname", ("gpu", "host"): "hostname"}
-
-
-def _hostless(cond: Condition) -> bool:
-    """Whether ``cond`` reads a series without the ``hostname`` label (the health series): a join with it
-    must match on the scrape's ``instance`` instead."""
-    if isinstance(cond, (AllOf, AnyOf)):
-        return any(_hostless(c) for c in cond.conditions)
-    metric = getattr(cond, "metric", None)
-    return metric is not None and not METRICS[metric].hostname_label
-
-
-def _join(lead: Condition, other: Condition) -> str | None:
-    on = JOIN_LABELS.get((scope_of(lead), scope_of(other)))
-    if not (_hostless(lead) or _hostless(other)):
-        return on
-    return "instance, gpu" if on is None or "gpu" in on else on.replace("hostname", "instance")
+#: Labels that tie a process series (pid, gpu, user, command) or a host series to a GPU series: the series
+#: carry no host name, Prometheus's ``instance`` (the scrape target) tells hosts apart.
+JOIN_LABELS = {("process", "gpu"): "instance, gpu", ("process", "host"): "instance", ("gpu", "host"): "instance"}
+#: The window ``rate()`` reads a byte counter over when a threshold gives none (four 15 s scrapes).
+RATE_WINDOW = "1m"
+#: A rule's ``{{ $labels.hostname }}`` reads the scrape target in Prometheus (only gpuwatch_host_info has it).
+_HOSTNAME_IN_TEMPLATE = re.compile(r"\$labels\.hostname\b")
 
 
 class Unexpressible(Exception):
@@ -84,10 +74,24 @@ def _num(x: float) -> str:
 
 
 def _series(metric: str) -> tuple[str, float]:
+    """The series a condition reads over time (range selectors go on it): a gauge."""
     spec = METRICS[metric]
     if spec.prom_name is None:
         raise Unexpressible(f"metric '{metric}' has no Prometheus series")
+    if spec.integrated:
+        raise Unexpressible(f"metric '{metric}' is exported as a counter of bytes; only a threshold reads it "
+                            "(through rate())")
     return spec.prom_name, spec.prom_scale
+
+
+def _threshold_series(metric: str, avg_s: float | None) -> tuple[str, float]:
+    """What a threshold compares: the gauge (averaged over ``avg_s``), or for a rate exported as a byte
+    counter its ``rate()`` over ``avg_s`` (else :data:`RATE_WINDOW`)."""
+    spec = METRICS[metric]
+    if spec.integrated and spec.prom_name is not None:
+        return f"rate({spec.prom_name}[{format_duration(avg_s) if avg_s else RATE_WINDOW}])", spec.prom_scale
+    name, scale = _series(metric)
+    return (f"avg_over_time({name}[{format_duration(avg_s)}])" if avg_s else name), scale
 
 
 def _regex(names: tuple[str, ...]) -> str:
@@ -98,9 +102,7 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
     """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval); ``latch``
     the selector of the rule's own active alerts (``ALERTS``), which hysteresis needs."""
     if isinstance(cond, Threshold):
-        name, scale = _series(cond.metric)
-        if cond.avg_s:
-            name = f"avg_over_time({name}[{format_duration(cond.avg_s)}])"
+        name, scale = _threshold_series(cond.metric, cond.avg_s)
         expr = f"{name} {cond.op} {_num(cond.value * scale)}"
         if cond.clear is None:
             return expr
@@ -114,7 +116,7 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
         for c in cond.conditions:
             if c is lead:
                 continue
-            on = _join(lead, c)
+            on = JOIN_LABELS.get((scope, scope_of(c)))
             expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step, latch))}"
         return expr
     if isinstance(cond, AnyOf):
@@ -173,7 +175,8 @@ def rule_to_prometheus(rule: Rule, step: str = "") -> dict[str, object]:
     if rule.annotations:
         if not unit.exportable and any("$value" in v for v in rule.annotations.values()):
             raise Unexpressible("its annotations use {{ $value }}, which has no Prometheus equivalent here")
-        out["annotations"] = {k: to_go(v, unit) for k, v in rule.annotations.items()}
+        out["annotations"] = {k: _HOSTNAME_IN_TEMPLATE.sub("$labels.instance", to_go(v, unit))
+                              for k, v in rule.annotations.items()}
     return out
 
 
@@ -199,9 +202,9 @@ def export_prometheus(rules: RuleSet) -> Export:
     sources = sorted({Path(g.origin.rsplit(":", 1)[0]).name for g in rules.groups if g.origin})
     head = [f"# Generated by 'gpuwatch rules export --format prometheus' from {', '.join(sources) or 'no rules'}.",
             "# Do not edit: change the gpuwatch rules and export again.",
-            "# Series: the gpuwatch exporter's /metrics (gpuwatch_gpu_*{gpu,uuid,name,hostname},",
-            "# gpuwatch_process_*{pid,gpu,user,command,hostname},",
-            "# gpuwatch_gpu_clock_event_active{gpu,uuid,name,hostname,reason}, gpuwatch_source_up{source})."]
+            "# Series: the gpuwatch exporter's /metrics (gpuwatch_gpu_*{gpu,uuid,name},",
+            "# gpuwatch_process_*{pid,gpu,user,command}, gpuwatch_gpu_clock_event_active{gpu,uuid,name,reason},",
+            "# gpuwatch_source_up{source}); Prometheus's instance label tells hosts apart."]
     head += [f"# Not exported: {name} ({origin.rsplit('/', 1)[-1]}): {why}" for name, origin, why in export.skipped]
     body = yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True, width=10_000)
     export.text = "\n".join(head) + "\n" + body

@@ -17,7 +17,6 @@ Condition kinds (each names what it measures, so a rule reads like the sentence 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -163,43 +162,6 @@ def scope_of(cond: Condition) -> Scope:
     if isinstance(cond, Stale):
         return "source"
     return METRICS[cond.metric].scope
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
-
-
-def parse_duration(text: str | int | float) -> float:
-    """Seconds in a Prometheus duration (``90s``, ``5m``, ``1h30m``) or a plain number of seconds."""
-    if isinstance(text, bool):
-        raise ValueError(f"'{text}' is not a duration")
-    if isinstance(text, (int, float)):
-        if text < 0:
-            raise ValueError(f"'{text}' is negative")
-        return float(text)
-    s = str(text).strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"'{text}' is not a duration (write it like 30s, 5m, 1h30m)")
-    return total
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest Prometheus duration for ``seconds`` (``300`` -> ``5m``, ``90`` -> ``1m30s``)."""
-    ms = round(seconds * 1000)
-    if ms == 0:
-        return "0s"
-    out = ""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
-        if ms >= size:
-            out += f"{ms // size}{unit}"
-            ms %= size
-    return out
 
 
 def value_unit(cond: Condition) -> ValueUnit:

@@ -37,7 +37,7 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 def render_example() -> str:
     """Every key with its help; active lines hold the defaults, so the file as printed changes nothing."""
-    out = ["# gpuwatch daemon config (TOML). Durations: seconds or \"30s\", \"5m\", \"4h\", \"1d\".",
+    out = ["# gpuwatch daemon config (TOML). Durations as in alert rules: seconds, \"30s\", \"5m\", \"1h30m\", \"1d\".",
            "# Any [section] key can be overridden with the environment variable GPUWATCH_<SECTION>_<KEY>.", ""]
     for name, cls in SECTIONS.items():
         out.append(f"[{name}]")
@@ -46,9 +46,11 @@ def render_example() -> str:
             default = _default(f)
             out.append(f"# {f.name} = ..." if default is None else f"{f.name} = {_toml(default)}")
         out.append("")
-    out.append("# One [[receivers]] table per webhook. Every request is signed (Standard Webhooks); the secret")
-    out.append("# comes from secret_file or secret_env, e.g.  python3 -c 'from gpuwatch.notify import new_secret; "
-               "print(new_secret())'")
+    out.append("# One [[receivers]] table per webhook or Alertmanager. Webhook requests (generic, alertmanager) are")
+    out.append("# signed (Standard Webhooks) with the secret from secret_file or secret_env, e.g.")
+    out.append("#   python3 -c 'from gpuwatch.notify import new_secret; print(new_secret())'")
+    out.append("# Slack checks no signature (no secret needed). kind = \"alertmanager_api\" pushes alerts into an")
+    out.append("# Alertmanager (url = its base URL): re-sent every minute while firing, ended when resolved.")
     out.append("# [[receivers]]")
     for f in dataclasses.fields(ReceiverConfig):
         default = RECEIVER_EXAMPLE.get(f.name, _default(f))

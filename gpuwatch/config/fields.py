@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gpuwatch.model.durations import format_duration, parse_duration
+
 
 class FieldError(ValueError):
     """A value of the wrong shape; the message says what a good one looks like."""
@@ -21,38 +23,18 @@ class FieldError(ValueError):
 MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 3600.0
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
 def shown(value: Any, limit: int = 60) -> str:
     """``value`` as an error message quotes it: never more than ``limit`` characters, whatever was given."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _seconds_text(seconds: float) -> str:
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
-
-
 def duration(value: Any) -> float:
-    """Seconds from a number (seconds) or a string like ``"30s"``, ``"5m"``, ``"4h"``, ``"1d"``."""
-    if isinstance(value, bool):
-        raise FieldError("expected a duration such as 30 (seconds), \"30s\", \"5m\" or \"4h\"")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and len(value) < 40 and (m := _DURATION.match(value)):
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    else:
-        raise FieldError(f"'{shown(value)}' is not a duration; write e.g. 30 (seconds), \"30s\", \"5m\" or \"4h\"")
-    if not math.isfinite(seconds):
-        raise FieldError(f"a duration must be a finite number of seconds, got {shown(value)}")
-    if seconds < 0:
-        raise FieldError(f"a duration cannot be negative, got {shown(value)}")
-    return seconds
+    """Seconds from a number or a duration such as ``"30s"``, ``"5m"``, ``"1h30m"`` (the rules' grammar)."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise FieldError(str(exc)) from None
 
 
 def duration_between(minimum: float, maximum: float) -> Callable[[Any], float]:
@@ -61,7 +43,7 @@ def duration_between(minimum: float, maximum: float) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
         seconds = duration(value)
         if not minimum <= seconds <= maximum:
-            raise FieldError(f"must be between {_seconds_text(minimum)} and {_seconds_text(maximum)}, "
+            raise FieldError(f"must be between {format_duration(minimum)} and {format_duration(maximum)}, "
                              f"got {shown(value)}")
         return seconds
 
@@ -141,11 +123,11 @@ def url(value: Any) -> str:
 
 
 def listen_address(value: Any) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464`` for IPv6) -> (host, port)."""
+    """``HOST:PORT`` (``[::1]:19464`` for IPv6) -> (host, port)."""
     s = text(value)
     m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$", s) or re.match(r"^([^:\s]+):(\d+)$", s)
     if not m or not 0 <= int(m.group(2)) < 65536:  # port 0: the system picks a free one
-        raise FieldError(f"'{shown(s)}' is not HOST:PORT; write e.g. \"127.0.0.1:9464\"")
+        raise FieldError(f"'{shown(s)}' is not HOST:PORT; write e.g. \"127.0.0.1:19464\"")
     return m.group(1), int(m.group(2))
 
 

@@ -18,7 +18,16 @@ from typing import Any
 
 from gpuwatch.config import fields as f
 from gpuwatch.config.fields import shown
-from gpuwatch.config.model import SECTIONS, Config, ReceiverConfig
+from gpuwatch.config.model import (
+    ALERTMANAGER_API,
+    AM_RESEND_RANGE_S,
+    SECTIONS,
+    UNSIGNED_KINDS,
+    WEBHOOK_REPEAT_RANGE_S,
+    Config,
+    ReceiverConfig,
+)
+from gpuwatch.model.durations import format_duration
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -194,9 +203,33 @@ def _check_receivers(config: Config, where: _Where) -> None:
         if r.name in seen:
             raise where.error("receivers", "name", f"'{r.name}' is used twice; give each receiver its own name", i)
         seen.add(r.name)
-        if not r.secret_file and not r.secret_env:
-            raise where.error("receivers", None, "every request is signed: set secret_file = \"PATH\" or "
+        if r.kind == ALERTMANAGER_API:
+            _check_alertmanager_api(r, where, i)
+            continue
+        if r.kind not in UNSIGNED_KINDS and not r.secret_file and not r.secret_env:
+            raise where.error("receivers", None, "every webhook request is signed: set secret_file = \"PATH\" or "
                               "secret_env = \"VAR\" (a secret like whsec_<base64 of 32 random bytes>)", i)
+        low, high = WEBHOOK_REPEAT_RANGE_S
+        if r.repeat_interval is not None and not low <= r.repeat_interval <= high:
+            raise where.error("receivers", "repeat_interval", "a webhook repeats a still-firing group at most "
+                              f"once a minute: write 1m to 30d (default 4h), got {format_duration(r.repeat_interval)}",
+                              i)
+
+
+def _check_alertmanager_api(r: ReceiverConfig, where: _Where, i: int) -> None:
+    """Alertmanager ends an alert it stops hearing about, and checks no signature: say so when the config
+    would let alerts lapse or suggests a protection that is not there."""
+    if r.secret_file or r.secret_env:
+        key = "secret_file" if r.secret_file else "secret_env"
+        raise where.error("receivers", key, "Alertmanager checks no webhook signature: remove it (to keep others "
+                          "from posting alerts, put Alertmanager behind an authenticating proxy)", i)
+    if r.repeat_interval is not None and not AM_RESEND_RANGE_S[0] <= r.repeat_interval <= AM_RESEND_RANGE_S[1]:
+        raise where.error("receivers", "repeat_interval", "Alertmanager ends a firing alert not sent again within "
+                          "its resolve_timeout (5m by default): write 1s to 2m30s (default 1m), got "
+                          f"{format_duration(r.repeat_interval)}", i)
+    if not r.send_resolved:
+        raise where.error("receivers", "send_resolved", "an alertmanager_api receiver always ends resolved alerts "
+                          "(otherwise Alertmanager would show them firing for its resolve_timeout): remove it", i)
 
 
 def override(config: Config, section: str, **values: Any) -> Config:

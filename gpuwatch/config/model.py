@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuwatch.config import fields as f
 
-DEFAULT_PORT = 9464
+DEFAULT_PORT = 19464
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 DAY = 86400.0
 
@@ -66,6 +66,9 @@ class DaemonConfig:
                                  "~/.local/state/gpuwatch)", default=None)
     max_process_series: int = _opt(f.int_between(1, 100_000), "most processes exported on /metrics per scrape",
                                    default=256)
+    process_series_min_age: float = _opt(f.duration_between(0, 3600), "a process shows on /metrics once it has run "
+                                         "this long: short-lived processes would each leave a set of series "
+                                         "behind in Prometheus (0: at once)", default=30.0)
     stream_queue: int = _opt(f.int_between(1, 10_000), "snapshots buffered per /api/v1/stream client before the "
                              "oldest is dropped", default=16)
     external_url: str | None = _opt(f.url, "URL receivers should link back to", default=None)
@@ -85,21 +88,48 @@ class NotifyConfig:
     timeout: float = _opt(f.duration_between(0.1, 300), "HTTP timeout per delivery attempt", default=10.0)
 
 
+#: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).
+RECEIVER_KINDS = ("generic", "alertmanager", "slack", "alertmanager_api")
+#: Kinds whose receiving end checks no Standard Webhooks signature: a secret is optional (Slack) or refused
+#: (Alertmanager's API, where a secret would look like protection it is not).
+UNSIGNED_KINDS = ("slack", "alertmanager_api")
+ALERTMANAGER_API = "alertmanager_api"
+#: An alertmanager_api receiver re-sends firing alerts this often by default (Prometheus's resend delay), and
+#: at most every 2m30s: half of Alertmanager's default resolve_timeout (5m), so one lost request never lets
+#: Alertmanager end an alert that is still firing.
+AM_RESEND_DEFAULT_S = 60.0
+AM_RESEND_RANGE_S = (1.0, 150.0)
+#: A webhook's still-firing group is sent again after this long unless ``repeat_interval`` says otherwise.
+WEBHOOK_REPEAT_S = 4 * 3600.0
+WEBHOOK_REPEAT_RANGE_S = (60.0, 30 * DAY)
+
+
 @dataclass(frozen=True)
 class ReceiverConfig:
     name: str = _opt(f.text, "unique receiver name")
-    kind: str = _opt(f.one_of("generic", "alertmanager", "slack"), "body format: generic, alertmanager, slack")
-    url: str = _opt(f.url, "where to POST")
-    secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw)",
+    kind: str = _opt(f.one_of(*RECEIVER_KINDS), "generic, alertmanager or slack: a webhook with that body; "
+                     "alertmanager_api: push alerts into an Alertmanager (url = its base URL)")
+    url: str = _opt(f.url, "where to POST (alertmanager_api: Alertmanager's URL, e.g. http://alertmanager:9093)")
+    secret_file: str | None = _opt(f.text, "file holding the signing secret (whsec_<base64> or raw); needed for "
+                                   "generic and alertmanager, optional for slack, none for alertmanager_api",
                                    default=None)
     secret_env: str | None = _opt(f.text, "environment variable holding the signing secret", default=None)
-    repeat_interval: float = _opt(f.duration_between(60, 30 * DAY), "re-send a still-firing group after this long",
-                                  default=14400.0)
+    repeat_interval: float | None = _opt(f.duration, "re-send a still-firing group after "
+                                         "this long (webhooks: 1m to 30d, default 4h; alertmanager_api: 1s to "
+                                         "2m30s, default 1m, under Alertmanager's resolve_timeout)", default=None)
     group_by: tuple[str, ...] = _opt(f.text_list, "labels that split alerts into notifications",
                                      default=("alertname",))
-    send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve", default=True)
+    send_resolved: bool = _opt(f.boolean, "also notify when alerts resolve (always on for alertmanager_api)",
+                               default=True)
     match: dict[str, str] = field(default_factory=dict, metadata={
         "parse": f.string_map, "help": "only alerts whose labels equal these"})
+
+    @property
+    def resend_s(self) -> float:
+        """Seconds between sends of a still-firing group: the configured interval or the kind's default."""
+        if self.repeat_interval is not None:
+            return self.repeat_interval
+        return AM_RESEND_DEFAULT_S if self.kind == ALERTMANAGER_API else WEBHOOK_REPEAT_S
 
 
 @dataclass(frozen=True)

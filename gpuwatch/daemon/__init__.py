@@ -1,4 +1,4 @@
-"""``gpuwatch daemon``: the sampler, alert rules and notifier behind an aiohttp server on 127.0.0.1:9464.
+"""``gpuwatch daemon``: the sampler, alert rules and notifier behind an aiohttp server on 127.0.0.1:19464.
 
 Parts: :mod:`~gpuwatch.daemon.runner` (lifecycle, signals, systemd), :mod:`~gpuwatch.daemon.pipeline`
 (snapshots from the sampler thread to the loop and the alert worker), :mod:`~gpuwatch.daemon.app`

@@ -2,6 +2,7 @@
 open on a loopback address; on any other address (``--allow-remote``) they need the token too, except
 /healthz, unless ``[daemon] token_for_reads = false`` (process names and users are in the snapshot).
 
+    GET  /                    a small HTML page linking the endpoints below
     GET  /metrics             Prometheus text exposition
     GET  /healthz             200 once a snapshot is flowing, 503 before or when sampling stalled
     GET  /api/v1/snapshot     the latest Snapshot as JSON
@@ -159,9 +160,31 @@ async def _read_guard(request: web.Request, handler: Callable[[web.Request], Awa
     return await handler(request)
 
 
+INDEX_HTML = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gpuwatch</title></head>
+<body><h1>gpuwatch</h1>
+<ul>
+<li><a href="metrics">/metrics</a>: Prometheus exposition</li>
+<li><a href="healthz">/healthz</a>: 200 while snapshots flow</li>
+<li><a href="api/v1/snapshot">/api/v1/snapshot</a>: the latest snapshot (JSON)</li>
+<li><a href="api/v1/stream">/api/v1/stream</a>: one snapshot per line (NDJSON)</li>
+<li><a href="api/v1/alerts">/api/v1/alerts</a>: pending, firing and recently resolved alerts</li>
+<li><a href="api/v1/diagnosis">/api/v1/diagnosis</a>: the doctor's findings</li>
+</ul>
+<p>POST /api/v1/reload re-reads config and rules (with the bearer token).</p>
+</body></html>
+"""
+
+
+async def index(request: web.Request) -> web.Response:
+    """What a person who opens the port in a browser sees: where to go, rather than a 404."""
+    return web.Response(body=INDEX_HTML, content_type="text/html", charset="utf-8")
+
+
 def build_app(services: Services, middlewares: Sequence[Middleware] = ()) -> web.Application:
     app = web.Application(middlewares=[*middlewares, _read_guard])
     app[SERVICES] = services
+    app.router.add_get("/", index)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/api/v1/snapshot", snapshot)

@@ -93,7 +93,8 @@ def build_targets(config: Config, env: Mapping[str, str] | None = None) -> dict[
     targets = {}
     for r in config.receivers:
         try:
-            targets[r.name] = Target(r, load_secret(r.secret_file, r.secret_env, env))
+            signed = bool(r.secret_file or r.secret_env)
+            targets[r.name] = Target(r, load_secret(r.secret_file, r.secret_env, env) if signed else None)
         except SecretError as exc:
             where = f"{config.path}: " if config.path else ""
             raise StartError(f"{where}receiver '{r.name}': {exc}") from None

@@ -81,9 +81,11 @@ class Daemon:
                                            config.daemon.max_process_series,
                                            extra=lambda: parts.daemon_families(self.outbox, counters()),
                                            names=config.exporter.names,
-                                           findings=lambda: self.diagnosis.findings)
+                                           findings=lambda: self.diagnosis.findings,
+                                           process_min_age=config.daemon.process_series_min_age)
         self.exporter = Exporter(self.collector)
         self.sampler.observe_tick_duration(self.exporter.observe_tick)
+        self.sampler.subscribe(self.collector.totals.observe)  # byte counters add up every Snapshot
         self.sampler.subscribe(self.pipeline.offer)
         reads = config.daemon.token_for_reads
         self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
@@ -148,6 +150,7 @@ class Daemon:
         self.deliverer.set_targets(targets)
         self.services.token = token
         self.collector.max_process_series = new.daemon.max_process_series
+        self.collector.process_min_age = new.daemon.process_series_min_age
         for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
                                           ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
             if old_value != new_value:

@@ -14,17 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gpuwatch.exporter.totals import RateTotals
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, Scope, read_metric
-from gpuwatch.model.series import (
-    BACKEND_FIELD,
-    CLOCK_EVENT_ACTIVE,
-    GPU_INFO,
-    PROFILING,
-    SERIES_GPU_LABELS,
-    Series,
-    of_metric,
-)
+from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, HOST_LABEL, PROFILING, Series, of_metric
 from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
@@ -37,19 +30,21 @@ def family(series: Series, extra_labels: Sequence[str] = ()) -> GaugeMetricFamil
     return cls(series.family_name, series.help, labels=[*series.labels, *extra_labels])
 
 
-def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]]
-                       ) -> Iterator[Metric]:
-    """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs."""
+def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]],
+                       totals: RateTotals | None = None) -> Iterator[Metric]:
+    """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs; a rate
+    the catalogue exports as a counter is its running total from ``totals`` (left out without them)."""
     subjects = list(subjects)
     for spec in METRICS.values():
         if spec.scope == scope and spec.prom_name is not None:
             fam = family(of_metric(spec))
-            drop = None if spec.hostname_label else SERIES_GPU_LABELS.index("hostname")
             for values, subject in subjects:
-                value = read_metric(spec.key, subject)
+                if spec.integrated:
+                    value = None if totals is None else totals.total(spec.key, tuple(values))
+                else:
+                    value = read_metric(spec.key, subject)
                 if value is not None:
-                    fam.add_metric(values if drop is None else [*values[:drop], *values[drop + 1:]],
-                                   value * spec.prom_scale)
+                    fam.add_metric(values, value * spec.prom_scale)
             yield fam
 
 
@@ -65,8 +60,9 @@ def label_name(key: str) -> str:
 
 def gpu_values(snap: Snapshot, gpu: GpuSample) -> list[str]:
     """Values of :data:`SERIES_GPU_LABELS`: join on ``uuid`` across hosts, read ``gpu`` (the index) on one
-    host, select by ``namespace``/``pod``/``container`` on Kubernetes."""
-    return [*gpu.identity_labels(snap.host.hostname).values(), *gpu.pod_labels().values()]
+    host (``instance``), select by ``namespace``/``pod``/``container`` on Kubernetes."""
+    identity = gpu.identity_labels(snap.host.hostname)
+    return [*(v for k, v in identity.items() if k != HOST_LABEL), *gpu.pod_labels().values()]
 
 
 def union_label_names(maps: Iterable[Mapping[str, str]], exclude: Iterable[str] = ()) -> list[str]:
@@ -123,8 +119,8 @@ def _extras(snap: Snapshot) -> Iterator[Metric]:
     yield fam
 
 
-def gpu_families(snap: Snapshot) -> Iterator[Metric]:
-    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus))
+def gpu_families(snap: Snapshot, totals: RateTotals | None = None) -> Iterator[Metric]:
+    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus), totals)
     yield from _clock_events(snap)
     yield from _profiling(snap)
     yield from _identity(snap)

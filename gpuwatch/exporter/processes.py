@@ -1,9 +1,12 @@
 """Per-process metric families with a cap on how many processes are exported.
 
-A host running hundreds of short-lived workers would otherwise make /metrics (and Prometheus' index)
-grow without bound. The biggest GPU-memory holders are kept; the rest are counted in
-``gpuwatch_process_series_dropped_total``. Series are rebuilt every scrape, so a process that exits
-leaves no stale series behind.
+Every process is a new set of series in Prometheus (its ``pid`` is a label), and they stay in its index
+after the process is gone: a host running hundreds of short-lived workers would grow it without bound.
+Two limits bound that churn: a process is exported once it has run ``process_series_min_age`` (30 s by
+default; a process of unknown age counts as old), and at most ``max_process_series`` at once, the
+biggest GPU-memory holders first. What either leaves out is counted in
+``gpuwatch_process_series_dropped_total{reason="young"|"cap"}``. Series are rebuilt every scrape, so a
+process that exits leaves no stale series behind.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import Metric
 
 from gpuwatch.exporter.gpu import catalogue_families, family
-from gpuwatch.model.series import GPU_PROCESSES
+from gpuwatch.exporter.totals import RateTotals
+from gpuwatch.model.series import GPU_PROCESSES, HOST_LABEL
 from gpuwatch.model.snapshot import ProcessSample, Snapshot
 
 
@@ -21,23 +25,28 @@ def _rank(p: ProcessSample) -> tuple[float, float, int]:
     return (-(p.gpu_memory_bytes or 0), -(p.sm_util or 0.0), p.pid)
 
 
-def select(processes: Sequence[ProcessSample], cap: int) -> tuple[list[ProcessSample], int]:
-    """The ``cap`` processes to export (largest GPU memory first) and how many were left out."""
-    if len(processes) <= cap:
-        return list(processes), 0
-    ranked = sorted(processes, key=_rank)
-    return ranked[:cap], len(processes) - cap
+def select(processes: Sequence[ProcessSample], cap: int, now: float = 0.0, min_age: float = 0.0
+           ) -> tuple[list[ProcessSample], dict[str, int]]:
+    """The processes to export (at least ``min_age`` seconds old at ``now``; of those the ``cap`` largest
+    GPU-memory holders) and how many were left out for each reason."""
+    old = [p for p in processes if not min_age or p.create_time is None or now - p.create_time >= min_age]
+    left_out = {"young": len(processes) - len(old), "cap": max(0, len(old) - cap)}
+    if len(old) <= cap:
+        return old, left_out
+    return sorted(old, key=_rank)[:cap], left_out
 
 
 def process_values(p: ProcessSample, host: str) -> list[str]:
     """Values of :data:`SERIES_PROCESS_LABELS`."""
-    return [*p.identity_labels(host).values(), *p.pod_labels().values(), p.container_id or ""]
+    identity = p.identity_labels(host)
+    return [*(v for k, v in identity.items() if k != HOST_LABEL), *p.pod_labels().values(), p.container_id or ""]
 
 
-def process_families(snap: Snapshot, kept: Sequence[ProcessSample]) -> Iterator[Metric]:
+def process_families(snap: Snapshot, kept: Sequence[ProcessSample], totals: RateTotals | None = None
+                     ) -> Iterator[Metric]:
     host = snap.host.hostname
-    yield from catalogue_families("process", ((process_values(p, host), p) for p in kept))
+    yield from catalogue_families("process", ((process_values(p, host), p) for p in kept), totals)
     count = family(GPU_PROCESSES)
     for gpu in snap.gpus:
-        count.add_metric([str(gpu.index), host], len(snap.processes_on(gpu.index)))
+        count.add_metric([str(gpu.index)], len(snap.processes_on(gpu.index)))
     yield count

@@ -30,8 +30,9 @@ class MetricSpec:
     prom_name: str | None = None
     prom_scale: float = 1.0
     kind: Kind = "gauge"
-    #: False for series whose GPU is named by gpu/uuid alone: Prometheus' ``instance`` says the host.
-    hostname_label: bool = True
+    #: The value is a rate (``unit`` per second): /metrics serves its running total as a counter, and
+    #: Prometheus reads the rate back with ``rate()``.
+    integrated: bool = False
 
 
 def _attr(name: str) -> Callable[[object], float | None]:
@@ -104,12 +105,12 @@ _GPU: list[MetricSpec] = [
                _attr("pstate"), "gpuwatch_gpu_performance_state"),
     MetricSpec("gpu.energy_j", "gpu", "joules", "energy since the driver loaded",
                _attr("energy_j"), "gpuwatch_gpu_energy_joules_total", kind="counter"),
-    MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML)",
-               _attr("pcie_tx_rate"),
-               "gpuwatch_gpu_pcie_transmit_bytes_per_second"),
-    MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies",
-               _attr("pcie_rx_rate"),
-               "gpuwatch_gpu_pcie_receive_bytes_per_second"),
+    MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML); on /metrics "
+               "the bytes so far (the rate integrated over samples)", _attr("pcie_tx_rate"),
+               "gpuwatch_gpu_pcie_transmit_bytes_total", kind="counter", integrated=True),
+    MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies; on /metrics "
+               "the bytes so far (the rate integrated over samples)", _attr("pcie_rx_rate"),
+               "gpuwatch_gpu_pcie_receive_bytes_total", kind="counter", integrated=True),
     MetricSpec("gpu.mem_reserved_bytes", "gpu", "bytes", "device memory the driver reserves",
                _attr("mem_reserved_bytes"), "gpuwatch_gpu_memory_reserved_bytes"),
     MetricSpec("gpu.pcie_link_gen", "gpu", "", "current PCIe link generation",
@@ -120,9 +121,9 @@ _GPU: list[MetricSpec] = [
     MetricSpec("gpu.lost", "gpu", "", "1 once the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST); no longer polled",
                _attr("lost"), "gpuwatch_gpu_lost"),
     MetricSpec("gpu.ecc_uncorrected", "gpu", "errors", "volatile uncorrected ECC errors",
-               _attr("ecc_uncorrected"), "gpuwatch_gpu_ecc_uncorrected_errors"),
+               _attr("ecc_uncorrected"), "gpuwatch_gpu_ecc_uncorrected_errors_total", kind="counter"),
     MetricSpec("gpu.ecc_corrected", "gpu", "errors", "volatile corrected ECC errors",
-               _attr("ecc_corrected"), "gpuwatch_gpu_ecc_corrected_errors"),
+               _attr("ecc_corrected"), "gpuwatch_gpu_ecc_corrected_errors_total", kind="counter"),
     MetricSpec("gpu.sm_active", "gpu", "percent", "share of SMs busy (GPM SM_UTIL or DCGM SM_ACTIVE)",
                _prof("sm_active"), "gpuwatch_gpu_sm_active_ratio", PCT),
     MetricSpec("gpu.sm_occupancy", "gpu", "percent", "resident warps against the maximum (occupancy)",
@@ -145,7 +146,7 @@ _GPU: list[MetricSpec] = [
 def _h(key: str, unit: str, help: str, prom: str, scale: float = 1.0, kind: Kind = "gauge",
        attr: str | None = None) -> MetricSpec:
     """A health metric (read every 10 s off the tick, see :mod:`gpuwatch.model.health`)."""
-    return MetricSpec(f"gpu.{key}", "gpu", unit, help, _health(attr or key), prom, scale, kind, hostname_label=False)
+    return MetricSpec(f"gpu.{key}", "gpu", unit, help, _health(attr or key), prom, scale, kind)
 
 
 _HEALTH: list[MetricSpec] = [
@@ -189,10 +190,12 @@ _PROCESS: list[MetricSpec] = [
                _attr("top_thread_cpu_percent"), "gpuwatch_process_top_thread_cpu_usage_ratio", PCT),
     MetricSpec("process.rss_bytes", "process", "bytes", "resident host memory",
                _attr("rss_bytes"), "gpuwatch_process_resident_memory_bytes"),
-    MetricSpec("process.io_read_bytes_s", "process", "bytes/s", "storage read rate",
-               _attr("io_read_bytes_s"), "gpuwatch_process_io_read_bytes_per_second"),
-    MetricSpec("process.io_write_bytes_s", "process", "bytes/s", "storage write rate",
-               _attr("io_write_bytes_s"), "gpuwatch_process_io_write_bytes_per_second"),
+    MetricSpec("process.io_read_bytes_s", "process", "bytes/s", "storage read rate; on /metrics the bytes so "
+               "far (the rate integrated over samples)", _attr("io_read_bytes_s"),
+               "gpuwatch_process_io_read_bytes_total", kind="counter", integrated=True),
+    MetricSpec("process.io_write_bytes_s", "process", "bytes/s", "storage write rate; on /metrics the bytes so "
+               "far (the rate integrated over samples)", _attr("io_write_bytes_s"),
+               "gpuwatch_process_io_write_bytes_total", kind="counter", integrated=True),
     MetricSpec("process.threads_in_io_wait", "process", "threads", "threads in uninterruptible sleep (D)",
                _attr("threads_in_io_wait"), "gpuwatch_process_threads_io_wait"),
 ]

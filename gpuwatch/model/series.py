@@ -16,11 +16,14 @@ from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
 from gpuwatch.model.snapshot import GPU_LABELS, POD_LABELS, PROCESS_LABELS, Profiling
 
 SECTIONS = ("gpu", "dcgm", "process", "host", "source", "alerts", "gpuwatch")
+#: The host's name is a label of ``gpuwatch_host_info`` only: elsewhere Prometheus's ``instance`` (the
+#: scrape target) tells hosts apart, and a second label saying the same would only add to every series.
+HOST_LABEL = "hostname"
 #: Every GPU and process series also carries the Kubernetes pod (empty, so absent, off Kubernetes) and a
 #: process its container id.
-SERIES_GPU_LABELS = (*GPU_LABELS, *POD_LABELS)
-SERIES_PROCESS_LABELS = (*PROCESS_LABELS, *POD_LABELS, "container_id")
-_SCOPE_LABELS = {"gpu": SERIES_GPU_LABELS, "process": SERIES_PROCESS_LABELS, "host": ("hostname",)}
+SERIES_GPU_LABELS = (*(n for n in GPU_LABELS if n != HOST_LABEL), *POD_LABELS)
+SERIES_PROCESS_LABELS = (*(n for n in PROCESS_LABELS if n != HOST_LABEL), *POD_LABELS, "container_id")
+_SCOPE_LABELS: dict[str, tuple[str, ...]] = {"gpu": SERIES_GPU_LABELS, "process": SERIES_PROCESS_LABELS, "host": ()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,6 @@ class Series:
 def of_metric(spec: MetricSpec) -> Series:
     assert spec.prom_name is not None
     labels = _SCOPE_LABELS[spec.scope]
-    if not spec.hostname_label:
-        labels = tuple(name for name in labels if name != "hostname")
     return Series(spec.prom_name, spec.kind, f"{spec.help} ({spec.key})", labels, spec.scope)
 
 
@@ -67,7 +68,9 @@ GPU_INFO = _gpu("gpuwatch_gpu_info", "GPU identity; constant 1 (labels carry the
                 "pci_bus_id", "driver_version")
 BACKEND_FIELD = _gpu("gpuwatch_gpu_backend_field", "a backend value without a slot in the model", "field")
 GPU_PROCESSES = Series("gpuwatch_gpu_processes", "gauge", "processes using each GPU (before the export cap)",
-                       ("gpu", "hostname"), "process")
+                       ("gpu",), "process")
+HOST_INFO = Series("gpuwatch_host_info", "gauge", "the host's name; constant 1 (join on instance for a host name)",
+                   (HOST_LABEL,), "host")
 SOURCE_UP = Series("gpuwatch_source_up", "gauge", "1 when the source delivered fresh data this tick", ("source",),
                    "source")
 SOURCE_AGE = Series("gpuwatch_source_age_seconds", "gauge", "seconds since the source last delivered fresh data",
@@ -76,15 +79,17 @@ ALERTS = Series("gpuwatch_alerts", "gauge", "1 for each pending or firing alert 
                 ("alertname", "alertstate"), "alerts")
 DIAGNOSIS_FINDING = Series("gpuwatch_diagnosis_finding", "gauge", "1 for each finding of the doctor over the last "
                            "30 s (gpu empty for a host-wide finding), refreshed every exporter.diagnosis_interval",
-                           ("code", "severity", "gpu", "hostname"), "alerts")
+                           ("code", "severity", "gpu"), "alerts")
 UP = _own("gpuwatch_up", "gauge", "1 once the daemon has a snapshot to export")
 SNAPSHOT_TIME = _own("gpuwatch_snapshot_timestamp_seconds", "gauge",
                      "when the exported snapshot was taken (recording time for a replay)", "origin")
 SNAPSHOT_AGE = _own("gpuwatch_snapshot_age_seconds", "gauge", "seconds since the exported snapshot was taken")
 PROCESS_SERIES_DROPPED = _own("gpuwatch_process_series_dropped_total", "counter",
-                              "processes left off /metrics by daemon.max_process_series, per snapshot")
+                              "processes left off /metrics per snapshot: younger than "
+                              "daemon.process_series_min_age (young) or over daemon.max_process_series (cap)",
+                              "reason")
 TICK_DURATION = _own("gpuwatch_sampler_tick_duration_seconds", "histogram",
-                     "time the sampler took to collect one snapshot (_bucket, _sum, _count and _created series)")
+                     "time the sampler took to collect one snapshot (_bucket, _sum and _count series)")
 NOTIFICATIONS = _own("gpuwatch_notifications", "gauge", "notifications in the outbox by receiver and state "
                      "(pending, delivered, dead)", "receiver", "state")
 NOTIFICATION_ATTEMPTS_FAILED = _own("gpuwatch_notification_attempts_failed_total", "counter",
@@ -106,8 +111,8 @@ RULES_LOADED = _own("gpuwatch_rules_loaded", "gauge", "alert rules the daemon ev
 #: Every series /metrics can serve, by section.
 CATALOGUE: tuple[Series, ...] = tuple(sorted(
     (*(of_metric(m) for m in METRICS.values() if m.prom_name is not None), CLOCK_EVENT_ACTIVE, *PROFILING.values(),
-     GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP, SNAPSHOT_TIME,
-     SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
+     GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, HOST_INFO, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP,
+     SNAPSHOT_TIME, SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
      OUTBOX_WRITE_FAILURES, SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED,
      *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

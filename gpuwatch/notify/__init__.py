@@ -1,4 +1,4 @@
-"""Alert notifications: receivers (generic JSON, Alertmanager v4, Slack), Standard Webhooks signatures,
+"""Alert notifications: receivers (generic JSON, Alertmanager v4, Slack webhooks; Alertmanager's own API),
 and a SQLite outbox delivered at least once with backoff, surviving restarts."""
 
 from gpuwatch.notify.delivery import Deliverer, Target

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from gpuwatch.config import NotifyConfig, ReceiverConfig
+from gpuwatch.config.model import ALERTMANAGER_API
+from gpuwatch.notify.alertmanager_api import post_url
 from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox, OutboxRow
 from gpuwatch.notify.signing import Secret, signed_headers
@@ -33,7 +35,15 @@ PRUNE_EVERY_S = 3600.0
 @dataclass(frozen=True)
 class Target:
     config: ReceiverConfig
-    secret: Secret
+    #: None for receivers that check no signature (Slack without one, Alertmanager's API).
+    secret: Secret | None
+
+    def request(self, webhook_id: str, now: float, body: bytes) -> tuple[str, dict[str, str]]:
+        """URL and headers of one attempt: signed when there is a secret (a fresh timestamp each time)."""
+        url = post_url(self.config.url) if self.config.kind == ALERTMANAGER_API else self.config.url
+        if self.secret is None:
+            return url, {"webhook-id": webhook_id, "content-type": "application/json"}
+        return url, signed_headers(self.secret, webhook_id, int(now), body)
 
 
 def retry_after_s(value: str | None, now: float) -> float | None:
@@ -77,12 +87,12 @@ class Deliverer:
             self.outbox.mark_dead(row.id, now, f"not delivered within max_age {self.cfg.max_age:g} s")
             log.warning("notification %s to %s dead-lettered: older than max_age", row.webhook_id, row.receiver)
             return
-        headers = signed_headers(target.secret, row.webhook_id, int(now), row.body)
+        url, headers = target.request(row.webhook_id, now, row.body)
         status, retry_after, error = 0, None, ""
         try:
             timeout = aiohttp.ClientTimeout(total=self.cfg.timeout)
             # Never follow a redirect: the signed headers would go to wherever it points.
-            async with session.post(target.config.url, data=row.body, headers=headers, timeout=timeout,
+            async with session.post(url, data=row.body, headers=headers, timeout=timeout,
                                     allow_redirects=False) as resp:
                 status = resp.status
                 retry_after = retry_after_s(resp.headers.get("Retry-After"), now)

@@ -1,5 +1,5 @@
 """Turns alert transitions into queued notifications: which receivers, which groups, firing or resolved,
-and when a still-firing group is due again (``repeat_interval``).
+and when a still-firing group is due again (``repeat_interval``; an Alertmanager receiver every minute).
 
 A notification is one request for one group of one receiver: the group's firing alerts plus those that
 resolved in this evaluation (Alertmanager's model, so its receivers understand it). Times here are
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuwatch.config import ReceiverConfig
+from gpuwatch.config.model import ALERTMANAGER_API
 from gpuwatch.model.alert import Alert, Transition
 from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox
@@ -138,6 +139,11 @@ class Notifier:
             groups[key] = (labels, [*members, data], dirty or fp in changed)
         return groups
 
+    @staticmethod
+    def _has_pending(conn: sqlite3.Connection, receiver: str) -> bool:
+        return conn.execute("SELECT 1 FROM outbox WHERE status='pending' AND receiver=? LIMIT 1",
+                            (receiver,)).fetchone() is not None
+
     def _queue(self, conn: sqlite3.Connection, stored: Mapping[str, tuple[str, Any]],
                changed: Mapping[str, Any], now: float) -> int:
         queued = 0
@@ -149,10 +155,16 @@ class Notifier:
                 firing = any(m["state"] == "firing" for m in members)
                 sent = last_sent.get((receiver.name, key))
                 # A firing group never sent (a receiver added by a reload) is due at once.
-                due = firing and (sent is None or now - sent >= receiver.repeat_interval)
+                due = firing and (sent is None or now - sent >= receiver.resend_s)
                 if firing:
                     firing_keys.add(key)
                 if not (dirty or due):
+                    continue
+                if not dirty and receiver.kind == ALERTMANAGER_API and self._has_pending(conn, receiver.name):
+                    # Alertmanager is not taking requests: the one waiting says the same, and the next re-send
+                    # follows it within the interval (a backlog of re-sends would only delay the recovery).
+                    conn.execute("INSERT OR REPLACE INTO groups VALUES (?,?,?)", (receiver.name, key, now))
+                    last_sent[(receiver.name, key)] = now
                     continue
                 members.sort(key=lambda m: (m["state"] != "firing", m["name"], m["fingerprint"]))
                 body = build_body(receiver.kind, receiver.name, key, labels, members, self.external_url)
@@ -164,7 +176,7 @@ class Notifier:
                 if r != receiver.name:
                     continue
                 if k in firing_keys:
-                    self._next_due = min(self._next_due, last_sent[(r, k)] + receiver.repeat_interval)
+                    self._next_due = min(self._next_due, last_sent[(r, k)] + receiver.resend_s)
                 else:
                     conn.execute("DELETE FROM groups WHERE receiver=? AND group_key=?", (r, k))
         if queued:

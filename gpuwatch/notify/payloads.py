@@ -2,13 +2,15 @@
 
 * ``generic``: gpuwatch's own JSON (every alert field, plus group and status);
 * ``alertmanager``: Alertmanager's webhook v4 body, so receivers written for Alertmanager work unchanged;
-* ``slack``: an incoming-webhook message (``text`` plus one attachment per alert).
+* ``slack``: an incoming-webhook message (``text`` plus one attachment per alert);
+* ``alertmanager_api``: the list of alerts Alertmanager's own ``POST /api/v2/alerts`` takes (see
+  :mod:`gpuwatch.notify.alertmanager_api`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -72,7 +74,27 @@ def slack(receiver: str, group_key: str, group_labels: Mapping[str, str], alerts
     return {"text": f"{head} (<{external_url}/api/v1/alerts|gpuwatch>)", "attachments": attachments}
 
 
-BUILDERS = {"generic": generic, "alertmanager": alertmanager, "slack": slack}
+def alertmanager_api(receiver: str, group_key: str, group_labels: Mapping[str, str],
+                     alerts: Sequence[Mapping[str, Any]], external_url: str) -> list[dict[str, Any]]:
+    """Alertmanager's ``postableAlerts``: a firing alert goes without ``endsAt`` (Alertmanager keeps it for
+    its resolve_timeout after each send), a resolved one with ``endsAt`` = when it resolved, which ends it.
+    Empty label values are left out, as Prometheus leaves them out (an empty label is no label)."""
+    items = []
+    for a in alerts:
+        item: dict[str, Any] = {
+            "labels": {str(k): str(v) for k, v in a["labels"].items() if str(v)},
+            "annotations": {str(k): str(v) for k, v in a["annotations"].items() if str(v)},
+            "startsAt": rfc3339(a.get("fired_at") or a.get("active_since")),
+            "generatorURL": f"{external_url}/api/v1/alerts",
+        }
+        if a["state"] == "resolved":
+            item["endsAt"] = rfc3339(a.get("resolved_at"))
+        items.append(item)
+    return items
+
+
+BUILDERS: dict[str, Callable[..., Any]] = {"generic": generic, "alertmanager": alertmanager, "slack": slack,
+                                           "alertmanager_api": alertmanager_api}
 
 
 def build_body(kind: str, receiver: str, group_key: str, group_labels: Mapping[str, str],

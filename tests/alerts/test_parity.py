@@ -28,7 +28,7 @@ from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapsh
 
 STEP = 60.0
 MINUTES = 40
-SCRAPE = {"instance": "node-1:9464", "job": "gpuwatch"}
+SCRAPE = {"instance": "node-1", "job": "gpuwatch"}  # a setup that relabels instance to the host name
 
 RULES = """
 groups:
@@ -151,7 +151,7 @@ def input_series(snaps: list[Snapshot]) -> list[dict[str, str]]:
 
     for k, s in enumerate(snaps):
         for g in s.gpus:
-            labels = {"gpu": str(g.index), "uuid": g.uuid, "name": g.name or "", "hostname": s.host.hostname}
+            labels = {"gpu": str(g.index), "uuid": g.uuid, "name": g.name or ""}
             for key in ("gpu.util", "gpu.mem_used_percent", "gpu.temperature_c", "gpu.power_w"):
                 value = read_metric(key, g)
                 assert value is not None
@@ -160,8 +160,7 @@ def input_series(snaps: list[Snapshot]) -> list[dict[str, str]]:
                 put("gpuwatch_gpu_clock_event_active", {**labels, "reason": reason}, k,
                     1.0 if (g.clock_event_mask or 0) & bit else 0.0)
         for p in s.processes:
-            labels = {"pid": str(p.pid), "gpu": str(p.gpu_index), "user": p.user or "", "command": p.name or "",
-                      "hostname": s.host.hostname}
+            labels = {"pid": str(p.pid), "gpu": str(p.gpu_index), "user": p.user or "", "command": p.name or ""}
             spec = METRICS["process.top_thread_cpu_percent"]
             put(spec.prom_name or "", labels, k, (p.top_thread_cpu_percent or 0) * spec.prom_scale)
         for src in s.sources:
@@ -183,7 +182,9 @@ def engine_expectations(rules: RuleSet, snaps: list[Snapshot]) -> tuple[list[dic
         firing = [a for a in engine.alerts() if a.state == "firing"]
         fired.update(a.name for a in firing)
         for rule in rules.rules:
-            exp = [{"exp_labels": {**{n: v for n, v in a.labels.items() if n != "alertname"}, **SCRAPE},
+            # The series carry no hostname: in Prometheus the alert has the scrape's instance in its place.
+            exp = [{"exp_labels": {**{n: v for n, v in a.labels.items() if n not in ("alertname", "hostname")},
+                                   **SCRAPE},
                     "exp_annotations": a.annotations} for a in firing if a.name == rule.name]
             tests.append({"eval_time": f"{k}m", "alertname": rule.name, "exp_alerts": exp})
     return tests, fired

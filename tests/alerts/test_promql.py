@@ -26,12 +26,17 @@ PROMQL = [
     ('{threshold: {metric: gpu.util, op: "<", value: 30, avg: 2m}}',
      "avg_over_time(gpuwatch_gpu_utilization_ratio[2m]) < 0.3"),
     ('{threshold: {metric: gpu.sm_clock_mhz, op: "<", value: 1000}}', "gpuwatch_gpu_sm_clock_hertz < 1000000000"),
+    ('{threshold: {metric: gpu.pcie_rx_bytes_s, op: ">", value: 1e9}}',
+     "rate(gpuwatch_gpu_pcie_receive_bytes_total[1m]) > 1000000000"),  # a byte counter is read through rate()
+    ('{threshold: {metric: process.io_read_bytes_s, op: ">", value: 5e8, avg: 5m}}',
+     "rate(gpuwatch_process_io_read_bytes_total[5m]) > 500000000"),
+    ('{threshold: {metric: gpu.ecc_uncorrected, op: ">", value: 0}}', "gpuwatch_gpu_ecc_uncorrected_errors_total > 0"),
     ('{all: [{threshold: {metric: gpu.mem_used_percent, op: ">=", value: 70}}, '
      '{threshold: {metric: gpu.util, op: "<", value: 30}}]}',
      "gpuwatch_gpu_memory_used_ratio >= 0.7 and gpuwatch_gpu_utilization_ratio < 0.3"),
     ('{all: [{threshold: {metric: gpu.util, op: "<", value: 50}}, '
      '{threshold: {metric: process.top_thread_cpu_percent, op: ">=", value: 90}}]}',
-     "gpuwatch_process_top_thread_cpu_usage_ratio >= 0.9 and on (hostname, gpu) gpuwatch_gpu_utilization_ratio < 0.5"),
+     "gpuwatch_process_top_thread_cpu_usage_ratio >= 0.9 and on (instance, gpu) gpuwatch_gpu_utilization_ratio < 0.5"),
     ('{any: [{threshold: {metric: gpu.util, op: ">", value: 90}}, {all: ['
      '{threshold: {metric: gpu.temperature_c, op: ">", value: 80}}, '
      '{threshold: {metric: gpu.power_w, op: ">", value: 600}}]}]}',
@@ -39,7 +44,8 @@ PROMQL = [
      "(gpuwatch_gpu_temperature_celsius > 80 and gpuwatch_gpu_power_watts > 600)"),
     ('{all: [{threshold: {metric: gpu.memory_temperature_c, op: ">=", value: 90}}, '
      '{threshold: {metric: gpu.util, op: ">", value: 50}}]}',
-     "gpuwatch_gpu_memory_temperature_celsius >= 90 and on (instance, gpu) gpuwatch_gpu_utilization_ratio > 0.5"),
+     # a health series carries the same labels as every GPU series (no hostname on any): a plain "and" joins
+     "gpuwatch_gpu_memory_temperature_celsius >= 90 and gpuwatch_gpu_utilization_ratio > 0.5"),
     ('{all: [{threshold: {metric: process.cpu_percent, op: ">", value: 90}}, '
      '{threshold: {metric: gpu.xid_recent, op: ">", value: 0}}]}',
      "gpuwatch_process_cpu_usage_ratio > 0.9 and on (instance, gpu) gpuwatch_gpu_recent_xid > 0"),
@@ -70,6 +76,7 @@ def test_each_condition_has_a_faithful_promql(condition: str, expected: str) -> 
     ('{flapping: {metric: gpu.util, op: ">=", value: 50, window: 10m, high: 40, low: 20}}', "'low' threshold"),
     ('{threshold: {metric: gpu.sm_clock_percent, op: "<", value: 50}}', "has no Prometheus series"),
     ('{all: [{threshold: {metric: gpu.util, op: ">", value: 1, clear: 0}}]}', "hysteresis"),
+    ('{volatility: {metric: process.io_write_bytes_s, stddev: 1e6, window: 5m}}', "exported as a counter of bytes"),
 ])
 def test_what_promql_cannot_express_on_its_own_is_refused_with_the_reason(condition: str, why: str) -> None:
     with pytest.raises(Unexpressible, match=why):
@@ -128,4 +135,31 @@ def test_promtool_accepts_the_generated_rules() -> None:
 def test_promtool_unit_tests_pass(test_file: Path) -> None:
     promtool = require_tool("promtool")
     res = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_byte_rate_threshold_fires_in_promtool_on_the_counter_the_exporter_serves(tmp_path: Path) -> None:
+    """The exporter serves PCIe bytes as a running total; the exported rule reads its rate back."""
+    promtool = require_tool("promtool")
+    rules = parse_rules('groups:\n- name: g\n  rules:\n  - alert: PcieBusy\n    condition: {threshold: '
+                        '{metric: gpu.pcie_rx_bytes_s, op: ">", value: 5e8}}\n    for: 2m\n', "r.yml")
+    (tmp_path / "rules.yml").write_text(export_prometheus(rules).text)
+    # 6e10 bytes a minute (1 GB/s) for 5 minutes, then idle: fires after `for`, ends once the rate falls.
+    (tmp_path / "test.yml").write_text("""\
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'gpuwatch_gpu_pcie_receive_bytes_total{instance="n:19464",gpu="0"}'
+        values: '0+60000000000x5 300000000000x5'
+    alert_rule_test:
+      - {eval_time: 2m, alertname: PcieBusy, exp_alerts: []}
+      - eval_time: 4m
+        alertname: PcieBusy
+        exp_alerts: [{exp_labels: {instance: "n:19464", gpu: "0"}}]
+      - {eval_time: 8m, alertname: PcieBusy, exp_alerts: []}
+""")
+    res = subprocess.run([promtool, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr

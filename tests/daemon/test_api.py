@@ -43,6 +43,17 @@ def test_metrics_scrape_is_clean_under_promtool(running: RunningDaemon) -> None:
     assert b'gpuwatch_notifications' in body
     check = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=30, check=False)
     assert check.returncode == 0 and not check.stdout and not check.stderr, check.stdout + check.stderr
+    assert b"_created" not in body  # prometheus_client's creation-time series are off
+
+
+def test_the_root_is_a_page_linking_every_read_endpoint(running: RunningDaemon) -> None:
+    page = requests.get(running.url + "/", timeout=5)
+    assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+    links = re.findall(r'href="([^"]+)"', page.text)
+    assert links == ["metrics", "healthz", "api/v1/snapshot", "api/v1/stream", "api/v1/alerts", "api/v1/diagnosis"]
+    for link in links:
+        if link != "api/v1/stream":  # a stream never ends
+            assert requests.get(f"{running.url}/{link}", timeout=5).status_code == 200, link
 
 
 @pytest.mark.parametrize("recovers", [False, True])
@@ -135,9 +146,9 @@ def test_reload_over_http_needs_the_bearer_token(tmp_path: Path, recording: Path
 
 
 @pytest.mark.parametrize(("listen", "allow_remote", "token", "message"), [
-    ("0.0.0.0:9464", False, False, "pass --allow-remote"),
-    ("0.0.0.0:9464", True, False, "needs a token"),
-    ("192.0.2.1:9464", True, False, "needs a token"),
+    ("0.0.0.0:19464", False, False, "pass --allow-remote"),
+    ("0.0.0.0:19464", True, False, "needs a token"),
+    ("192.0.2.1:19464", True, False, "needs a token"),
 ])
 def test_a_non_loopback_address_needs_allow_remote_and_a_token(tmp_path: Path, recording: Path, listen: str,
                                                                allow_remote: bool, token: bool,

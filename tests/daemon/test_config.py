@@ -55,9 +55,30 @@ def test_a_full_file_is_read_with_units_and_paths_relative_to_it(tmp_path: Path)
         "ops", "alertmanager", 1800.0, ("alertname", "gpu"), {"severity": "critical"})
 
 
+def test_slack_and_alertmanager_api_receivers_need_no_secret_and_repeat_by_kind(tmp_path: Path) -> None:
+    c = load_config(write(tmp_path, """\
+[[receivers]]
+name = "chat"
+kind = "slack"
+url = "https://hooks.slack.com/services/T/B/X"
+[[receivers]]
+name = "am"
+kind = "alertmanager_api"
+url = "http://127.0.0.1:9093"
+[[receivers]]
+name = "am-fast"
+kind = "alertmanager_api"
+url = "http://127.0.0.1:9093"
+repeat_interval = "1m30s"
+"""), env={})
+    chat, am, fast = c.receivers
+    assert (chat.secret_file, chat.secret_env, chat.resend_s) == (None, None, 4 * 3600.0)
+    assert (am.kind, am.resend_s, fast.resend_s) == ("alertmanager_api", 60.0, 90.0)
+
+
 def test_no_file_at_the_default_path_means_defaults(tmp_path: Path) -> None:
     c = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path)})
-    assert c.daemon.listen == "127.0.0.1:9464" and c.path is None and c.receivers == ()
+    assert c.daemon.listen == "127.0.0.1:19464" and c.path is None and c.receivers == ()
 
 
 @pytest.mark.parametrize(("env", "expected"), [
@@ -77,7 +98,7 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[daemon]\nlisten = 9464\n", r"config.toml:2: daemon.listen: expected a non-empty string"),
+    ("[daemon]\nlisten = 19464\n", r"config.toml:2: daemon.listen: expected a non-empty string"),
     ('[daemon]\nlisten = "localhost"\n', r"config.toml:2: daemon.listen: 'localhost' is not HOST:PORT; write e.g."),
     ('[sampler]\n\ninterval = -1\n', r"config.toml:3: sampler.interval: must be greater than 0"),
     ('[daemon]\nlisten_addr = "x"\n', r"config.toml:2: daemon.listen_addr: unknown key; did you mean 'listen'\?"),
@@ -85,9 +106,20 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path: Path) 
     ('[notify]\nmax_age = "forever"\n', r"config.toml:2: notify.max_age: 'forever' is not a duration"),
     ("[daemon\n", r"config.toml:1: not valid TOML"),
     (GOOD + '\n[[receivers]]\nname = "pager"\nkind = "pagerduty"\nurl = "http://x"\n',
-     r"config.toml:25: receivers\[1\].kind: 'pagerduty' is not one of: generic, alertmanager, slack"),
-    ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://x"\n',
-     r"config.toml:1: receivers\[0\]: every request is signed: set secret_file"),
+     r"config.toml:25: receivers\[1\].kind: 'pagerduty' is not one of: generic, alertmanager, slack, "
+     r"alertmanager_api"),
+    ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\n',
+     r"config.toml:1: receivers\[0\]: every webhook request is signed: set secret_file"),
+    ('[[receivers]]\nname = "a"\nkind = "generic"\nurl = "http://x"\nsecret_env = "S"\nrepeat_interval = "30s"\n',
+     r"config.toml:6: receivers\[0\].repeat_interval: a webhook repeats .* at most once a minute: "
+     r"write 1m to 30d \(default 4h\), got 30s"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsecret_env = "S"\n',
+     r"config.toml:5: receivers\[0\].secret_env: Alertmanager checks no webhook signature: remove it"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nrepeat_interval = "5m"\n',
+     r"config.toml:5: receivers\[0\].repeat_interval: Alertmanager ends a firing alert not sent again within its "
+     r"resolve_timeout \(5m by default\): write 1s to 2m30s \(default 1m\), got 5m"),
+    ('[[receivers]]\nname = "am"\nkind = "alertmanager_api"\nurl = "http://am:9093"\nsend_resolved = false\n',
+     r"config.toml:5: receivers\[0\].send_resolved: an alertmanager_api receiver always ends resolved alerts"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\n', r"config.toml:1: receivers\[0\]: missing url"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "ftp://x"\nsecret_env = "S"\n',
      r"config.toml:4: receivers\[0\].url: 'ftp://x' is not an http:// or https:// URL"),
@@ -112,8 +144,8 @@ def test_an_explicit_config_that_does_not_exist_is_an_error(tmp_path: Path) -> N
     ("[alerts]\nrule_paths = [\"missing.yml\"]\n", [], "alert rules:"),
     ('[[receivers]]\nname = "a"\nkind = "slack"\nurl = "http://127.0.0.1:1"\nsecret_env = "GW_TEST_UNSET"\n', [],
      "receiver 'a': secret_env GW_TEST_UNSET: the environment variable is not set"),
-    ("", ["--listen", "0.0.0.0:9464"], "pass --allow-remote"),
-    ("", ["--listen", "0.0.0.0:9464", "--allow-remote"], "needs a token"),
+    ("", ["--listen", "0.0.0.0:19464"], "pass --allow-remote"),
+    ("", ["--listen", "0.0.0.0:19464", "--allow-remote"], "needs a token"),
 ])
 def test_the_daemon_refuses_a_bad_config_with_one_line_and_exit_2(tmp_path: Path, config: str, extra: list[str],
                                                                    message: str) -> None:
@@ -134,7 +166,7 @@ def test_check_config_summarises_a_good_config(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "gpuwatch", "daemon", "--config", str(path), "--check-config"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert "OK; listen 127.0.0.1:9464" in result.stdout
+    assert "OK; listen 127.0.0.1:19464" in result.stdout
 
 
 def test_the_printed_example_is_a_valid_config_that_changes_nothing(tmp_path: Path) -> None:
@@ -161,7 +193,7 @@ def test_an_unknown_gpuwatch_variable_is_an_error_with_a_suggestion(tmp_path: Pa
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("GPUWATCH_DAEMON_MAX_PROCESS_SERIES", "9" * 5000, "expected a whole number of 1 or more, got 999"),
     ("GPUWATCH_SAMPLER_INTERVAL", "nan", "must be a finite number, got nan"),
-    ("GPUWATCH_NOTIFY_TIMEOUT", "0", "must be between 0.1s and 5m, got 0"),
+    ("GPUWATCH_NOTIFY_TIMEOUT", "0", "must be between 100ms and 5m, got 0"),
     ("GPUWATCH_NOTIFY_MAX_AGE", "1e999", "is not a duration"),
 ], ids=["huge-integer", "nan-interval", "zero-timeout", "overflowing-duration"])
 def test_environment_values_are_bounded_like_file_values(tmp_path: Path, name: str, value: str,

@@ -27,7 +27,7 @@ from gpuwatch.cli.service_unit import UnitSpec, exec_quote, render_unit
 MAX_EXPOSURE = 2.0
 
 
-def unit_lines(listen: str = "127.0.0.1:9464", token: str | None = None) -> list[str]:
+def unit_lines(listen: str = "127.0.0.1:19464", token: str | None = None) -> list[str]:
     return render_unit(UnitSpec(gpuwatch_command(), listen, 30, token)).splitlines()
 
 
@@ -63,10 +63,10 @@ def test_exec_start_is_the_installed_gpuwatch_serving_on_the_chosen_address() ->
 
 
 def test_a_remote_unit_passes_allow_remote_and_the_token_as_a_credential() -> None:
-    lines = unit_lines("0.0.0.0:9464", "/etc/gpuwatch/token")
+    lines = unit_lines("0.0.0.0:19464", "/etc/gpuwatch/token")
     assert "LoadCredential=token:/etc/gpuwatch/token" in lines
     (start,) = [ln for ln in lines if ln.startswith("ExecStart=")]
-    assert start.endswith("daemon --listen 0.0.0.0:9464 --allow-remote --token-file %d/token")
+    assert start.endswith("daemon --listen 0.0.0.0:19464 --allow-remote --token-file %d/token")
 
 
 @pytest.mark.parametrize(("arg", "quoted"), [
@@ -80,8 +80,8 @@ def test_exec_start_arguments_are_quoted_for_systemd(arg: str, quoted: str) -> N
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--listen", "127.0.0.1:9464\nExecStartPre=/bin/sh -c id"], "control characters (a newline?)"),
-    (["--listen", "127.0.0.1:9464\n"], "control characters"),
+    (["--listen", "127.0.0.1:19464\nExecStartPre=/bin/sh -c id"], "control characters (a newline?)"),
+    (["--listen", "127.0.0.1:19464\n"], "control characters"),
     (["--listen", "nowhere"], "is not HOST:PORT"),
     (["--listen", "127.0.0.1:0"], "a fixed port"),
     (["--watchdog", "-5"], "--watchdog -5: give 1-3600 seconds, or 0"),
@@ -102,7 +102,7 @@ def _analyze(analyze: str, unit: Path, *args: str) -> subprocess.CompletedProces
     return subprocess.run([analyze, *args, str(unit)], capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("listen", ["127.0.0.1:9464", "0.0.0.0:9464"])
+@pytest.mark.parametrize("listen", ["127.0.0.1:19464", "0.0.0.0:19464"])
 def test_systemd_analyze_verifies_the_unit_and_scores_its_exposure_at_most_2(tmp_path: Path, listen: str) -> None:
     analyze = require_tool("systemd-analyze")
     unit = tmp_path / "gpuwatch.service"

@@ -21,7 +21,7 @@ from gpuwatch.data import bundled_recording
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gpuwatch.json"
 #: What Grafana puts in for the dashboard's variables when "All" is chosen.
-VARIABLES = {"$hostname": ".*", "$gpu": ".*"}
+VARIABLES = {"$instance": ".*", "$gpu": ".*", "$__rate_interval": "1m"}
 
 
 def panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:

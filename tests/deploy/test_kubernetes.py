@@ -105,4 +105,4 @@ def test_the_image_command_is_one_the_daemon_accepts(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "gpuwatch", *args, "--check-config", "--state-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, env={"HOME": str(tmp_path), "PATH": "/usr/bin"})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "listen 0.0.0.0:9464" in done.stdout
+    assert "listen 0.0.0.0:19464" in done.stdout

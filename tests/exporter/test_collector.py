@@ -46,7 +46,7 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_gpu_utilization_ratio", {"gpu": "1"}, 0.03),
     ("gpuwatch_gpu_memory_used_bytes", {"gpu": "0"}, 1_782_579_200),
     ("gpuwatch_gpu_sm_clock_hertz", {"gpu": "0"}, 1950e6),  # MHz -> Hz
-    ("gpuwatch_gpu_power_watts", {"gpu": "0", "name": "NVIDIA H200", "hostname": "gpu-node-1"}, 512.25),
+    ("gpuwatch_gpu_power_watts", {"gpu": "0", "name": "NVIDIA H200"}, 512.25),
     ("gpuwatch_gpu_energy_joules_total", {"gpu": "0"}, 4069.296),
     ("gpuwatch_gpu_sm_active_ratio", {"gpu": "0"}, 0.875),  # GPM preferred over DCGM
     ("gpuwatch_gpu_profiling_sm_active_ratio", {"gpu": "0", "source": "gpm"}, 0.875),
@@ -55,7 +55,8 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_gpu_clock_event_active", {"gpu": "0", "reason": "hw_thermal"}, 0),
     ("gpuwatch_process_top_thread_cpu_usage_ratio", {"pid": "471", "gpu": "0", "user": "svc",
                                                      "command": "python3"}, 0.997),
-    ("gpuwatch_host_cpu_iowait_ratio", {"hostname": "gpu-node-1"}, 0.0025),
+    ("gpuwatch_host_cpu_iowait_ratio", {}, 0.0025),
+    ("gpuwatch_host_info", {"hostname": "gpu-node-1"}, 1),
     ("gpuwatch_source_up", {"source": "dcgm"}, 0),
     ("gpuwatch_source_up", {"source": "nvml"}, 1),
     ("gpuwatch_source_age_seconds", {"source": "dcgm"}, 4.5),
@@ -63,11 +64,20 @@ def value(samples: dict[tuple, float], metric: str, **labels: str) -> float:
     ("gpuwatch_up", {}, 1),
     ("gpuwatch_gpu_memory_reserved_bytes", {"gpu": "0"}, 645_922_816),
     ("gpuwatch_gpu_pcie_link_width", {"gpu": "1"}, 16),
-    ("gpuwatch_host_memory_available_bytes", {"hostname": "gpu-node-1"}, 115_964_116_992),
+    ("gpuwatch_host_memory_available_bytes", {}, 115_964_116_992),
     ("gpuwatch_gpu_processes", {"gpu": "1"}, 1),
 ])
 def test_series_carry_snapshot_values_in_base_units(name: str, labels: dict[str, str], expected: float) -> None:
     assert value(scrape(full_snapshot()), name, **labels) == pytest.approx(expected)
+
+
+def test_the_host_name_is_a_label_of_the_info_series_only() -> None:
+    """Prometheus's ``instance`` tells hosts apart; ``gpuwatch_host_info`` (and an ``_info`` series carrying a
+    backend's own labels) says which name a host goes by."""
+    samples = scrape(full_snapshot())
+    with_hostname = {n for (n, ls) in samples if "hostname" in dict(ls)}
+    assert with_hostname and all(n.endswith("_info") for n in with_hostname), with_hostname
+    assert "gpuwatch_host_info" in with_hostname
 
 
 def test_every_known_clock_event_reason_has_a_series_per_gpu() -> None:
@@ -96,7 +106,21 @@ def test_process_series_are_capped_and_the_rest_counted_once_per_snapshot() -> N
     pids = {ls["pid"] for f in text_string_to_metric_families(body) for s in f.samples
             if s.name == "gpuwatch_process_gpu_memory_bytes" for ls in [s.labels]}
     assert pids == {"1009", "1008", "1007"}  # the largest GPU-memory holders stay
-    assert "gpuwatch_process_series_dropped_total 7.0" in body
+    assert 'gpuwatch_process_series_dropped_total{reason="cap"} 7.0' in body
+    assert 'gpuwatch_process_series_dropped_total{reason="young"} 0.0' in body
+
+
+def test_a_process_shows_once_it_has_run_the_minimum_age_and_the_young_are_counted() -> None:
+    now = full_snapshot().time
+    procs = (dataclasses.replace(full_process(1), create_time=now - 5),  # 5 s old
+             dataclasses.replace(full_process(2), create_time=now - 31),
+             dataclasses.replace(full_process(3), create_time=None))  # age unknown: counts as old
+    snap = dataclasses.replace(full_snapshot(), processes=procs)
+    body = render(Exporter(SnapshotCollector(lambda: snap, process_min_age=30)).registry).decode()
+    pids = {s.labels["pid"] for f in text_string_to_metric_families(body) for s in f.samples
+            if s.name == "gpuwatch_process_gpu_memory_bytes"}
+    assert pids == {"2", "3"}
+    assert 'gpuwatch_process_series_dropped_total{reason="young"} 1.0' in body
 
 
 def test_a_process_that_exits_leaves_no_stale_series() -> None:

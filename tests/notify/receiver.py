@@ -17,6 +17,7 @@ class Received:
     body: bytes
     answered: int
     at: float
+    path: str = "/hook"
 
     @property
     def webhook_id(self) -> str:
@@ -50,7 +51,7 @@ class Receiver:
                                or time.time() < receiver.script.fail_until)
                     status = receiver.script.fail_status if failing else 200
                     receiver.requests.append(Received({k.lower(): v for k, v in self.headers.items()}, body,
-                                                      status, time.time()))
+                                                      status, time.time(), self.path))
                 self.send_response(status)
                 if failing and receiver.script.retry_after is not None:
                     self.send_header("Retry-After", receiver.script.retry_after)

@@ -188,3 +188,17 @@ def test_the_outbox_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     for path in (tmp_path / "new.sqlite", old):
         Outbox(path).close()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(("kind", "path"), [("slack", "/hook"), ("alertmanager_api", "/am/api/v2/alerts")])
+def test_receivers_that_check_no_signature_get_none_and_alertmanager_gets_its_api_path(
+        tmp_path: Path, receiver: Receiver, kind: str, path: str) -> None:
+    url = receiver.url.replace("/hook", "/am/") if kind == "alertmanager_api" else receiver.url
+    rc = ReceiverConfig(name="ops", kind=kind, url=url)
+    d = Deliverer(Outbox(tmp_path / "outbox.sqlite"), {"ops": Target(rc, None)}, FAST)
+    queue(d, b'[{"labels":{"alertname":"A"}}]')
+    asyncio.run(drain(d, 10))
+    (got,) = receiver.requests
+    assert got.path == path and got.headers["content-type"] == "application/json"
+    assert "webhook-signature" not in got.headers and got.webhook_id == "msg_0"
+    assert statuses(d) == {"msg_0": "delivered"}

@@ -46,7 +46,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_firing_then_resolved_queues_one_notification_each(db: Path) -> None:
-    n = Notifier(Outbox(db), [receiver()], "http://127.0.0.1:9464")
+    n = Notifier(Outbox(db), [receiver()], "http://127.0.0.1:19464")
     starved = alert("GpuStarved", "firing")
     assert n.handle([fire(starved, 100)], [starved], 100) == 1
     assert n.handle([fire(starved, 101)], [starved], 101) == 0  # still firing: nothing new
@@ -117,7 +117,7 @@ def test_an_alert_that_ended_while_the_daemon_was_down_resolves_after_the_grace(
 
 @pytest.mark.parametrize("kind", ["generic", "alertmanager", "slack"])
 def test_every_kind_builds_its_documented_body(db: Path, kind: str) -> None:
-    n = Notifier(Outbox(db), [receiver(kind=kind)], "http://gpu-node-1:9464")
+    n = Notifier(Outbox(db), [receiver(kind=kind)], "http://gpu-node-1:19464")
     a = alert("GpuStarved", "firing", t=1764666252.0)
     n.handle([fire(a, 100)], [a], 100)
     body = queued(n.outbox)[0]
@@ -153,3 +153,38 @@ def test_a_receiver_added_by_a_reload_hears_of_alerts_already_firing(db: Path) -
     n.set_receivers([receiver("ops"), receiver("pager")])
     assert n.handle([], [a], 101) == 1
     assert [q["receiver"] for q in queued(n.outbox)] == ["ops", "pager"]
+
+
+def test_an_alertmanager_api_receiver_gets_alertmanagers_postable_alerts(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)],
+                 "http://gpu-node-1:19464")
+    a = alert("GpuStarved", "firing", t=1764666252.0, pod="")
+    n.handle([fire(a, 100)], [a], 100)
+    done = alert("GpuStarved", "resolved", t=1764666312.0, pod="")
+    n.handle([resolve(done, 160)], [], 160)
+    firing, resolved = (json.loads(b) for (b,) in n.outbox.conn.execute("SELECT body FROM outbox ORDER BY id"))
+    assert firing == [{"labels": {"alertname": "GpuStarved", "gpu": "0", "severity": "warning"},
+                       "annotations": {"summary": "GpuStarved on 0"}, "startsAt": "2025-12-02T09:04:12.000Z",
+                       "generatorURL": "http://gpu-node-1:19464/api/v1/alerts"}]  # no endsAt: resolve_timeout
+    assert resolved[0]["endsAt"] == "2025-12-02T09:05:12.000Z" and resolved[0]["labels"] == firing[0]["labels"]
+
+
+def test_an_alertmanager_api_receiver_hears_of_a_firing_alert_every_minute_by_default(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)], "http://x")
+    a = alert("GpuStarved", "firing")
+    sent = []
+    for t in range(100, 400):
+        if n.handle([fire(a, t)] if t == 100 else [], [a], t):
+            sent.append(t)
+            n.outbox.conn.execute("UPDATE outbox SET status='delivered'")  # Alertmanager took it
+    assert sent == [100, 160, 220, 280, 340]
+
+
+def test_re_sends_to_alertmanager_wait_while_a_request_to_it_is_pending(db: Path) -> None:
+    n = Notifier(Outbox(db), [receiver(kind="alertmanager_api", secret_env=None, repeat_interval=None)], "http://x")
+    a, b = alert("GpuStarved", "firing"), alert("Hot", "firing")
+    n.handle([fire(a, 100)], [a], 100)
+    assert [n.handle([], [a], t) for t in (160, 220, 280)] == [0, 0, 0]  # Alertmanager down: one row waits
+    assert n.handle([fire(b, 281)], [a, b], 281) == 1  # a change is queued all the same
+    n.outbox.conn.execute("UPDATE outbox SET status='delivered'")  # Alertmanager is back and took both
+    assert n.handle([], [a, b], 340) == 1  # the next re-send goes out on time

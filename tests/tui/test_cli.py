@@ -20,7 +20,7 @@ def parse(*argv: str) -> object:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (("--connect", "127.0.0.1:9464", "--replay", "x.ndjson.gz"), "--connect and --replay exclude each other"),
+    (("--connect", "127.0.0.1:19464", "--replay", "x.ndjson.gz"), "--connect and --replay exclude each other"),
     (("--connect", "--token-file", "/nonexistent/token"), "cannot read the token file"),
     (("--replay", "/nonexistent/rec.ndjson.gz"), "no such file"),
     (("--rules", "/nonexistent/rules.yml", "--replay", "x"), "alert rules not"),
@@ -33,7 +33,7 @@ def test_user_errors_name_the_problem_and_the_fix(argv: tuple[str, ...], message
 
 def test_connect_without_a_url_watches_the_local_daemon() -> None:
     feed = build_feed(parse("--connect"))  # type: ignore[arg-type]
-    assert isinstance(feed, RemoteFeed) and feed.urls == ["http://127.0.0.1:9464"]
+    assert isinstance(feed, RemoteFeed) and feed.urls == ["http://127.0.0.1:19464"]
 
 
 def test_replay_builds_a_recording_feed_with_the_shipped_rules(bundled: Path) -> None:

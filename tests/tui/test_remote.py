@@ -91,8 +91,8 @@ def daemons() -> Iterator[tuple[FakeDaemon, FakeDaemon]]:
 
 
 @pytest.mark.parametrize(("given", "expected"), [
-    ("127.0.0.1:9464", "http://127.0.0.1:9464"),
-    ("http://gpu-7:9464/", "http://gpu-7:9464"),
+    ("127.0.0.1:19464", "http://127.0.0.1:19464"),
+    ("http://gpu-7:19464/", "http://gpu-7:19464"),
     (" https://x.example ", "https://x.example"),
 ])
 def test_connect_urls_are_normalised(given: str, expected: str) -> None:
