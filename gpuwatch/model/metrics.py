@@ -74,6 +74,13 @@ def _health(name: str) -> Callable[[GpuSample], float | None]:
 
 PCT = 0.01  # percent -> ratio for Prometheus
 
+
+def _byte_counter(key: str, help: str, attr: str, prom_name: str) -> MetricSpec:
+    """A byte rate in the model, served on /metrics as the running total of bytes (a counter)."""
+    return MetricSpec(key, key.split(".")[0], "bytes/s",  # type: ignore[arg-type]
+                      f"{help}; on /metrics the bytes so far (the rate integrated over samples)", _attr(attr),
+                      prom_name, kind="counter", integrated=True)
+
 _GPU: list[MetricSpec] = [
     MetricSpec("gpu.util", "gpu", "percent", "GPU-Util: share of time any kernel ran (NVML)",
                _attr("gpu_util"), "gpuwatch_gpu_utilization_ratio", PCT),
@@ -105,12 +112,10 @@ _GPU: list[MetricSpec] = [
                _attr("pstate"), "gpuwatch_gpu_performance_state"),
     MetricSpec("gpu.energy_j", "gpu", "joules", "energy since the driver loaded",
                _attr("energy_j"), "gpuwatch_gpu_energy_joules_total", kind="counter"),
-    MetricSpec("gpu.pcie_tx_bytes_s", "gpu", "bytes/s", "PCIe transmit rate (GPM, DCGM or NVML); on /metrics "
-               "the bytes so far (the rate integrated over samples)", _attr("pcie_tx_rate"),
-               "gpuwatch_gpu_pcie_transmit_bytes_total", kind="counter", integrated=True),
-    MetricSpec("gpu.pcie_rx_bytes_s", "gpu", "bytes/s", "PCIe receive rate: host-to-device copies; on /metrics "
-               "the bytes so far (the rate integrated over samples)", _attr("pcie_rx_rate"),
-               "gpuwatch_gpu_pcie_receive_bytes_total", kind="counter", integrated=True),
+    _byte_counter("gpu.pcie_tx_bytes_s", "PCIe transmit rate (GPM, DCGM or NVML)", "pcie_tx_rate",
+                  "gpuwatch_gpu_pcie_transmit_bytes_total"),
+    _byte_counter("gpu.pcie_rx_bytes_s", "PCIe receive rate: host-to-device copies", "pcie_rx_rate",
+                  "gpuwatch_gpu_pcie_receive_bytes_total"),
     MetricSpec("gpu.mem_reserved_bytes", "gpu", "bytes", "device memory the driver reserves",
                _attr("mem_reserved_bytes"), "gpuwatch_gpu_memory_reserved_bytes"),
     MetricSpec("gpu.pcie_link_gen", "gpu", "", "current PCIe link generation",
@@ -190,12 +195,10 @@ _PROCESS: list[MetricSpec] = [
                _attr("top_thread_cpu_percent"), "gpuwatch_process_top_thread_cpu_usage_ratio", PCT),
     MetricSpec("process.rss_bytes", "process", "bytes", "resident host memory",
                _attr("rss_bytes"), "gpuwatch_process_resident_memory_bytes"),
-    MetricSpec("process.io_read_bytes_s", "process", "bytes/s", "storage read rate; on /metrics the bytes so "
-               "far (the rate integrated over samples)", _attr("io_read_bytes_s"),
-               "gpuwatch_process_io_read_bytes_total", kind="counter", integrated=True),
-    MetricSpec("process.io_write_bytes_s", "process", "bytes/s", "storage write rate; on /metrics the bytes so "
-               "far (the rate integrated over samples)", _attr("io_write_bytes_s"),
-               "gpuwatch_process_io_write_bytes_total", kind="counter", integrated=True),
+    _byte_counter("process.io_read_bytes_s", "storage read rate", "io_read_bytes_s",
+                  "gpuwatch_process_io_read_bytes_total"),
+    _byte_counter("process.io_write_bytes_s", "storage write rate", "io_write_bytes_s",
+                  "gpuwatch_process_io_write_bytes_total"),
     MetricSpec("process.threads_in_io_wait", "process", "threads", "threads in uninterruptible sleep (D)",
                _attr("threads_in_io_wait"), "gpuwatch_process_threads_io_wait"),
 ]
