@@ -103,6 +103,7 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
     a, b = daemons
     app = make_app(RemoteFeed([a.url, b.url]))
     async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query(FleetTable)))  # mounted once the feed has answered
         fleet = app.query_one(FleetTable)
         await wait_for(pilot, lambda: fleet.row_count == 3)
         hosts = sorted((str(fleet.cells[k][0]), str(fleet.cells[k][1])) for k in fleet.keys)
@@ -122,6 +123,7 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
 async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_the_screen() -> None:
     app = make_app(RemoteFeed(["127.0.0.1:9"]))
     async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query(FleetTable)))  # mounted once the feed has answered
         fleet = app.query_one(FleetTable)
         await wait_for(pilot, lambda: fleet.row_count == 1)
         status = str(fleet.cells[fleet.keys[0]][-1])
@@ -133,6 +135,7 @@ async def test_two_daemons_reporting_the_same_hostname_are_told_apart_by_address
     with FakeDaemon("twin", 1) as a, FakeDaemon("twin", 1) as b:
         app = make_app(RemoteFeed([a.url, b.url]))
         async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: bool(app.query(FleetTable)))  # mounted once the feed has answered
             fleet = app.query_one(FleetTable)
             expected = {f"twin@127.0.0.1:{a.port}", f"twin@127.0.0.1:{b.port}"}
             await wait_for(pilot, lambda: {str(fleet.cells[k][0]) for k in fleet.keys} == expected)
