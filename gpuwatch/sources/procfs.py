@@ -13,6 +13,28 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CONTAINER_RE = re.compile(r"([0-9a-f]{64})|(?:docker|crio|containerd|cri-containerd|libpod)[-:/]([0-9a-f]{12,64})")
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read_small(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def _stat_fields(raw: bytes, at_least: int) -> list[bytes] | None:
+    """The fields of a ``stat`` file after the command name (which may hold spaces and parentheses), from
+    the state letter on; None when fewer than ``at_least``."""
+    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=at_least + 1)
+    return rest if len(rest) >= at_least else None
+
+
+def _cpu_seconds(fields: list[bytes]) -> float:
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
 def container_id_from_cgroup(text: str) -> str | None:
     """The container id in a ``/proc/PID/cgroup`` body (docker, containerd, cri-o, podman), or None."""
     for line in text.splitlines():
@@ -37,19 +59,11 @@ def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
     out: dict[int, tuple[str, float]] = {}
     for tid in tids:
         try:
-            fd = os.open(base + tid + "/stat", os.O_RDONLY)
+            fields = _stat_fields(_read_small(base + tid + "/stat"), 14)
         except OSError:
             continue
-        try:
-            raw = os.read(fd, 1024)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)  # the comm field may hold spaces and parentheses
-        if len(rest) < 14:
-            continue
-        out[int(tid)] = (chr(rest[0][0]), (int(rest[11]) + int(rest[12])) / _CLK_TCK)
+        if fields is not None:
+            out[int(tid)] = (chr(fields[0][0]), _cpu_seconds(fields))
     return out
 
 
@@ -76,28 +90,10 @@ def read_children(pid: int, depth: int = 2) -> list[int]:
 def read_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a whole process from ``/proc/PID/stat``."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        fields = _stat_fields(_read_small(f"/proc/{pid}/stat"), 14)
     except OSError:
         return None
-    try:
-        raw = os.read(fd, 1024)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=14)
-    return (int(rest[11]) + int(rest[12])) / _CLK_TCK if len(rest) >= 14 else None
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _read_small(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 4096)
-    finally:
-        os.close(fd)
+    return None if fields is None else _cpu_seconds(fields)
 
 
 def read_process_stat(pid: int) -> tuple[str, float, int, int] | None:
@@ -107,11 +103,10 @@ def read_process_stat(pid: int) -> tuple[str, float, int, int] | None:
         raw = _read_small(f"/proc/{pid}/stat")
     except OSError:
         return None
-    rest = raw[raw.rfind(b")") + 2:].split(maxsplit=23)
-    if len(rest) < 22:
+    fields = _stat_fields(raw, 22)
+    if fields is None:
         return None
-    state = chr(rest[0][0])
-    return state, (int(rest[11]) + int(rest[12])) / _CLK_TCK, int(rest[17]), int(rest[21]) * _PAGE
+    return chr(fields[0][0]), _cpu_seconds(fields), int(fields[17]), int(fields[21]) * _PAGE
 
 
 def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
