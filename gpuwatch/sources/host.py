@@ -19,6 +19,7 @@ import psutil
 
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.machine import CpuJiffies, read_cpu_jiffies, read_meminfo
 from gpuwatch.sources.procfs import (
     container_id_from_cgroup,
     read_children,
@@ -65,39 +66,57 @@ class HostSource(Source):
         # (as for dcgm-exporter), so series and alerts name the machine.
         self.hostname = os.environ.get("NODE_NAME") or socket.gethostname()
         self._tracked: dict[int, _Tracked] = {}
-        self._last_cpu_times: list[Any] | None = None
+        self._last_cpu_times: list[CpuJiffies] | None = None
         self._cpu_count = psutil.cpu_count() or None
 
     # -- the machine -------------------------------------------------------------------------------------
     def _host(self) -> HostSample:
-        times = psutil.cpu_times(percpu=True)
+        times = self._cpu_jiffies()
         per_cpu: tuple[float, ...] = ()
         total = iowait = None
         if self._last_cpu_times is not None and len(self._last_cpu_times) == len(times):
-            busy_sum = all_sum = io_sum = 0.0
+            busy_sum = all_sum = io_sum = 0
             pcts = []
             for old, new in zip(self._last_cpu_times, times, strict=False):
-                d_all = sum(new) - sum(old)
-                d_idle = (new.idle - old.idle) + (getattr(new, "iowait", 0.0) - getattr(old, "iowait", 0.0))
-                d_io = getattr(new, "iowait", 0.0) - getattr(old, "iowait", 0.0)
-                pcts.append(round(100.0 * (d_all - d_idle) / d_all, 1) if d_all > 0 else 0.0)
-                busy_sum += d_all - d_idle
+                d_all = new.total - old.total
+                d_busy = d_all - (new.idle - old.idle)
+                pcts.append(round(100.0 * d_busy / d_all, 1) if d_all > 0 else 0.0)
+                busy_sum += d_busy
                 all_sum += d_all
-                io_sum += d_io
+                io_sum += new.iowait - old.iowait
             per_cpu = tuple(pcts)
             if all_sum > 0:
                 total = round(100.0 * busy_sum / all_sum, 2)
                 iowait = round(100.0 * io_sum / all_sum, 2)
         self._last_cpu_times = times
-        vm = psutil.virtual_memory()
+        mem_total, mem_available = self._memory()
         try:
             load1, load5, load15 = os.getloadavg()
         except OSError:
             load1 = load5 = load15 = None  # type: ignore[assignment]
         return HostSample(hostname=self.hostname, cpu_count=self._cpu_count, cpu_percent=total,
                           per_cpu_percent=per_cpu, iowait_percent=iowait, load1=load1, load5=load5,
-                          load15=load15, mem_total_bytes=vm.total, mem_used_bytes=vm.total - vm.available,
-                          mem_available_bytes=vm.available)
+                          load15=load15, mem_total_bytes=mem_total, mem_used_bytes=mem_total - mem_available,
+                          mem_available_bytes=mem_available)
+
+    @staticmethod
+    def _cpu_jiffies() -> list[CpuJiffies]:
+        try:
+            return read_cpu_jiffies()
+        except (OSError, ValueError):  # no /proc (macOS) or an unexpected layout: psutil knows the platform
+            return [CpuJiffies(round(sum(t) * 100), round((t.idle + getattr(t, "iowait", 0.0)) * 100),
+                               round(getattr(t, "iowait", 0.0) * 100)) for t in psutil.cpu_times(percpu=True)]
+
+    @staticmethod
+    def _memory() -> tuple[int, int]:
+        try:
+            found = read_meminfo()
+        except (OSError, ValueError):
+            found = None
+        if found is not None:
+            return found
+        vm = psutil.virtual_memory()
+        return vm.total, vm.available
 
     # -- the processes on the GPUs -----------------------------------------------------------------------
     def _track(self, pid: int, now: float, gpu_pids: set[int]) -> _Tracked | None:
