@@ -71,6 +71,11 @@ def _label_sources(opts: SamplingOptions) -> list[Source]:
     """The kubelet source where its socket is; off (one info line) where it is not."""
     if not opts.kubelet_socket:
         return []
+    from gpuwatch.sources.kubelet import is_socket
+
+    if not is_socket(opts.kubelet_socket):  # asked before grpc and protobuf are imported: ~10 MiB saved
+        log.info("no kubelet PodResources socket at %s: pod labels are off", opts.kubelet_socket)
+        return []
     try:
         from gpuwatch.sources.kubelet import kubelet_source
     except ImportError as exc:

@@ -7,6 +7,8 @@ slow answers and garbage leave each GPU with its last labels and the source mark
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -159,6 +161,17 @@ def test_no_socket_means_no_source_and_one_info_line(tmp_path: Path, caplog: pyt
     lines = [r for r in caplog.records if "kubelet" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
     assert "pod labels are off" in lines[0].getMessage()
+
+
+def test_without_a_kubelet_socket_grpc_and_protobuf_are_never_imported(tmp_path: Path) -> None:
+    # about 10 MiB of a daemon's memory on a machine that is not a Kubernetes node
+    absent = str(tmp_path / "no.sock")
+    code = ("import sys\nfrom gpuwatch.runtime.build import SamplingOptions, _label_sources\n"
+            f"assert _label_sources(SamplingOptions(interval=1.0, kubelet_socket={absent!r})) == []\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_an_outage_is_logged_once_and_its_end_once(server: PodResourcesServer, source: KubeletSource,

@@ -10,8 +10,6 @@ waits a full interval, so a broken kubelet sees one call per interval, not a ret
 from __future__ import annotations
 
 import logging
-import os
-import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -19,20 +17,13 @@ from collections.abc import Sequence
 import grpc
 
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.kubelet import api
+from gpuwatch.sources.kubelet import api, is_socket
 from gpuwatch.sources.kubelet.labels import gpu_labels
 
 log = logging.getLogger(__name__)
 
 #: Where the kubelet serves PodResources on every node (mounted into the DaemonSet's pod).
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 class KubeletSource(Source):
@@ -110,7 +101,7 @@ def kubelet_source(socket_path: str | None, interval: float) -> KubeletSource | 
     """The source when the kubelet's socket is there; otherwise None and one info line."""
     if not socket_path:
         return None
-    if not _is_socket(socket_path):
+    if not is_socket(socket_path):
         log.info("no kubelet PodResources socket at %s: pod labels are off", socket_path)
         return None
     return KubeletSource(socket_path, interval=interval, timeout=min(5.0, interval))
