@@ -128,7 +128,7 @@ def test_nvml_shut_down_by_someone_else_is_initialised_again_and_the_tick_succee
     gpu = source.poll(clock.advance(1), ()).gpus[0]
     assert gpu.temperature_c == 37.0
     assert fake.calls["nvmlInit"] == 2 and fake.initialized
-    assert len(fake.gpm_live) == 2  # the old pair was freed and a new one taken
+    assert len(fake.gpm_live) == 3  # the old samples were freed and new ones taken
 
 
 def test_nvml_that_stays_uninitialised_fails_the_backend_with_a_restart_hint() -> None:
@@ -208,7 +208,7 @@ def test_close_during_a_hung_call_frees_nothing_and_the_late_poll_does_not_touch
     while fake.calls["nvmlDeviceGetTemperature"] == calls:  # until the poll is inside the hung call
         time.sleep(0.005)
     source.close(wait_s=0.1)
-    assert len(fake.gpm_live) == 2 and fake.refcount == 1  # not freed under the hung call
+    assert len(fake.gpm_live) == 3 and fake.refcount == 1  # not freed under the hung call
     released.set()
     worker.join(5)
     assert outcome == [None]

@@ -10,6 +10,7 @@ from fakes.fake_pynvml import FakeClock, FakeNvml, make_fake_nvml
 
 from gpuwatch.model.snapshot import Profiling
 from gpuwatch.sources.nvml import NvmlSource
+from gpuwatch.sources.nvml.gpm import SLOW_EVERY_S
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -51,7 +52,7 @@ def test_the_first_tick_within_100_ms_of_start_has_no_gpm_yet() -> None:
     assert gpm(source, clock.advance(0.2)) is not None
 
 
-def test_each_tick_computes_against_the_previous_sample_and_swaps_the_pair() -> None:
+def test_each_tick_computes_against_the_previous_sample() -> None:
     fake = make_fake_nvml()
     source, clock = open_source(fake)
     seen = []
@@ -62,7 +63,30 @@ def test_each_tick_computes_against_the_previous_sample_and_swaps_the_pair() -> 
     # The fake answers INVALID_ARGUMENT (-> None) to a pair given newest-first or twice the same sample.
     assert seen == [10.0, 20.0, 30.0, 40.0]
     assert fake.calls["nvmlGpmSampleGet"] == 1 + 4
-    assert fake.calls["nvmlGpmSampleAlloc"] == 2
+    assert fake.calls["nvmlGpmSampleAlloc"] == 3  # newest, anchor, and the one being taken
+
+
+def test_graphics_activity_is_computed_once_per_slow_span_as_the_mean_over_it() -> None:
+    fake = make_fake_nvml()
+    graphics, sm = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL, pynvml.NVML_GPM_METRIC_SM_UTIL
+    fake.gpus[0].gpm[graphics] = 50.0
+    source, clock = open_source(fake)
+    first = gpm(source, clock.advance(0.5))
+    assert first is not None and first.graphics_active == 50.0  # at once, from the start sample
+    fake.gpus[0].gpm[graphics] = 90.0
+    calls = fake.calls["nvmlGpmMetricsGet"]
+    seen = []
+    for second in range(1, int(SLOW_EVERY_S)):
+        fake.gpus[0].gpm[sm] = float(second)
+        p = gpm(source, clock.advance(1.0))
+        assert p is not None
+        seen.append((p.sm_active, p.graphics_active))
+    # every tick's SM activity is its own; graphics holds its last value, at one metrics call a tick
+    assert seen == [(float(s), 50.0) for s in range(1, int(SLOW_EVERY_S))]
+    assert fake.calls["nvmlGpmMetricsGet"] - calls == int(SLOW_EVERY_S) - 1
+    later = gpm(source, clock.advance(1.0))
+    assert later is not None and later.graphics_active == 90.0  # the mean of the samples since the last one
+    assert fake.calls["nvmlGpmMetricsGet"] - calls == int(SLOW_EVERY_S) + 1
 
 
 def test_a_tick_sooner_than_100_ms_reuses_the_last_metrics_without_sampling() -> None:
@@ -137,12 +161,12 @@ def test_close_frees_every_gpm_sample() -> None:
     fake = make_fake_nvml(gpus=4)
     source, clock = open_source(fake)
     source.poll(clock.advance(0.5), ())
-    assert len(fake.gpm_live) == 2 * 4
+    assert len(fake.gpm_live) == 3 * 4
     source.close()
-    assert fake.gpm_live == {} and fake.calls["nvmlGpmSampleFree"] == 8
+    assert fake.gpm_live == {} and fake.calls["nvmlGpmSampleFree"] == 12
 
 
-def test_each_gpu_keeps_its_own_pair() -> None:
+def test_each_gpu_keeps_its_own_samples() -> None:
     fake = make_fake_nvml(gpus=2)
     fake.gpus[1].gpm[pynvml.NVML_GPM_METRIC_SM_UTIL] = 5.0
     source, clock = open_source(fake)

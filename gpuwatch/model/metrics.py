@@ -137,7 +137,7 @@ _GPU: list[MetricSpec] = [
                _prof("tensor_active"), "gpuwatch_gpu_tensor_active_ratio", PCT),
     MetricSpec("gpu.dram_active", "gpu", "percent", "DRAM bandwidth used against the theoretical peak",
                _prof("dram_active"), "gpuwatch_gpu_dram_active_ratio", PCT),
-    MetricSpec("gpu.graphics_active", "gpu", "percent", "graphics/compute engine activity (GPM/DCGM)",
+    MetricSpec("gpu.graphics_active", "gpu", "percent", "graphics/compute engine activity (GPM: the mean over 10 s; DCGM)",
                _prof("graphics_active"), "gpuwatch_gpu_graphics_active_ratio", PCT),
     MetricSpec("gpu.fp32_active", "gpu", "percent", "FP32 pipe activity",
                _prof("fp32_active"), "gpuwatch_gpu_fp32_active_ratio", PCT),

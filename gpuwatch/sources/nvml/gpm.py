@@ -1,9 +1,15 @@
 """GPM (GPU Performance Monitoring, Hopper and newer): SM activity, occupancy, tensor, DRAM, FP pipes, PCIe.
 
 GPM metrics come from a pair of samples more than 100 ms apart. A blocking reader would sleep between
-them; this one keeps a rolling pair instead, so no tick ever sleeps: two samples are allocated once per
-GPU, one is taken at start, and each tick takes the newer one, computes the metrics against the older,
-then swaps them. A tick that comes too soon after the last sample reuses the last metrics.
+them; this one keeps a rolling pair instead, so no tick ever sleeps: samples are allocated once per GPU,
+one is taken at start, and each tick takes a newer one and computes the metrics against the one before.
+A tick that comes too soon after the last sample reuses the last metrics.
+
+One metric is not worth its price every tick: NVML computes GRAPHICS_UTIL in about 0.8 ms of CPU on an
+H200 (driver r580), where the other nine together take about 1 µs (both measured there). Graphics-engine
+activity is exported but read by neither the doctor nor the dashboard, so it is computed against an
+older third sample, the *anchor*, every ``SLOW_EVERY_S``: an average over that span, as a scraper that
+comes every 15 s would want it anyway.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
+#: Metrics computed against the anchor, every SLOW_EVERY_S, instead of every tick.
+SLOW_METRICS = frozenset({"graphics_active"})
+SLOW_EVERY_S = 10.0
+
+
 def _results_unpacker(nvml: Any, mg: Any, count: int) -> struct.Struct | None:
     """A Struct that reads (nvmlReturn, value) of the first ``count`` metrics out of pynvml's ctypes
     structure in one call: pynvml's per-field attribute hook costs ~1 µs a read, 20 reads a tick per GPU.
@@ -56,46 +67,69 @@ def _results_unpacker(nvml: Any, mg: Any, count: int) -> struct.Struct | None:
     return struct.Struct("=" + f"{base + ret_at}x" + f"{tail}x".join([one] * count))
 
 
+class _Request:
+    """One reusable ``c_nvmlGpmMetricsGet_t`` for a fixed list of metrics, and how to read its answers."""
+
+    def __init__(self, nvml: Any, metrics: list[tuple[str, str, float]]) -> None:
+        mg = nvml.c_nvmlGpmMetricsGet_t()  # reused every tick: no per-tick allocation of the 477-slot structure
+        mg.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(metrics)
+        for i, (_, const, _) in enumerate(metrics):
+            mg.metrics[i].metricId = getattr(nvml, const)
+        self.mg = mg
+        self.fields = [(name, scale) for name, _, scale in metrics]
+        self.unpack = _results_unpacker(nvml, mg, len(metrics))
+        self.ok = nvml.NVML_SUCCESS
+
+    def results(self) -> dict[str, float | None]:
+        n = len(self.fields)
+        if self.unpack is not None:
+            flat = self.unpack.unpack_from(self.mg)  # (return, value) per metric, read straight from the struct
+            pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
+        else:
+            pairs = [(m.nvmlReturn, m.value) for m in (self.mg.metrics[i] for i in range(n))]
+        return {name: round(value * scale, 2) if ret == self.ok else None
+                for (name, scale), (ret, value) in zip(self.fields, pairs, strict=True)}
+
+
 class GpmReader:
-    """The rolling GPM sample pair of one GPU. ``active`` is False where GPM is not supported."""
+    """The rolling GPM samples of one GPU. ``active`` is False where GPM is not supported."""
 
     def __init__(self, nvml: Any, device: Device, now: float) -> None:
         self.nvml = nvml
         self.device = device
         self.active = False
         self.last: Profiling | None = None
-        self.prev: Any = None
-        self.cur: Any = None
+        self.samples: list[Any] = []
+        self.prev: Any = None  # the newest sample taken
+        self.anchor: Any = None  # the sample the slow metrics are computed from
         self.prev_t: float | None = None
+        self.anchor_t: float | None = None
+        self._slow_values: dict[str, float | None] = {}
         self._get = once("gpm_sample", nvml.nvmlGpmSampleGet)
-        self._fields = [(name, scale) for name, _, scale in METRICS]
         self.start(now)
 
     def start(self, now: float) -> None:
-        """Check support, allocate the pair, take the first sample. Any failure leaves GPM off."""
+        """Check support, allocate the samples, take the first one. Any failure leaves GPM off."""
         nvml = self.nvml
         support = self.device.call(once("gpm_support", nvml.nvmlGpmQueryDeviceSupport))
         if support is None or not support.isSupportedDevice:
             return
         try:
-            self.prev = nvml.nvmlGpmSampleAlloc()
-            self.cur = nvml.nvmlGpmSampleAlloc()
+            # newest, anchor and the one being taken: three roles, at most three distinct samples
+            self.samples = [nvml.nvmlGpmSampleAlloc() for _ in range(3)]
         except self.device.catch:
             self.close()
             return
-        mg = nvml.c_nvmlGpmMetricsGet_t()
-        mg.version = nvml.NVML_GPM_METRICS_GET_VERSION
-        mg.numMetrics = len(METRICS)
-        for i, (_, const, _) in enumerate(METRICS):
-            mg.metrics[i].metricId = getattr(nvml, const)
-        self._mg = mg  # reused every tick: no per-tick allocation of the 477-slot structure
-        self._unpack = _results_unpacker(nvml, mg, len(METRICS))
+        self._fast = _Request(nvml, [m for m in METRICS if m[0] not in SLOW_METRICS])
+        self._slow = _Request(nvml, [m for m in METRICS if m[0] in SLOW_METRICS])
         self.active = True
-        self.last, self.prev_t = None, None
+        self.last, self.prev_t, self.anchor_t, self._slow_values = None, None, None, {}
         self._get.off = None
+        self.prev = self.anchor = self.samples[0]
         self._get.args = (self.prev,)
         if self.device.call(self._get) is not None:
-            self.prev_t = now
+            self.prev_t = self.anchor_t = now
         elif self._get.off is not None:
             self.close()
 
@@ -105,7 +139,8 @@ class GpmReader:
             return None
         if self.prev_t is not None and now - self.prev_t <= MIN_GAP_S:
             return self.last
-        self._get.args = (self.cur,)
+        cur = next(s for s in self.samples if s is not self.prev and s is not self.anchor)
+        self._get.args = (cur,)
         if self.device.call(self._get) is None:
             if self._get.off is not None:  # NotSupported after all (e.g. MIG turned on): stop using GPM
                 self.close()
@@ -113,40 +148,42 @@ class GpmReader:
             return None
         if self.prev_t is None:  # the first sample failed earlier: this one starts the pair
             self.last = None
+            self.anchor, self.anchor_t = cur, now
         else:
-            self.last = self._compute()
-        self.prev, self.cur = self.cur, self.prev
-        self.prev_t = now
+            self.last = self._compute(cur, now)
+        self.prev, self.prev_t = cur, now
         return self.last
 
-    def _compute(self) -> Profiling | None:
-        mg = self._mg
-        # older, newer; set past pynvml's Python-level __setattr__ hook (it only re-encodes str values)
-        _set(mg, "sample1", self.prev)
-        _set(mg, "sample2", self.cur)
+    def _compute(self, cur: Any, now: float) -> Profiling | None:
+        fast = self._metrics(self._fast, self.prev, cur)
+        if fast is None:
+            return None
+        if self.anchor_t is None or now - self.anchor_t >= SLOW_EVERY_S or not self._slow_values:
+            self._slow_values = self._metrics(self._slow, self.anchor, cur) or {}
+            self.anchor, self.anchor_t = cur, now
+        return Profiling(**fast, **self._slow_values)
+
+    def _metrics(self, request: _Request, older: Any, newer: Any) -> dict[str, float | None] | None:
+        if not request.fields:
+            return {}
+        mg = request.mg
+        # set past pynvml's Python-level __setattr__ hook (it only re-encodes str values)
+        _set(mg, "sample1", older)
+        _set(mg, "sample2", newer)
         try:
             self.nvml.nvmlGpmMetricsGet(mg)
         except self.device.catch as exc:
             self.device.policy.raise_for_backend(exc)
             return None
-        ok = self.nvml.NVML_SUCCESS
-        if self._unpack is not None:
-            flat = self._unpack.unpack_from(mg)  # (return, value) per metric, read straight from the struct
-            results = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(self._fields))]
-        else:
-            results = [(m.nvmlReturn, m.value) for m in (mg.metrics[i] for i in range(len(self._fields)))]
-        values: dict[str, float | None] = {}
-        for (name, scale), (ret, value) in zip(self._fields, results, strict=True):
-            values[name] = round(value * scale, 2) if ret == ok else None
-        return Profiling(**values)
+        return request.results()
 
     def close(self) -> None:
-        """Free the pair (before nvmlShutdown); safe to call twice."""
+        """Free the samples (before nvmlShutdown); safe to call twice."""
         self.active = False
-        for sample in (self.prev, self.cur):
-            if sample is not None:
-                try:
-                    self.nvml.nvmlGpmSampleFree(sample)
-                except self.device.catch:
-                    pass
-        self.prev = self.cur = None
+        for sample in self.samples:
+            try:
+                self.nvml.nvmlGpmSampleFree(sample)
+            except self.device.catch:
+                pass
+        self.samples = []
+        self.prev = self.anchor = None
