@@ -33,7 +33,7 @@ class SamplingOptions:
     #: Loop the bundled recording (the dashboard plays it forever; the doctor reads it once).
     loop_bundled: bool = True
     #: Slow NVML getters (PCIe throughput, energy, ECC) every this many seconds; 0 turns them off.
-    slow_interval: float = 10.0
+    slow_interval: float = 30.0
     #: NVML's own PCIe throughput counter costs ~21 ms a call: off unless asked for (GPM gives PCIe rates).
     nvml_pcie_throughput: bool = False
     #: The kubelet's PodResources socket (the daemon's; None: no pod labels) and how often to ask it.
@@ -77,7 +77,7 @@ def _label_sources(opts: SamplingOptions) -> list[Source]:
         log.info("no kubelet PodResources socket at %s: pod labels are off", opts.kubelet_socket)
         return []
     try:
-        from gpuwatch.sources.kubelet import kubelet_source
+        from gpuwatch.sources.kubelet.source import kubelet_source
     except ImportError as exc:
         log.info("pod labels need grpcio and protobuf (%s is missing): pip install grpcio protobuf (or "
                  "pipx inject gpuwatch-monitor grpcio protobuf)",

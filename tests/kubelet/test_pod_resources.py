@@ -21,7 +21,7 @@ from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.kubelet import KubeletSource, kubelet_source
+from gpuwatch.sources.kubelet.source import KubeletSource, kubelet_source
 from kubelet.server import PodResourcesServer, answer, wait_for
 
 UUID0, UUID1, UUID2 = "GPU-aaaa", "GPU-bbbb", "GPU-cccc"
