@@ -113,7 +113,7 @@ FAST_CALLS = ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlD
               "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPerformanceState",
               "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrPcieLinkGeneration",
               "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetComputeRunningProcesses",
-              "nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetProcessUtilization"]
+              "nvmlDeviceGetGraphicsRunningProcesses"]  # per-process utilisation: its own cadence (processes.py)
 
 
 @pytest.mark.parametrize("call", IDENTITY_CALLS)
