@@ -30,20 +30,21 @@ for _p in (ROOT / "tests", ROOT):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from benchmarks import environment, jobs, overhead, profiling, recordings, report  # noqa: E402
+from benchmarks import environment, jobs, memory, overhead, profiling, recordings, report  # noqa: E402
 from benchmarks.alerts_cost import bench_alert_windows  # noqa: E402
 from benchmarks.gpu_load import start_load, stop_load, wait_on_gpu  # noqa: E402
 from benchmarks.leaks import LeakRun  # noqa: E402
 from benchmarks.procs import Started  # noqa: E402
 from benchmarks.scale import bench_scale  # noqa: E402
 from benchmarks.scale_grid import bench_scale_grid  # noqa: E402
-from benchmarks.tick import bench_tick  # noqa: E402
+from benchmarks.tick import bench_tick, sampling_cpu_pct  # noqa: E402
 
 #: The keys issues 8 and 17 ask for: always present in the results (null where a phase could not measure it).
 REQUIRED_KEYS = ("tick_ms", "raw_nvml_ms", "nvitop_refresh_ms", "gpustat_query_ms", "nvidia_smi_ms",
                  "daemon_cpu_pct_1s", "daemon_cpu_pct_100ms", "daemon_rss_mib", "tui_cpu_pct",
                  "nvitop_tui_cpu_pct", "tui_rss_mib", "tui_tty_bytes_per_s", "nvitop_tty_bytes_per_s",
-                 "scrape_ms_8x256", "scrape_bytes_8x256", "rss_growth_mib_100k")
+                 "scrape_ms_8x256", "scrape_bytes_8x256", "rss_growth_mib_100k", "sampling_cpu_pct_100ms",
+                 "nvitop_tui_rss_mib", "nvitop_exporter_cpu_pct", "nvitop_exporter_rss_mib")
 
 
 def _log(msg: str) -> None:
@@ -68,13 +69,15 @@ def phase_tick(args: argparse.Namespace, pids_procs: list[Started], out: Path) -
             proc.pid = stand_in.pid
         res = bench_tick(None, fake, n=args.n)
         nvml: Any = fake
+        sampled: Any = fake
     else:
         import pynvml
 
         res = bench_tick(pynvml, n=args.n)
-        nvml = pynvml
+        nvml, sampled = pynvml, None
+    res["sampling_cpu_pct_100ms"] = sampling_cpu_pct(sampled, 0.1)
     _log(f"tick {res['tick_ms']:.3f} ms, raw NVML {res['raw_nvml_ms']:.3f} ms, "
-         f"raw NVML+host {res['raw_nvml_host_ms']:.3f} ms")
+         f"raw NVML+host {res['raw_nvml_host_ms']:.3f} ms; sampling at 0.1 s {res['sampling_cpu_pct_100ms']} %")
     text, medians = profiling.profile_polls(NvmlSource(nvml=nvml), HostSource(), [p.pid for p in pids_procs])
     (out / "profiles.txt").write_text(text)
     res["tick_details"]["inline_poll_ms"] = medians
@@ -85,6 +88,7 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
     todo = jobs.local_jobs(logdir, leak_rec, args.profile) if args.local else jobs.gpu_jobs(logdir, args.profile)
     leak = LeakRun(leak_rec, logdir)
     leak_thread = threading.Thread(target=leak.poll_until, kwargs={"timeout_s": args.leak_timeout}, daemon=True)
+    maps: dict[str, dict[str, float]] = {}
     overhead.start_jobs(todo)
     leak_thread.start()
     try:
@@ -96,6 +100,8 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
         spies = {j.name: profiling.start_py_spy(j.proc.pid, args.window, out / f"pyspy-{j.name}.raw")
                  for j in todo if j.name in jobs.PROFILED and j.proc is not None}
         measured = overhead.measure([j for j in todo if j.name not in jobs.PROFILED], args.window)
+        maps = {j.name: memory.mappings(j.proc.pid) for j in todo
+                if j.name in ("daemon_1s", "tui") and j.proc is not None and j.proc.alive()}
         summaries = []
         for name, spy in spies.items():
             failed = profiling.finish_py_spy(spy)
@@ -106,7 +112,7 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
         overhead.stop_jobs(todo)
     _log("window done; waiting for the leak daemon to reach 100 000 ticks")
     leak_thread.join(args.leak_timeout + 60)
-    res = {"overhead": measured, **jobs.flatten(measured), **leak.result()}
+    res = {"overhead": measured, **jobs.flatten(measured), **leak.result(), "memory_mappings": maps}
     if summaries:
         with open(out / "profiles.txt", "a") as fh:
             fh.write("\n".join(summaries))
@@ -164,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--leak-timeout", type=float, default=240.0, help="most seconds to reach 100 000 ticks")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                    help="py-spy profiled duplicates of the daemon and dashboard (default: on the GPU only)")
-    p.add_argument("--skip", default="", help="comma-separated phases to leave out: tick,scale,grid,alerts,overhead")
+    p.add_argument("--skip", default="",
+                   help="comma-separated phases to leave out: tick,scale,grid,alerts,overhead,memory")
     args = p.parse_args(argv)
     args.window = args.window or (30.0 if args.local else 60.0)
     args.profile = (not args.local) if args.profile is None else args.profile
@@ -187,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         ("scale", lambda: bench_scale(scale_rec, logdir)),
         ("grid", lambda: bench_scale_grid()),
         ("alerts", lambda: bench_alert_windows(leak_rec)),
-        ("overhead", lambda: phase_overhead(args, logdir, out, leak_rec))]
+        ("overhead", lambda: phase_overhead(args, logdir, out, leak_rec)),
+        ("memory", lambda: {"memory_steps": memory.import_steps()})]
     try:
         if not args.local:
             pids = wait_on_gpu(load_procs)

@@ -74,16 +74,41 @@ def test_raw_floor_replays_exactly_the_nvml_calls_a_tick_made() -> None:
 @pytest.mark.parametrize(("result", "verdicts"), [
     ({"tick_ms": 2.0, "nvitop_refresh_ms": 50.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 1.5}, ["met", "met"]),
     ({"tick_ms": 6.0, "nvitop_refresh_ms": 50.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 3.0}, ["MISSED", "MISSED"]),
+    ({"tick_ms": 3.5, "nvitop_refresh_ms": 51.0, "raw_nvml_ms": 3.0, "raw_nvml_host_ms": 3.0}, ["MISSED", "met"]),
     ({"tick_ms": 2.0, "raw_nvml_ms": 1.0, "raw_nvml_host_ms": 1.5}, ["n/a", "met"]),
 ])
 def test_tick_verdicts_follow_the_issue_targets(result: dict, verdicts: list[str]) -> None:
     assert [row[4] for row in rows(result)[:2]] == verdicts
 
 
-@pytest.mark.parametrize(("cpu", "rss", "verdict"), [(0.2, 45.0, "met"), (0.4, 45.0, "MISSED"), (0.2, 61.0, "MISSED")])
-def test_daemon_verdict_needs_both_cpu_and_memory_targets(cpu: float, rss: float, verdict: str) -> None:
-    row = rows({"daemon_cpu_pct_1s": cpu, "daemon_rss_mib": rss})[0]
-    assert row[4] == verdict
+def _row(result: dict, starts: str) -> tuple[str, ...]:
+    return next(r for r in rows(result) if r[0].startswith(starts))
+
+
+@pytest.mark.parametrize(("ours", "exporter", "verdict"), [(0.40, 0.80, "met"), (0.41, 0.80, "MISSED"),
+                                                           (0.30, None, "n/a")])
+def test_daemon_cpu_is_judged_against_half_of_nvitop_exporters_at_the_same_interval(
+        ours: float, exporter: float | None, verdict: str) -> None:
+    result = {"daemon_cpu_pct_1s": ours, "daemon_rss_mib": 50.0, "nvitop_exporter_cpu_pct": exporter}
+    assert _row(result, "daemon at 1 s, scraped")[4] == verdict
+
+
+@pytest.mark.parametrize(("ours", "exporter", "verdict"), [(54.0, 54.5, "met"), (55.0, 54.5, "MISSED")])
+def test_daemon_memory_is_judged_against_nvitop_exporters(ours: float, exporter: float, verdict: str) -> None:
+    result = {"daemon_cpu_pct_1s": 0.3, "daemon_rss_mib": ours, "nvitop_exporter_rss_mib": exporter}
+    assert _row(result, "daemon at 1 s: RSS")[4] == verdict
+
+
+@pytest.mark.parametrize(("cpu", "rss", "verdicts"), [(1.1, 48.0, ["met", "met"]), (1.2, 49.0, ["MISSED", "MISSED"])])
+def test_dashboard_cpu_and_memory_are_each_judged_against_nvitop_at_the_same_interval(
+        cpu: float, rss: float, verdicts: list[str]) -> None:
+    result = {"tui_cpu_pct": cpu, "tui_rss_mib": rss, "nvitop_tui_cpu_pct": 1.15, "nvitop_tui_rss_mib": 48.3}
+    assert [_row(result, "dashboard at 1 s, 160x50")[4], _row(result, "dashboard at 1 s: RSS")[4]] == verdicts
+
+
+@pytest.mark.parametrize(("pct", "verdict"), [(2.9, "met"), (3.1, "MISSED")])
+def test_sampling_at_a_tenth_of_a_second_is_held_to_three_percent_of_a_core(pct: float, verdict: str) -> None:
+    assert _row({"sampling_cpu_pct_100ms": pct}, "sampling alone at 0.1 s")[4] == verdict
 
 
 @pytest.mark.parametrize(("ours", "nvitop", "verdict"), [(580.0, 290.0, "met"), (600.0, 290.0, "MISSED"),

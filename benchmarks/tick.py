@@ -12,6 +12,7 @@ Candidates, called round-robin in one process so they see the same GPU load and 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,13 +32,27 @@ def _nvml_source(nvml: Any) -> Any:
     return NvmlSource(nvml=nvml)
 
 
-def _live_sampler(nvml: Any | None) -> Sampler:
+def _live_sampler(nvml: Any | None, interval: float = 1.0) -> Sampler:
     """The sampler the daemon runs: built by the runtime for the real driver, by hand around a fake."""
     if nvml is None:
         from gpuwatch.runtime.build import SamplingOptions, open_producer
 
-        return Sampler(open_producer(SamplingOptions(interval=1.0)).producer, interval=1.0)
-    return Sampler(LiveCollector([_nvml_source(nvml), HostSource()]), interval=1.0)
+        return Sampler(open_producer(SamplingOptions(interval=interval)).producer, interval=interval)
+    return Sampler(LiveCollector([_nvml_source(nvml), HostSource()]), interval=interval)
+
+
+def sampling_cpu_pct(fake_nvml: Any | None, interval: float = 0.1, seconds: float = 20.0) -> float:
+    """Percent of one core this process spends sampling on its own thread at ``interval`` (every cadence
+    included: per-process utilisation, slow getters, GPM's slow metric, the health worker). Nothing else
+    runs in the benchmark process meanwhile, so its CPU time is the sampler's."""
+    sampler = _live_sampler(fake_nvml, interval).start()
+    try:
+        time.sleep(3.0)  # first ticks, the GPM pair and the health worker's first read
+        c0, t0 = time.process_time(), time.monotonic()
+        time.sleep(seconds)
+        return round(100.0 * (time.process_time() - c0) / (time.monotonic() - t0), 3)
+    finally:
+        sampler.stop()
 
 
 def nvitop_refresh() -> Callable[[], object]:
