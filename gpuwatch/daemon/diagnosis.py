@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from gpuwatch.doctor import RECENT_WINDOW_S, diagnose_current
+from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
@@ -28,6 +28,7 @@ class DiagnosisPublisher:
         self.history = history
         self.interval = interval
         self.window = window
+        self._doctor = LiveDoctor(window)
         self.findings: tuple[Finding, ...] = ()
         self.runs = 0
         #: How long the last diagnosis took, in seconds.
@@ -38,7 +39,7 @@ class DiagnosisPublisher:
     def refresh(self) -> None:
         started = time.perf_counter()
         try:
-            self.findings = tuple(diagnose_current(list(self.history()), self.window))
+            self.findings = tuple(self._doctor(list(self.history())))
         except Exception:  # a doctor bug must not take /metrics down; the last findings stay
             log.exception("diagnosis failed; keeping the last findings")
         self.last_duration_s = time.perf_counter() - started

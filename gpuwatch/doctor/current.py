@@ -3,6 +3,11 @@
 Only the current window decides what is shown, so a finding disappears within one window of the load
 changing. "Since" is found by stepping back half a window at a time for as long as the same finding
 (same code, GPU and process) holds; it is bounded by the history the caller keeps.
+
+A caller that asks again and again over a growing history (the dashboard every 5 s, the daemon every
+15 s) uses :class:`LiveDoctor`: a finding that held at its last call, less than a window ago, and still
+holds keeps the ``since`` found then, so the step-back search (up to 40 more diagnoses) runs only for
+findings that are new. On a steady incident that is one diagnosis per call instead of forty-one.
 """
 
 from __future__ import annotations
@@ -37,12 +42,35 @@ def window(history: Sequence[Snapshot], seconds: float, end: float | None = None
 def diagnose_current(history: Sequence[Snapshot], seconds: float = RECENT_WINDOW_S,
                      pid: int | None = None) -> list[Finding]:
     """Findings of the last ``seconds``, each with ``since`` (Unix time) set."""
+    return _with_since(history, seconds, pid, {})
+
+
+class LiveDoctor:
+    """:func:`diagnose_current` for repeated calls over one growing history (see the module's note)."""
+
+    def __init__(self, seconds: float = RECENT_WINDOW_S) -> None:
+        self.seconds = seconds
+        self._end: float | None = None
+        self._since: dict[Key, float] = {}
+
+    def __call__(self, history: Sequence[Snapshot]) -> list[Finding]:
+        end = history[-1].time if history else None
+        # the last call's window overlaps this one: a finding in both held all along
+        known = self._since if end is not None and self._end is not None and 0 <= end - self._end < self.seconds \
+            else {}
+        findings = _with_since(history, self.seconds, None, known)
+        self._end, self._since = end, {key(f): f.since for f in findings if f.since is not None}
+        return findings
+
+
+def _with_since(history: Sequence[Snapshot], seconds: float, pid: int | None,
+                known: dict[Key, float]) -> list[Finding]:
     recent = window(history, seconds)
     if not recent:
         return []
     findings = diagnose(recent, pid=pid)
-    since = {key(f): recent[0].time for f in findings}
-    open_keys = set(since)
+    since = {key(f): min(known.get(key(f), recent[0].time), recent[0].time) for f in findings}
+    open_keys = {k for k in since if k not in known}
     end, step = recent[-1].time, seconds / 2
     for k in range(1, MAX_STEPS + 1):
         if not open_keys:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuwatch.alerts import DEFAULT_RULES, AlertEngine, RuleError, load_rules
-from gpuwatch.doctor import diagnose_current
+from gpuwatch.doctor import LiveDoctor, diagnose_current
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
@@ -31,13 +31,15 @@ def load_engine(rule_paths: Sequence[Path] | None = None) -> tuple[AlertEngine |
         return None, f"alert rules not readable: {exc}"
 
 
-def diagnose(snapshots: Sequence[Snapshot], window_s: float) -> tuple[list[Finding] | None, str]:
+def diagnose(snapshots: Sequence[Snapshot], window_s: float,
+             doctor: LiveDoctor | None = None) -> tuple[list[Finding] | None, str]:
     """``(findings, "")`` over the last ``window_s`` of ``snapshots`` (each with since when it holds), or
-    ``(None, reason)``; the doctor's own failures are reported, not raised."""
+    ``(None, reason)``; the doctor's own failures are reported, not raised. ``doctor``: the caller's
+    :class:`LiveDoctor` (of the same window), which remembers since when its findings hold."""
     if not snapshots:
         return [], ""
     try:
-        return list(diagnose_current(snapshots, window_s)), ""
+        return (doctor(snapshots) if doctor is not None else diagnose_current(snapshots, window_s)), ""
     except Exception as exc:  # a bug in one rule of the doctor must not take the dashboard down
         log.exception("diagnosis failed")
         return None, f"diagnosis failed: {type(exc).__name__}: {exc}"

@@ -94,6 +94,7 @@ class LocalFeed:
         self.alerts_note = alerts_note
         self.diagnose_every_s = diagnose_every_s
         self.diagnosis_window_s = diagnosis_window_s
+        self._doctor = analysis.LiveDoctor(diagnosis_window_s)
         self.run_sampler = run_sampler
         self._target: MessagePump | None = None
         self._last: SnapshotReady | None = None
@@ -122,7 +123,7 @@ class LocalFeed:
         history = self.sampler.history
         latest = history.latest()
         snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
-        findings, note = analysis.diagnose(snaps, self.diagnosis_window_s)
+        findings, note = analysis.diagnose(snaps, self.diagnosis_window_s, self._doctor)
         self._diagnosis = DiagnosisReady(LOCAL, findings, note)
         return self._diagnosis
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import requests
 from daemon.conftest import RunningDaemon
 
 from gpuwatch.config import Config, DaemonConfig
-from gpuwatch.doctor import RECENT_WINDOW_S, diagnose_current
+from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor, current, diagnose_current
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter, load
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.tui import analysis
@@ -73,3 +75,45 @@ def test_the_daemon_drops_a_finding_once_the_replayed_load_changes(tmp_path: Pat
     assert now["window_s"] == RECENT_WINDOW_S and "input_cpu_bound" not in codes(now["findings"])
     assert "healthy" in codes(now["findings"]) and all(f["since"] for f in now["findings"])
     assert bad == [400, 400]
+
+
+def _live_against_fresh(history: list[Snapshot], monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Asks a LiveDoctor and a fresh search every 5 snapshots of a growing history; checks they agree
+    and returns how many diagnoses each ran."""
+    calls = {"n": 0}
+    real = current.diagnose
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(current, "diagnose", counted)
+    live = LiveDoctor(RECENT_WINDOW_S)
+    live_calls = fresh_calls = 0
+    for end in range(10, len(history), 5):
+        grown = history[:end]
+        calls["n"] = 0
+        got = [(f.code, f.gpu_index, f.pid, f.since) for f in live(grown)]
+        live_calls += calls["n"]
+        calls["n"] = 0
+        want = [(f.code, f.gpu_index, f.pid, f.since) for f in diagnose_current(grown, RECENT_WINDOW_S)]
+        fresh_calls += calls["n"]
+        # the same findings; "since" on a half-window grid either way, so they may differ by one step
+        assert [g[:3] for g in got] == [w[:3] for w in want], f"at snapshot {end}"
+        assert all(abs(g[3] - w[3]) <= RECENT_WINDOW_S / 2 for g, w in zip(got, want, strict=True))
+    return live_calls, fresh_calls
+
+
+def test_asked_every_5_s_the_live_doctor_finds_what_a_fresh_search_finds_as_the_load_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    live, fresh = _live_against_fresh(joined("python_preprocess", "healthy", "healthy")[0], monkeypatch)
+    assert live < fresh
+
+
+def test_on_a_steady_incident_the_live_doctor_runs_one_diagnosis_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = joined("python_preprocess", "python_preprocess", "python_preprocess")[0]
+    live, fresh = _live_against_fresh(history, monkeypatch)
+    asks = len(range(10, len(history), 5))
+    # a fresh search steps back over the whole incident every time: 3 diagnoses a call on these ~2 minutes,
+    # up to 41 on the 10 minutes the dashboard keeps
+    assert live <= asks + 3 and fresh >= 2 * asks
