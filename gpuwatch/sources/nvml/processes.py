@@ -25,7 +25,7 @@ from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.sources.nvml.device import Device, once
 
 #: Shortest time between per-process utilisation queries; the values are held in between.
-UTIL_MIN_PERIOD_S = 2.0
+UTIL_MIN_PERIOD_S = 5.0
 
 #: Reads a field past pynvml's Python-level __getattribute__ hook on its structures (the hook only decodes
 #: bytes; these fields are numbers), a quarter of the cost per read, four reads per busy process per tick.
