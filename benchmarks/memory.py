@@ -60,8 +60,13 @@ def mappings(pid: int, top: int = 8) -> dict[str, float]:
 
 
 def markdown(steps: dict[str, Any], maps: dict[str, dict[str, float]]) -> list[str]:
+    """The steps that ran as a table; those that could not run here (no driver, a tool not installed)
+    named in one line, their error kept in the results only."""
     lines = ["| fresh interpreter, then | RSS (MiB) |", "| --- | --- |"]
-    lines += [f"| {label} | {value} |" for label, value in steps.items()]
+    lines += [f"| {label} | {value} |" for label, value in steps.items() if isinstance(value, (int, float))]
+    absent = [label for label, value in steps.items() if not isinstance(value, (int, float))]
+    if absent:
+        lines += ["", "Not measured here (no NVIDIA driver, or the tool is not installed): " + ", ".join(absent) + "."]
     for job, top in maps.items():
         lines += ["", f"Largest mappings of `{job}` at the end of the window (MiB): "
                       + ", ".join(f"{k} {v}" for k, v in top.items())]

@@ -204,4 +204,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))  # run as a script: the lazy imports of benchmarks.* need the root
     sys.exit(main(sys.argv))
