@@ -130,6 +130,22 @@ def test_no_gpm_means_no_gpm_profiling_and_no_samples_held(case: str, options: d
     assert gpu.gpu_util == 97.0  # the rest of the GPU is sampled as usual
 
 
+def test_a_sample_that_cannot_be_allocated_frees_those_allocated_before_it() -> None:
+    fake = make_fake_nvml()
+    real, made = fake.nvmlGpmSampleAlloc, []
+
+    def third_fails() -> Any:
+        if len(made) == 2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_MEMORY)
+        made.append(real())
+        return made[-1]
+
+    fake.nvmlGpmSampleAlloc = third_fails  # type: ignore[method-assign]
+    source, clock = open_source(fake)
+    assert source.poll(clock.advance(0.5), ()).gpus[0].profiling == {}
+    assert len(made) == 2 and fake.gpm_live == {}
+
+
 def test_gpm_that_stops_being_supported_frees_its_samples_and_stays_off() -> None:
     fake = make_fake_nvml()
     source, clock = open_source(fake)

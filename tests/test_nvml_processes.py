@@ -171,3 +171,15 @@ def test_utilisation_is_asked_once_per_period_whatever_the_interval_and_held_bet
     assert fake.calls["nvmlDeviceGetProcessUtilization"] == 2
     assert all(v == 70.0 for v in seen)
 
+
+
+def test_a_failed_ask_holds_the_last_shares_and_asks_again_next_tick() -> None:
+    fake = one_gpu_with(FakeProcess(pid=3, sm_util=70))
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    fake.inject("nvmlDeviceGetProcessUtilization", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    held = rows(source, clock.advance(UTIL_MIN_PERIOD_S))[(3, 0)].sm_util  # the ask fails: no answer
+    asked = fake.calls["nvmlDeviceGetProcessUtilization"]
+    again = rows(source, clock.advance(0.5))[(3, 0)].sm_util
+    assert held == 70.0 and again == 70.0
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] == asked + 1

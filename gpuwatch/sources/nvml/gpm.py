@@ -117,7 +117,8 @@ class GpmReader:
             return
         try:
             # newest, anchor and the one being taken: three roles, at most three distinct samples
-            self.samples = [nvml.nvmlGpmSampleAlloc() for _ in range(3)]
+            while len(self.samples) < 3:
+                self.samples.append(nvml.nvmlGpmSampleAlloc())  # kept as it comes: a failure frees the rest
         except self.device.catch:
             self.close()
             return

@@ -111,12 +111,13 @@ class ProcessReader:
             return False
         if now - self._util_asked < UTIL_MIN_PERIOD_S:
             return True  # asked recently: the values in ``seen`` still hold
-        self._util_asked = now
+        asked_before, self._util_asked = self._util_asked, now
         try:
             samples = g.fn(self.device.handle, self.last_ts)
         except self.device.catch as exc:
             if getattr(exc, "value", None) in self.policy.no_data_codes:
-                return True  # nobody used the GPU since last_ts
+                return True  # nobody used the GPU since last_ts: everyone reads idle
+            self._util_asked = asked_before  # no answer is not an idle answer: hold the last, ask next tick
             self.device.failed(g, exc)
             return g.off is None
         seen = self.seen
