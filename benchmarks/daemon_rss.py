@@ -51,7 +51,11 @@ def _stream_reader(url: str, stop: threading.Event) -> None:
         pass
 
 
-def measure(ticks: int, cycle: int, workdir: Path, warmup: int) -> dict[str, Any]:
+def measure(ticks: int, cycle: int, workdir: Path, warmup: int, min_evaluated: int = 0,
+            timeout_s: float = 300.0) -> dict[str, Any]:
+    """Runs until ``ticks`` snapshots and ``min_evaluated`` alert evaluations (the alert worker skips the
+    oldest snapshots when a full-speed replay outruns it: on a busy machine it evaluates fewer per tick),
+    or until ``timeout_s``."""
     receiver = Receiver()
     (workdir / "secret").write_text(new_secret())
     port = free_port()
@@ -89,7 +93,9 @@ def measure(ticks: int, cycle: int, workdir: Path, warmup: int) -> dict[str, Any
                 last_scrape = time.monotonic()
             samples.append({"ticks": health["ticks"], "evaluated": health["evaluated"],
                             "rss_mib": round(ps.memory_info().rss / MIB, 2), "t_s": round(time.monotonic() - start, 2)})
-            if health["ticks"] >= ticks:
+            if health["ticks"] >= ticks and health["evaluated"] >= min_evaluated:
+                break
+            if time.monotonic() - start > timeout_s:
                 break
             time.sleep(0.2)
         metrics = requests.get(url + "/metrics", timeout=10).text

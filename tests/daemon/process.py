@@ -41,6 +41,13 @@ class DaemonProcess:
             time.sleep(0.05)
         raise AssertionError(f"the daemon did not start: {self.log.read_text()}")
 
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        """Until /healthz answers 200 (a snapshot is flowing); serving starts before the first tick."""
+        deadline = time.monotonic() + timeout
+        while self.healthz().status_code != 200:
+            assert time.monotonic() < deadline, f"the daemon never became healthy: {self.log.read_text()}"
+            time.sleep(0.1)
+
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])

@@ -49,6 +49,7 @@ def test_a_thousand_half_sent_heads_under_a_256_fd_limit_leave_healthz_and_metri
     d = DaemonProcess(config, looping_recording, tmp_path / "log", fds=(256, 256),
                       extra=("--loop", "--speed", "5"))
     try:
+        d.wait_healthy()  # the first snapshot is in: what follows is the half-sent heads' doing alone
         half_heads(d.port, 1000, sockets)
         started = time.monotonic()
         health = d.healthz(timeout=5)

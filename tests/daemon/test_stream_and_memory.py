@@ -56,7 +56,7 @@ def test_a_long_full_speed_replay_leaves_rss_flat() -> None:
     from daemon_rss import measure
 
     with tempfile.TemporaryDirectory() as tmp:
-        result = measure(ticks=5000, cycle=200, workdir=Path(tmp), warmup=1500)
+        result = measure(ticks=5000, cycle=200, workdir=Path(tmp), warmup=1500, min_evaluated=1000)
     # At full speed the alert worker may skip the oldest snapshots by design (backlog bound 256); how fast it
     # keeps up is a benchmark's question (benchmarks/daemon_rss.py), not this test's. What matters here is
     # that thousands of evaluations and notifications ran while RSS was measured.
