@@ -77,14 +77,14 @@ def _label_sources(opts: SamplingOptions) -> list[Source]:
         log.info("no kubelet PodResources socket at %s: pod labels are off", opts.kubelet_socket)
         return []
     try:
-        from gpuwatch.sources.kubelet.source import kubelet_source
+        from gpuwatch.sources.kubelet.source import KubeletSource
     except ImportError as exc:
         log.info("pod labels need grpcio and protobuf (%s is missing): pip install grpcio protobuf (or "
                  "pipx inject gpuwatch-monitor grpcio protobuf)",
                  exc.name)
         return []
-    source = kubelet_source(opts.kubelet_socket, max(1.0, opts.kubelet_interval))
-    return [source] if source is not None else []
+    interval = max(1.0, opts.kubelet_interval)
+    return [KubeletSource(opts.kubelet_socket, interval=interval, timeout=min(5.0, interval))]
 
 
 def open_producer(opts: SamplingOptions) -> Opened:

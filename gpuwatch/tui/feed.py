@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gpuwatch.alerts import AlertEngine
-from gpuwatch.doctor import RECENT_WINDOW_S
+from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -94,7 +94,7 @@ class LocalFeed:
         self.alerts_note = alerts_note
         self.diagnose_every_s = diagnose_every_s
         self.diagnosis_window_s = diagnosis_window_s
-        self._doctor = analysis.LiveDoctor(diagnosis_window_s)
+        self._doctor = LiveDoctor(diagnosis_window_s)
         self.run_sampler = run_sampler
         self._target: MessagePump | None = None
         self._last: SnapshotReady | None = None

@@ -19,9 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.runtime.build import SamplingOptions, _label_sources
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.kubelet.source import KubeletSource, kubelet_source
+from gpuwatch.sources.kubelet.source import KubeletSource
 from kubelet.server import PodResourcesServer, answer, wait_for
 
 UUID0, UUID1, UUID2 = "GPU-aaaa", "GPU-bbbb", "GPU-cccc"
@@ -157,7 +158,7 @@ def test_a_vanished_kubelet_is_asked_once_per_interval_not_in_a_storm(server: Po
 
 def test_no_socket_means_no_source_and_one_info_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="gpuwatch"):
-        assert kubelet_source(str(tmp_path / "absent.sock"), 10.0) is None
+        assert _label_sources(SamplingOptions(interval=1.0, kubelet_socket=str(tmp_path / "absent.sock"))) == []
     lines = [r for r in caplog.records if "kubelet" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
     assert "pod labels are off" in lines[0].getMessage()

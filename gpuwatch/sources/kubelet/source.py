@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import grpc
 
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.kubelet import api, is_socket
+from gpuwatch.sources.kubelet import api
 from gpuwatch.sources.kubelet.labels import gpu_labels
 
 log = logging.getLogger(__name__)
@@ -95,13 +95,3 @@ class KubeletSource(Source):
         self._stop.set()
         self._channel.close()
         self._thread.join(timeout=self.timeout + 1.0)
-
-
-def kubelet_source(socket_path: str | None, interval: float) -> KubeletSource | None:
-    """The source when the kubelet's socket is there; otherwise None and one info line."""
-    if not socket_path:
-        return None
-    if not is_socket(socket_path):
-        log.info("no kubelet PodResources socket at %s: pod labels are off", socket_path)
-        return None
-    return KubeletSource(socket_path, interval=interval, timeout=min(5.0, interval))
