@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fault", choices=tuple(FAULTS), metavar="CLASS",
                    help="instead of the service, inject one known bottleneck for --duration seconds: "
                    + ", ".join(FAULTS))
+    p.add_argument("--plan", default="", metavar="JSON",
+                   help="run phases back to back instead of one window: traffic shapes at offered rates, as "
+                   "gpuwatch validate writes them (the result gains a row per phase); --duration is ignored")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=run)
 
@@ -63,6 +66,13 @@ def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
         raise CliError(f"--workers must be at least 1, got {args.workers}")
     if args.cache and not args.io:
         raise CliError("--cache caches the --io attachments: add --io")
+    if args.plan:
+        from gpuwatch.workload.phases import Plan
+
+        try:
+            Plan.from_json(args.plan)
+        except ValueError as exc:
+            raise CliError(f"--plan: {exc}") from None
     size = args.size or ("base" if args.device == "cuda" else "tiny")
     warmup = args.warmup if args.warmup is not None else (2.0 if args.device == "cuda" else 0.5)
     return WorkloadConfig(stage=args.stage, device=args.device, size=size, duration_s=args.duration,
@@ -70,7 +80,7 @@ def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
                           io_latency_ms=args.io_latency, cache=args.cache, workers=args.workers,
                           concurrency=args.concurrency, compiler=args.compiler, rate=max(0.0, args.rate),
                           max_batch_delay_ms=args.max_batch_delay, queue_timeout_ms=args.queue_timeout,
-                          slo_ms=args.slo)
+                          slo_ms=args.slo, plan=args.plan)
 
 
 def _ready() -> None:

@@ -6,6 +6,7 @@ without torch.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -96,6 +97,15 @@ class WorkloadConfig:
     queue_timeout_ms: float = 500.0
     #: A request answered later than this counts as late (the service's latency objective).
     slo_ms: float = 100.0
+    #: A phase plan (JSON, see ``phases.Plan``): traffic shapes and offered rates run one after the other in
+    #: this process; empty: one window of ``traffic`` at ``rate``.
+    plan: str = ""
+
+    def plan_max_rate(self) -> float:
+        """The highest rate the plan offers (0 without a plan)."""
+        if not self.plan:
+            return 0.0
+        return max(float(p["rate"]) for p in json.loads(self.plan)["phases"])
 
     @property
     def model(self) -> ModelSize:
@@ -120,8 +130,9 @@ class WorkloadConfig:
         request in flight adds 1/throughput to the mean latency without adding throughput."""
         if self.concurrency > 0:
             return self.concurrency
-        if self.rate > 0:  # open loop: the permits only bound memory, a backlog shows as latency
-            return max(64, int(self.rate * 2))
+        rate = max(self.rate, self.plan_max_rate())
+        if rate > 0:  # open loop: the permits only bound memory, a backlog shows as latency
+            return max(64, int(rate * 2))
         if self.stage == "naive":
             return 1
         if self.stage == "workers":
@@ -150,6 +161,8 @@ class Result:
     #: Share of the window's requests shed or late, percent (None when none finished).
     dropped_pct: float | None = None
     offered_rate: float = 0.0
+    #: Under a phase plan: what each phase measured (shape, rate, percentiles, late, passed).
+    phases: list[dict[str, Any]] = field(default_factory=list)
     pid: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuwatch.workload.config import Result, WorkloadConfig, summarise
-from gpuwatch.workload.frontend import AttachmentStore, Frontend, FrontendSpec, worker_main
+from gpuwatch.workload.frontend import AttachmentStore, Frontend, FrontendSpec, schedule_for, worker_main
 
 #: Right for a source install (the package is not on PyPI): torch into gpuwatch's own environment, CPU build.
 INSTALL_HINT = ("install it into gpuwatch's environment: `pip install torch --index-url "
@@ -38,12 +38,12 @@ def _import_torch() -> Any:
 
 
 @contextlib.contextmanager
-def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int) -> Iterator[tuple[Any, Any]]:
+def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int, shared: tuple[Any, Any]) -> Iterator[tuple[Any, Any]]:
     """N preprocessing processes (spawned: they never inherit CUDA state), a queue and the permits."""
     ctx = mp.get_context("spawn")
     inbox, permits, stop = ctx.Queue(), ctx.Semaphore(cfg.in_flight()), ctx.Event()
     procs = [ctx.Process(target=worker_main, name=f"gpuwatch-prep-{i}", daemon=True,
-                         args=(FrontendSpec(cfg, i, spec_dir), inbox, permits, stop, chunk))
+                         args=(FrontendSpec(cfg, i, spec_dir), inbox, permits, stop, chunk, *shared))
              for i in range(cfg.workers)]
     for p in procs:
         p.start()
@@ -80,9 +80,10 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
                              "offered_rate": cfg.rate or "closed loop"}
     if cfg.batched:
         notes.update(max_batch_delay_ms=cfg.max_batch_delay_ms, queue_timeout_ms=cfg.queue_timeout_ms)
+    book, shared = _phase_book(cfg)
     try:
         with contextlib.ExitStack() as stack:
-            pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1))
+            pipe = (stack.enter_context(_workers(cfg, attachments, 8 if cfg.batched else 1, shared))
                     if cfg.uses_workers else None)
             model = build_model(cfg.model, cfg.device, seed=cfg.seed)
             caps = cfg.caps()
@@ -97,9 +98,9 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
             if cfg.stage in ("compiled", "bf16"):
                 engine, compile_notes = make_engine(cfg.compiler, model, device, caps)
                 notes.update(compile_notes)
-            window = Window(cfg.warmup_s, cfg.duration_s, on_ready)
+            window = Window(cfg.warmup_s, cfg.duration_s, on_ready, book)
             try:
-                _serve(cfg, model, engine, device, pipe, caps, window, attachments)
+                _serve(cfg, model, engine, device, pipe, caps, window, attachments, shared)
             except TimeoutError as exc:
                 raise WorkloadError(str(exc)) from None
             if device.type == "cuda":
@@ -108,15 +109,35 @@ def run_stage(cfg: WorkloadConfig, on_ready: Callable[[], None] = lambda: None) 
     finally:
         if attachments is not None:
             shutil.rmtree(attachments, ignore_errors=True)
-    return summarise(cfg, window.latencies, window.elapsed, window.batches, notes, shed=window.shed)
+    result = summarise(cfg, window.latencies, window.elapsed, window.batches, notes, shed=window.shed)
+    if book is not None:
+        result.phases = book.results()
+    return result
+
+
+def _phase_book(cfg: WorkloadConfig) -> tuple[Any, tuple[Any, Any]]:
+    """Under a phase plan: the serving side's book, and the control and missed-arrival counters the load
+    generators share with it (in shared memory when they are worker processes)."""
+    if not cfg.plan:
+        return None, (None, None)
+    from gpuwatch.workload.phases import WARMUP, Control, PhaseBook, Plan
+
+    plan = Plan.from_json(cfg.plan)
+    if cfg.uses_workers:
+        ctx = mp.get_context("spawn")
+        control, missed = ctx.Array("d", [float(WARMUP), 0.0, 0.0]), ctx.Array("i", len(plan.phases))
+    else:
+        control, missed = [float(WARMUP), 0.0, 0.0], [0] * len(plan.phases)
+    return PhaseBook(plan, Control(control), missed, cfg.slo_ms), (control, missed)
 
 
 def _serve(cfg: WorkloadConfig, model: Any, engine: Any, device: Any, pipe: tuple[Any, Any] | None,
-           caps: dict[int, int], window: Any, attachments: Any) -> None:
+           caps: dict[int, int], window: Any, attachments: Any, shared: tuple[Any, Any]) -> None:
     from gpuwatch.workload import serve
 
     if pipe is None:
-        serve.serve_naive(model, device, Frontend(FrontendSpec(cfg, 0, attachments)), window)
+        spec = FrontendSpec(cfg, 0, attachments)
+        serve.serve_naive(model, device, Frontend(spec, schedule_for(spec, *shared)), window)
     elif not cfg.batched:
         serve.serve_per_request(model, device, pipe[0], pipe[1], window)
     else:
@@ -134,7 +155,7 @@ def _check_batch(cfg: WorkloadConfig, device: Any) -> tuple[Any, Any]:
     longest = cfg.model.buckets[-1]
     rows, lengths = [], []
     for _ in range(16):
-        _t, n, _b, payload = frontend.make()
+        _t, n, _b, payload = frontend.make()  # documents of the run's traffic, made now
         ids = torch.frombuffer(bytearray(payload), dtype=torch.int32)[:n]
         rows.append(torch.nn.functional.pad(ids, (0, longest - n), value=PAD))
         lengths.append(n)

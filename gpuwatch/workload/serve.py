@@ -20,6 +20,7 @@ import torch
 
 from gpuwatch.workload.engine import EagerEngine, GraphEngine
 from gpuwatch.workload.frontend import Frontend, Item
+from gpuwatch.workload.phases import PhaseBook
 
 MAX_IN_FLIGHT = 2
 MAX_WAIT_S = 0.005
@@ -30,9 +31,11 @@ STARTUP_TIMEOUT_S = 120.0
 
 class Window:
     """Counts only requests that finish between the end of the warm-up and the end of the run. The
-    warm-up starts with the first finished request, so slow worker start-up never counts."""
+    warm-up starts with the first finished request, so slow worker start-up never counts. With a phase
+    ``book`` the run lasts as long as its plan, and every answer is also filed under its phase."""
 
-    def __init__(self, warmup_s: float, duration_s: float, on_ready: Callable[[], None]) -> None:
+    def __init__(self, warmup_s: float, duration_s: float, on_ready: Callable[[], None],
+                 book: PhaseBook | None = None) -> None:
         self.created = time.monotonic()
         self.t0: float | None = None
         self.warmup_s = warmup_s
@@ -43,6 +46,7 @@ class Window:
         self.latencies: list[float] = []
         self.batches = 0
         self.shed = 0
+        self.book = book
 
     def tick(self) -> bool:
         """False once the window is over; starts it when the warm-up is done."""
@@ -52,8 +56,21 @@ class Window:
                                "did the preprocessing workers start?")
         if self.start is None and self.t0 is not None and now - self.t0 >= self.warmup_s:
             self.start, self.end = now, now + self.duration_s
+            if self.book is not None:
+                self.end = float("inf")
+                self.book.start()
             self.on_ready()
+        if self.book is not None and self.start is not None and not self.book.advance():
+            self.end = min(self.end, now)
         return now < self.end
+
+    def stale(self, arrival: float) -> bool:
+        """Whether a request arrived in a phase that is over (it is dropped, counted unanswered there)."""
+        return self.book is not None and self.start is not None and arrival < self.book.current_start
+
+    def drop(self, arrival: float) -> None:
+        if self.book is not None:
+            self.book.unanswered(arrival)
 
     def record(self, arrivals: list[float], batch: bool = True) -> None:
         now = time.monotonic()
@@ -62,10 +79,16 @@ class Window:
         if self.start is not None and now >= self.start:
             self.latencies.extend(now - a for a in arrivals)
             self.batches += 1 if batch else len(arrivals)
+            if self.book is not None:
+                for a in arrivals:
+                    self.book.answered(a, now - a)
 
-    def record_shed(self, count: int) -> None:
+    def record_shed(self, arrivals: list[float]) -> None:
         if self.start is not None and time.monotonic() >= self.start:
-            self.shed += count
+            self.shed += len(arrivals)
+            if self.book is not None:
+                for a in arrivals:
+                    self.book.shed(a)
 
     @property
     def elapsed(self) -> float:
@@ -81,13 +104,29 @@ def _run_one(model: torch.nn.Module, payload: bytes, n: int, device: torch.devic
 
 def serve_naive(model: torch.nn.Module, device: torch.device, frontend: Frontend, window: Window) -> None:
     while window.tick():
-        pause = frontend.wait_for_burst()
-        if pause > 0:
-            time.sleep(pause)
+        got = frontend.poll()
+        if isinstance(got, float):
+            time.sleep(got)
             continue
-        arrival, n, _bucket, payload = frontend.make()
+        arrival, n, _bucket, payload = got
         _run_one(model, payload, n, device)
         window.record([arrival], batch=False)
+    if window.book is not None:
+        frontend.due()  # the plan is over: what was due and never made counts against its phase
+
+
+def drain(window: Window, inbox: Any, waiting: list[Item] | None = None) -> None:
+    """Once a plan is over: requests still queued were never answered; file them under their phase."""
+    if window.book is None:
+        return
+    items = list(waiting or [])
+    while True:
+        try:
+            items.extend(inbox.get_nowait())
+        except (queue.Empty, OSError, ValueError):
+            break
+    for it in items:
+        window.drop(it[0])
 
 
 def serve_per_request(model: torch.nn.Module, device: torch.device, inbox: Any, permits: Any,
@@ -98,9 +137,14 @@ def serve_per_request(model: torch.nn.Module, device: torch.device, inbox: Any, 
         except queue.Empty:
             continue
         for arrival, n, _bucket, payload in items:
+            if window.stale(arrival):
+                window.drop(arrival)
+                permits.release()
+                continue
             _run_one(model, payload, n, device)
             window.record([arrival], batch=False)
             permits.release()
+    drain(window, inbox)
 
 
 class Batcher:
@@ -196,7 +240,7 @@ def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox
         batcher.pull(timeout=0.0)
         finish_ready()
         if shed := batcher.shed():
-            window.record_shed(len(shed))
+            window.record_shed(shed)
             for _ in shed:
                 permits.release()  # the client got its "overloaded" answer
         batch = batcher.take(gpu_idle=not in_flight) if len(in_flight) < MAX_IN_FLIGHT else None
@@ -204,8 +248,17 @@ def serve_batched(engine: EagerEngine | GraphEngine, device: torch.device, inbox
             batcher.pull(timeout=POLL_S if in_flight else 0.02)
             continue
         bucket, items = batch
+        if window.book is not None:  # requests of a phase that is over are dropped, not run
+            for it in items:
+                if window.stale(it[0]):
+                    window.drop(it[0])
+                    permits.release()
+            items = [it for it in items if not window.stale(it[0])]
+            if not items:
+                continue
         ids, lengths = pinned_batch(bucket, items, device)
         logits, event = engine.submit(ids, lengths)
         in_flight.append((event, logits, [it[0] for it in items]))
     for event, _, _ in in_flight:
         event.synchronize()
+    drain(window, inbox, [it for q in batcher.waiting.values() for it in q])
