@@ -22,9 +22,13 @@ from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.host import HostSource
 from gpuwatch.validate import report, views
 from gpuwatch.validate.doctor_accuracy import FaultRun, run_fault, write_recording, write_report
-from gpuwatch.validate.runner import StageRun, run_stage
-from gpuwatch.workload.config import SIZES, STAGES, TRAFFIC, WorkloadConfig
+from gpuwatch.validate.runner import StageRun, diagnose_phases, run_stage
+from gpuwatch.validate.shapes import LADDER
+from gpuwatch.validate.views import SHARED_SHARE
+from gpuwatch.workload.arrivals import DEFAULT_MIX, SHAPES, parse_mix
+from gpuwatch.workload.config import SIZES, STAGES, WorkloadConfig
 from gpuwatch.workload.faults_catalogue import FAULTS
+from gpuwatch.workload.phases import Phase, Plan
 
 RECORDING = "validate-run.ndjson.gz"
 BATCHING = WorkloadConfig()  # the workload's batching defaults, which validate keeps
@@ -35,9 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run each stage of the reference workload (naive, workers, batched, compiled, "
                        "bf16) as its own process under the live sampler, twice: capacity (closed loop at full load, "
                        "--duration seconds: GPU-Util, SM activity, SM occupancy, tensor activity, req/s, p99, the "
-                       "doctor's top finding) and latency (open loop, the same offered rate for every stage: "
-                       "p50/p95/p99 and the share dropped or late). Writes validation.json, VALIDATION.md, "
-                       "validation-details.json and "
+                       "doctor's top finding) and traffic (open loop under each --traffic shape, one process per "
+                       "stage running its phases back to back: p99 at the rate offered to every stage, then a ladder "
+                       "of rising rates that sizes what it sustains and where it sits in the 70-85%% GPU-Util "
+                       "planning band). Writes validation.json, VALIDATION.md, validation-details.json and "
                        f"a recording of the run ({RECORDING}) to --out. Needs torch (the [workload] extra).")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the model runs (default cuda)")
     p.add_argument("--duration", type=positive_float, default=None, metavar="S",
@@ -47,17 +52,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stages", default=",".join(STAGES), metavar="LIST",
                    help=f"comma-separated stages to run (default {','.join(STAGES)})")
     p.add_argument("--size", choices=tuple(SIZES), help="model size (default: base on cuda, tiny on cpu)")
-    p.add_argument("--traffic", choices=TRAFFIC, default="steady", help="traffic shape (default steady)")
+    p.add_argument("--traffic", default="all", metavar="LIST",
+                   help=f"traffic shapes of the traffic view, comma-separated from {', '.join(SHAPES)}, or all "
+                   "(default all). bursty: the mean rate inside 200 ms on-phases of every 400 ms; longtail: mostly "
+                   "short documents, some very long; mixed: the three superposed at --mix weights")
+    p.add_argument("--mix", default=_mix_text(DEFAULT_MIX), metavar="WEIGHTS",
+                   help=f"the mixed shape's weights (default {_mix_text(DEFAULT_MIX)})")
     p.add_argument("--workers", type=int, metavar="N", help="preprocessing processes (default: cores - 2, at most 12)")
     p.add_argument("--rate", type=positive_float, metavar="R",
-                   help="latency view: the open-loop load offered to every stage, requests/s (default: 80%% of "
-                   "naive's measured capacity)")
-    p.add_argument("--high-rate", type=float, metavar="R",
-                   help="latency view: a second load only later stages sustain (default: twice naive's "
-                   "capacity; 0: none)")
-    p.add_argument("--latency-duration", type=positive_float, metavar="S",
-                   help="seconds sampled per stage and rate in the latency view (default 10 on cuda, --duration "
-                   "on cpu)")
+                   help="traffic view: the open-loop load offered to every stage under every shape, requests/s "
+                   "(default: 80%% of naive's measured capacity)")
+    p.add_argument("--phase-duration", type=positive_float, metavar="S",
+                   help="traffic view: seconds per phase (a shape at one offered rate; default 2 on cuda, 1.2 on "
+                   "cpu)")
     p.add_argument("--repeats", type=int, default=3, metavar="N",
                    help="capacity runs of naive, the baseline every ratio rests on; the table gives their spread "
                    "(default 3)")
@@ -153,7 +160,7 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def _stage_extra(args: argparse.Namespace) -> list[str]:
-    return [*(["--size", args.size] if args.size else []), "--traffic", args.traffic,
+    return [*(["--size", args.size] if args.size else []),
             *(["--workers", str(args.workers)] if args.workers else []),
             *(["--warmup", f"{args.warmup:g}"] if args.warmup is not None else []), "--slo", f"{args.slo:g}"]
 
@@ -171,68 +178,109 @@ def rerender(details: Path, out: Path) -> int:
     return 0
 
 
+def _shapes(text: str) -> list[str]:
+    names = list(SHAPES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SHAPES]
+    if unknown or not names:
+        raise CliError(f"--traffic: unknown shape {', '.join(unknown) or '(none)'}; choose from "
+                       f"{', '.join(SHAPES)}, or all")
+    return names
+
+
+def _mix_text(mix: dict[str, float]) -> str:
+    return ",".join(f"{k}={w:g}" for k, w in mix.items())
+
+
+def _plan(shapes: list[str], rate: float, capacity: float | None, phase_s: float, mix: dict[str, float],
+          slo_ms: float) -> Plan:
+    """Per shape: the shared rate, then the ladder of shares of the stage's closed-loop capacity (rates under
+    the shared one only when the capacity is unknown)."""
+    top = capacity or rate / SHARED_SHARE
+    phases: list[Phase] = []
+    for shape in shapes:
+        phases.append(Phase(shape, rate, phase_s, f"shared-{shape}"))
+        rungs = sorted({max(1.0, round(x * top)) for x in LADDER})
+        phases += [Phase(shape, r, phase_s, f"ladder-{shape}") for r in rungs]
+    settle = min(0.3, phase_s / 4)
+    return Plan(tuple(phases), mix, settle_s=settle, tail_s=max(slo_ms / 1000.0 + 0.05, min(0.25, phase_s / 4)))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.from_details is not None:
         return rerender(args.from_details, args.out)
     if args.doctor:
         return run_doctor(args)
     stages = _stages(args.stages)
+    shapes = _shapes(args.traffic)
+    try:
+        mix = parse_mix(args.mix)
+    except ValueError as exc:
+        raise CliError(f"--mix: {exc}") from None
     if args.repeats < 1:
         raise CliError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.high_rate is not None and args.high_rate < 0:
-        raise CliError(f"--high-rate must be 0 (none) or a rate in requests/s, got {args.high_rate:g}")
     _check_torch()
-    duration = args.duration if args.duration is not None else (8.0 if args.device == "cuda" else 3.0)
-    latency_s = args.latency_duration if args.latency_duration is not None else \
-        (10.0 if args.device == "cuda" else duration)
-    interval = max(0.2, min(1.0, duration / 6))
+    duration = args.duration if args.duration is not None else (5.0 if args.device == "cuda" else 3.0)
+    phase_s = args.phase_duration if args.phase_duration is not None else (2.0 if args.device == "cuda" else 1.2)
+    if phase_s <= 0.2 + args.slo / 1000.0:
+        raise CliError(f"--phase-duration {phase_s:g} s leaves no time to count requests: give more than "
+                       f"{0.2 + args.slo / 1000.0:g} s (settling plus the {args.slo:g} ms objective)")
+    interval = max(0.2, min(1.0, duration / 6, phase_s / 8))
     extra = _stage_extra(args)
-    n_rates = 1 + (args.high_rate != 0)
+    n_phases = len(shapes) * (1 + len(LADDER))
     estimate = views.estimate_s(args.device, len(stages), args.repeats if "naive" in stages else 1, duration,
-                                latency_s, n_rates)
+                                n_phases, phase_s)
     print(f"gpuwatch validate: {len(stages)} stages, capacity {duration:g} s each (naive {args.repeats}x), "
-          f"latency {latency_s:g} s at {n_rates} rate(s): about {estimate / 60:.1f} min", file=sys.stderr)
+          f"traffic {', '.join(shapes)}: up to {n_phases} phases of {phase_s:g} s per stage: at most about "
+          f"{estimate / 60:.1f} min", file=sys.stderr)
     producer, description = _producer(args.device, interval)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         writer = RecordingWriter(args.out / RECORDING, RecordingHeader(
             created=time.time(), interval_s=interval, hostname=socket.gethostname(),
             description=f"gpuwatch validate --device {args.device} --duration {duration:g}: stages {','.join(stages)}",
-            meta={"source": description, "stages": stages}))
+            meta={"source": description, "stages": stages, "shapes": shapes}))
     except OSError as exc:
         raise CliError(f"cannot write to --out {args.out}: {exc.strerror}") from None
     sampler = Sampler(producer, interval=interval)
     sampler.subscribe(writer.write)
-    v = views.Validation(stages)
-    meta: dict[str, object] = {}
+    v = views.Validation(stages, shapes=shapes, mix=mix if "mixed" in shapes else {})
     started = time.monotonic()
+
+    def meta() -> dict[str, object]:
+        return _meta(args, v, description, duration, phase_s)
 
     def measure(label: str, stage: str, seconds: float, more: list[str]) -> StageRun:
         run_ = run_stage(stage, args.device, seconds, sampler, interval, lambda _done: None, [*extra, *more])
-        print(f"{label} {stage}: {'failed: ' + run_.error if run_.error else _said(run_)}", file=sys.stderr)
+        print(f"[{time.monotonic() - started:4.0f} s] {label} {stage}: "
+              f"{'failed: ' + run_.error if run_.error else _said(run_)}", file=sys.stderr)
         return run_
 
     try:
         for stage in stages:
             for _ in range(args.repeats if stage == "naive" else 1):
-                v.capacity.setdefault(stage, []).append(measure("capacity", stage, duration, []))
-            meta = _meta(args, v, description, duration, latency_s)
-            report.write(args.out, v, meta)  # a run cut short still leaves what it measured
-        v.rates = views.choose_rates(views.median_capacity(v.capacity_runs_req_per_s("naive")), args.rate,
-                                     args.high_rate)
-        for rate in v.rates:
-            for stage in stages:
-                v.latency.setdefault(rate, {})[stage] = measure(f"at {rate:g} req/s", stage, latency_s,
-                                                                ["--rate", f"{rate:g}"])
-                meta = _meta(args, v, description, duration, latency_s)
-                report.write(args.out, v, meta)
+                v.capacity.setdefault(stage, []).append(measure("capacity", stage, duration, ["--traffic", "steady"]))
+            report.write(args.out, v, meta())  # a run cut short still leaves what it measured
+        naive = views.median_capacity(v.capacity_runs_req_per_s("naive"))
+        v.shared_rate = args.rate or (max(1.0, round(SHARED_SHARE * naive)) if naive else None)
+        if v.shared_rate is None:
+            raise CliError("no shared rate: naive's capacity was not measured; give --rate", exit_code=1)
+        for stage in stages:
+            cap = v.capacity_run(stage)
+            plan = _plan(shapes, v.shared_rate, (cap.workload or {}).get("req_per_s") if cap else None, phase_s,
+                         mix, args.slo)
+            run_ = measure("traffic", stage, plan.seconds + 5.0, ["--plan", plan.to_json()])
+            diagnose_phases(run_, plan.settle_s)
+            for line in _phase_lines(run_):
+                print(f"    {line}", file=sys.stderr)
+            v.traffic[stage] = run_
+            report.write(args.out, v, meta())
     finally:
         sampler.stop()
         writer.close()
-    meta = {**_meta(args, v, description, duration, latency_s), "wall time": f"{time.monotonic() - started:.0f} s"}
-    paths = report.write(args.out, v, meta)
+    final = {**meta(), "wall time": f"{time.monotonic() - started:.0f} s"}
+    paths = report.write(args.out, v, final)
     out = Console(width=max(140, Console().width))
-    for table in report.terminal_tables(v, f"gpuwatch validate on {meta['gpu']} ({args.device})"):
+    for table in report.terminal_tables(v, f"gpuwatch validate on {final['gpu']} ({args.device})"):
         out.print(table)
     for line in report.summary(v):
         out.print(line)
@@ -241,22 +289,29 @@ def run(args: argparse.Namespace) -> int:
     return 1 if all(r.error for r in runs) else 0
 
 
+def _phase_lines(run_: StageRun) -> list[str]:
+    return [f"{p['shape']:8} {p['rate']:>7g} req/s: p99 {p.get('p99_ms')} ms, {p.get('dropped_pct')}% late, "
+            f"GPU-Util {p.get('gpu_util', '-')}%{'' if p.get('passed') else ' (not sustained)'}"
+            for p in (run_.workload or {}).get("phases", [])]
+
+
 def _said(run_: StageRun) -> str:
     w = run_.workload or {}
     return f"{w.get('req_per_s')} req/s, p99 {w.get('p99_ms')} ms, {w.get('dropped_pct')}% dropped or late"
 
 
 def _meta(args: argparse.Namespace, v: views.Validation, description: str, duration: float,
-          latency_s: float) -> dict[str, object]:
+          phase_s: float) -> dict[str, object]:
     snaps = [s for rs in v.capacity.values() for r in rs for s in r.snapshots[:1]]
     gpu_names = sorted({g.name for s in snaps for g in s.gpus if g.name})
-    rates = ", ".join(f"{r:g}" for r in v.rates) or "no rate (naive's capacity not measured yet; --rate sets one)"
+    rate = f"{v.shared_rate:g}" if v.shared_rate else "not chosen yet"
     return {"device": args.device, "gpu": ", ".join(gpu_names) or "none", "host": platform.node(),
             "sampling": description,
-            "capacity": f"closed loop at full load, {duration:g} s sampled per stage (naive: 1 request in flight; "
-            "workers: 2 per worker; batched on: 3 batches of the longest bucket)",
-            "latency": f"open loop (Poisson arrivals) at {rates} requests/s, {latency_s:g} s per stage; shared rate "
-            f"{views.SHARED_SHARE:.0%} of naive's median capacity unless --rate; late: over {args.slo:g} ms",
+            "capacity": f"closed loop at full load, steady traffic, {duration:g} s sampled per stage (naive: 1 "
+            "request in flight; workers: 2 per worker; batched on: 3 batches of the longest bucket)",
+            "traffic": f"open loop, shapes {', '.join(v.shapes)}, {phase_s:g} s per phase; shared rate {rate} "
+            f"requests/s ({views.SHARED_SHARE:.0%} of naive's median capacity unless --rate); late: over "
+            f"{args.slo:g} ms",
             "batched stages": "an idle GPU takes what waits at once; while it is busy a batch leaves when full or "
             "when its oldest request waited "
             f"{BATCHING.max_batch_delay_ms:g} ms; requests queued over {BATCHING.queue_timeout_ms:g} ms are shed "

@@ -11,6 +11,17 @@ from rich.table import Table
 
 from gpuwatch.model.finding import Finding
 from gpuwatch.validate.runner import StageRun
+from gpuwatch.validate.shapes import (
+    BAND,
+    LADDER,
+    acceptance,
+    acceptance_parts,
+    capacity_cell,
+    ladder,
+    shape_steps,
+    shared_phase,
+    sizing,
+)
 from gpuwatch.validate.steps import step_line, steps
 from gpuwatch.validate.views import Validation, spread
 
@@ -40,12 +51,91 @@ def rows(v: Validation) -> list[dict[str, Any]]:
     for stage in v.stages:
         cap = v.capacity_run(stage)
         row = cap.row() if cap else StageRun(stage, error="not run").row()
+        if v.shapes:
+            row.update(rate=v.shared_rate, req_per_s_runs=v.capacity_runs_req_per_s(stage),
+                       traffic={shape: _shape_row(v, shape, stage) for shape in v.shapes})
+            out.append(row)
+            continue
         shared = _latency(v.latency_run(v.rates[0], stage)) if v.rates else _latency(None)
         row.update(rate=v.rates[0] if v.rates else None, p99_ms_at_rate=shared["p99_ms"], dropped=shared["dropped"])
         high = _latency(v.latency_run(v.rates[1], stage)) if len(v.rates) > 1 else _latency(None)
         row.update(rate_high=v.rates[1] if len(v.rates) > 1 else None, p99_ms_at_rate_high=high["p99_ms"],
                    dropped_at_rate_high=high["dropped"], req_per_s_runs=v.capacity_runs_req_per_s(stage))
         out.append(row)
+    return out
+
+
+def _shape_row(v: Validation, shape: str, stage: str) -> dict[str, Any]:
+    """One stage under one shape: what it sustains, where it sits in the planning band, p99 at the shared rate."""
+    run = v.traffic.get(stage)
+    size = sizing(ladder(run, shape))
+    at = shared_phase(run, shape) or {}
+    return {"capacity_req_per_s": size.capacity, "capacity_is_lower_bound": size.top_rung,
+            "planning_req_per_s": size.planning, "band": size.band_note,
+            "p99_ms_at_rate": at.get("p99_ms"), "dropped_at_rate": at.get("dropped_pct"),
+            "gpu_util_at_rate": at.get("gpu_util"), "top_finding_at_rate": at.get("top_finding"),
+            "failed": run.error if run else "not run"}
+
+
+SHAPE_COLUMNS = (("stage", "stage"), ("capacity", "capacity req/s"), ("planning", "planning req/s"),
+                 ("p99", "p99 ms at R"), ("late", "late % at R"), ("gpu", "GPU-Util % at R"),
+                 ("top", "top finding at R"))
+
+
+def _shape_cells(v: Validation, shape: str) -> list[list[str]]:
+    out = []
+    for stage in v.stages:
+        r = _shape_row(v, stage=stage, shape=shape)
+        size = sizing(ladder(v.traffic.get(stage), shape))
+        cap = capacity_cell(size) if not r["failed"] else f"failed: {r['failed']}"
+        out.append([stage, cap, _cell(r["planning_req_per_s"]) if r["planning_req_per_s"] else f"- ({r['band']})",
+                    _cell(r["p99_ms_at_rate"]), _cell(r["dropped_at_rate"]), _cell(r["gpu_util_at_rate"]),
+                    r["top_finding_at_rate"] or "-"])
+    return out
+
+
+def _shape_markdown(v: Validation) -> list[str]:
+    rate = v.shared_rate
+    out = ["", f"## Traffic shapes: every stage under each shape at {_cell(rate)} requests/s, and what it sustains",
+           "", f"Each stage runs once for the whole view, its phases back to back (model built and graphs captured "
+           f"once): per shape, {_cell(rate)} req/s offered to every stage (R below), then a ladder of rising "
+           f"offered rates ({', '.join(f'{x:g}' for x in LADDER)} x its closed-loop capacity) that stops at the "
+           "first rate it cannot sustain. Capacity: the highest offered rate sustained with p99 under the "
+           "objective and under 1 % late (late, shed or never answered), every lower rung sustained too (>=: it "
+           f"sustained the top rung). Planning: the highest sustained rate whose GPU-Util sits in the "
+           f"{BAND[0]:g}-{BAND[1]:g} % band."]
+    if v.mix:
+        out.append(f"Mixed: the three shapes superposed at weights {_mix(v.mix)}.")
+    for shape in v.shapes:
+        out += ["", f"### {shape}", "", "| " + " | ".join(h for _, h in SHAPE_COLUMNS) + " |",
+                "|" + "---|" * len(SHAPE_COLUMNS)]
+        out += ["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in _shape_cells(v, shape)]
+        out += ["", f"- {acceptance(v.stages, v.traffic, shape, rate)}"]
+        out += [f"- {s.stage} over {s.previous}: {s.line}" for s in shape_steps(v.stages, v.traffic, shape, rate)]
+    if "mixed" in v.shapes:
+        out += ["", "## Capacity for planning: the mixed shape", "",
+                "| stage | sustains req/s | plan at req/s | band |", "|---|---|---|---|"]
+        for stage in v.stages:
+            size = sizing(ladder(v.traffic.get(stage), "mixed"))
+            out.append(f"| {stage} | {capacity_cell(size)} | {_cell(size.planning)} | {size.band_note} |")
+    return out
+
+
+def _mix(mix: dict[str, float]) -> str:
+    return ", ".join(f"{k} {w:g}" for k, w in mix.items())
+
+
+def _ladder_lines(v: Validation, stage: str) -> list[str]:
+    out = []
+    run = v.traffic.get(stage)
+    if run is not None and run.error:
+        out.append(f"- traffic run failed: {run.error}")
+    for shape in v.shapes:
+        rungs = ladder(run, shape)
+        if rungs:
+            out.append(f"- {shape} ladder: " + "; ".join(
+                f"{p['rate']:g} req/s {'ok' if p.get('passed') else 'not sustained'} (p99 {_cell(p.get('p99_ms'))} "
+                f"ms, {_cell(p.get('dropped_pct'))}% late, GPU-Util {_cell(p.get('gpu_util'))}%)" for p in rungs))
     return out
 
 
@@ -57,6 +147,13 @@ def terminal_tables(v: Validation, title: str) -> list[Table]:
     for row in rows(v):
         capacity.add_row(*(_cell(row[k]) for k, _ in COLUMNS), verdict.get(row["stage"], ""))
     tables = [capacity]
+    for shape in v.shapes:
+        t = Table(title=f"{title}: {shape} traffic, R = {_cell(v.shared_rate)} req/s offered", title_justify="left")
+        for key, header in SHAPE_COLUMNS:
+            t.add_column(header, justify="left" if key in ("stage", "top") else "right", overflow="fold")
+        for cells in _shape_cells(v, shape):
+            t.add_row(*cells)
+        tables.append(t)
     for rate in v.rates:
         t = Table(title=f"{title}: latency at {rate:g} req/s offered (open loop)", title_justify="left")
         for key, header in LATENCY_COLUMNS:
@@ -105,6 +202,8 @@ def summary(v: Validation) -> list[str]:
             line += (f" ({table[0]['stage']} over {runs['runs']} runs: {runs['min']:g}-{runs['max']:g} req/s, "
                      f"so {last / runs['max']:.1f}x-{last / runs['min']:.1f}x)")
         out.append(line)
+    for shape in v.shapes:
+        out.append(f"{shape}: {acceptance_parts(v.stages, v.traffic, shape, v.shared_rate)[0]}")
     if v.rates and len(table) >= 2 and table[0]["p99_ms_at_rate"] and table[-1]["p99_ms_at_rate"]:
         out.append(f"p99 at {v.rates[0]:g} req/s offered to every stage: {table[0]['p99_ms_at_rate']:g} ms "
                    f"({table[0]['stage']}) -> {table[-1]['p99_ms_at_rate']:g} ms ({table[-1]['stage']})")
@@ -124,6 +223,8 @@ def markdown(v: Validation, meta: dict[str, Any]) -> str:
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "Percentages are medians over the sampled window; req/s and p99 come from the workload itself. "
             "Closed loop, p99 is mostly queueing behind the requests in flight: compare latency below."]
+    if v.shapes:
+        out += _shape_markdown(v)
     for i, rate in enumerate(v.rates):
         what = "the shared rate (a share of naive's capacity)" if i == 0 else "a rate only later stages sustain"
         out += ["", f"## Latency at {rate:g} requests/s offered to every stage, open loop: {what}", ""]
@@ -133,9 +234,10 @@ def markdown(v: Validation, meta: dict[str, Any]) -> str:
             if line["error"]:
                 cells[-1] += f" (failed: {line['error']})".replace("|", "/")
             out.append("| " + " | ".join(cells) + " |")
-    out += ["", "## Does every step help?", ""]
-    for s in steps(v):
-        out.append(f"- {s.stage} over {s.previous}: {step_line(s)}")
+    if not v.shapes:
+        out += ["", "## Does every step help?", ""]
+        for s in steps(v):
+            out.append(f"- {s.stage} over {s.previous}: {step_line(s)}")
     out += ["", "## Per stage"]
     for stage in v.stages:
         out += _per_stage(v, stage)
@@ -162,7 +264,7 @@ def _per_stage(v: Validation, stage: str) -> list[str]:
                    f"mean batch {w.get('mean_batch')}, shed {w.get('shed', 0)}")
     for f in run.findings[:3]:
         out.append(f"- **{f.severity}** {f.title}: {'; '.join(f.evidence)}")
-    return out
+    return out + _ladder_lines(v, stage)
 
 
 def details(v: Validation) -> dict[str, Any]:
@@ -170,9 +272,13 @@ def details(v: Validation) -> dict[str, Any]:
         return {"stage": run.stage, "row": run.row(), "workload": run.workload, "error": run.error,
                 "window": run.window, "samples": len(run.snapshots), "findings": [f.to_dict() for f in run.findings]}
 
-    return {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
-            "latency": {f"{rate:g}": [one(r) for r in v.latency.get(rate, {}).values()] for rate in v.rates},
-            "rates": v.rates}
+    out = {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
+           "latency": {f"{rate:g}": [one(r) for r in v.latency.get(rate, {}).values()] for rate in v.rates},
+           "rates": v.rates}
+    if v.shapes:
+        out.update(shapes=v.shapes, shared_rate=v.shared_rate, mix=v.mix,
+                   traffic=[one(r) for s in v.stages if (r := v.traffic.get(s)) is not None])
+    return out
 
 
 def from_details(data: dict[str, Any]) -> tuple[Validation, dict[str, Any]]:
@@ -189,7 +295,13 @@ def from_details(data: dict[str, Any]) -> tuple[Validation, dict[str, Any]]:
         capacity.setdefault(d["stage"], []).append(one(d))
     rates = [float(r) for r in data.get("rates", [])]
     latency = {rate: {d["stage"]: one(d) for d in data["latency"].get(f"{rate:g}", [])} for rate in rates}
-    return Validation(stages=list(capacity), capacity=capacity, rates=rates, latency=latency), dict(data["meta"])
+    traffic = {d["stage"]: one(d) for d in data.get("traffic", [])}
+    shared = data.get("shared_rate")
+    stages = list(capacity) + [s for s in traffic if s not in capacity]
+    return Validation(stages=stages, capacity=capacity, rates=rates, latency=latency,
+                      shapes=[str(x) for x in data.get("shapes", [])], traffic=traffic,
+                      shared_rate=None if shared is None else float(shared),
+                      mix={str(k): float(w) for k, w in data.get("mix", {}).items()}), dict(data["meta"])
 
 
 def write(out: Path, v: Validation, meta: dict[str, Any]) -> dict[str, Path]:

@@ -156,3 +156,22 @@ def diagnose_stage(result: StageRun) -> None:
     windows = summarise(snaps, pid if on_gpu else None)
     if windows:  # the workload's GPU, else the busiest one
         result.gpu = max(windows, key=lambda g: g.busy or 0.0)
+
+
+def diagnose_phases(result: StageRun, settle_s: float) -> None:
+    """Under a phase plan: each phase's own GPU medians and doctor's top finding, from the snapshots taken
+    while it ran (after its settling time), written into the phase's row."""
+    phases = (result.workload or {}).get("phases") or []
+    pid = (result.workload or {}).get("pid")
+    for phase in phases:
+        snaps = [s for s in result.snapshots if phase["wall_start"] + settle_s <= s.time <= phase["wall_end"]]
+        phase["samples"] = len(snaps)
+        if not snaps:
+            continue
+        on_gpu = bool(pid) and any(p.pid == pid for s in snaps for p in s.processes)
+        windows = summarise(snaps, pid if on_gpu else None)
+        gpu = max(windows, key=lambda g: g.busy or 0.0) if windows else None
+        top = top_problem(diagnose(snaps, pid=pid if on_gpu else None))
+        phase["gpu_util"] = None if gpu is None or gpu.util is None else round(float(gpu.util), 1)
+        phase["sm_active"] = None if gpu is None or gpu.sm_active is None else round(float(gpu.sm_active), 1)
+        phase["top_finding"] = top.title if top else "-"

@@ -2,8 +2,10 @@
 
 * capacity: each stage closed loop at full load, the most requests per second it serves (naive repeated,
   because every ratio and the shared rate rest on it);
-* latency: each stage open loop at the same offered rate, so p99 compares like with like. The shared rate is
-  a share of naive's capacity (naive can keep up); the high rate is a multiple of it (only later stages can).
+* traffic: each stage open loop under each traffic shape, in one process per stage (``shapes``): the same
+  offered rate for every stage, so p99 compares like with like (a share of naive's capacity: naive can keep
+  up), then a ladder of rising rates that sizes what the stage sustains.
+* latency (runs made before the traffic view): each stage open loop at a shared rate and a high rate.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class Validation:
     capacity: dict[str, list[StageRun]] = field(default_factory=dict)
     rates: list[float] = field(default_factory=list)
     latency: dict[float, dict[str, StageRun]] = field(default_factory=dict)
+    #: The traffic view: one phase-plan run per stage, covering every shape (empty in runs made before it).
+    shapes: list[str] = field(default_factory=list)
+    traffic: dict[str, StageRun] = field(default_factory=dict)
+    shared_rate: float | None = None
+    mix: dict[str, float] = field(default_factory=dict)
 
     def capacity_run(self, stage: str) -> StageRun | None:
         """The stage's capacity run; of repeats, the one with the median req/s."""
@@ -64,12 +71,12 @@ def choose_rates(naive_req_per_s: float | None, shared: float | None, high: floa
     return rates
 
 
-def estimate_s(device: str, stages: int, repeats: int, capacity_s: float, latency_s: float, rates: int) -> float:
-    """Seconds the whole run should take: every run's sampled window plus its start-up."""
+def estimate_s(device: str, stages: int, repeats: int, capacity_s: float, phases: int, phase_s: float) -> float:
+    """Seconds the whole run should take at most (ladders stop at their first failed rung): every run's
+    sampled window plus its start-up; one traffic run per stage of ``phases`` phases."""
     capacity_runs = stages + max(0, repeats - 1)  # naive repeated
-    latency_runs = stages * rates
-    return (capacity_runs * capacity_s + latency_runs * latency_s
-            + (capacity_runs + latency_runs) * OVERHEAD_S[device])
+    return (capacity_runs * capacity_s + stages * phases * phase_s
+            + (capacity_runs + stages) * OVERHEAD_S[device])
 
 
 def spread(values: list[float]) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@ bursty traffic arrives only inside its on-phases at the same mean rate, and phas
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import pytest
@@ -48,7 +49,7 @@ def test_bursty_arrivals_keep_the_mean_rate_and_none_is_stamped_in_an_off_phase(
     assert all(in_burst(a, grid) for a in arrivals)
     assert len(arrivals) / 40.0 == pytest.approx(200.0, rel=0.05)  # the same mean rate as steady traffic
     # inside the on-phase requests come twice as fast as the mean
-    on_gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)
+    on_gaps = [b - a for a, b in itertools.pairwise(arrivals)
                if int((a - grid) / BURST_PERIOD_S) == int((b - grid) / BURST_PERIOD_S)]
     assert statistics.mean(on_gaps) == pytest.approx(BURST_ON_S / BURST_PERIOD_S / 200.0, rel=0.1)
 
@@ -61,14 +62,14 @@ def test_a_generator_that_falls_behind_stamps_the_scheduled_arrival_not_the_time
     lags = [at - a for a, at in made]
     assert min(lags) >= 0.0
     assert lags[-1] > 1.0  # the backlog grows, and every request carries it as latency
-    assert all(b >= a for (a, _), (b, _) in zip(made, made[1:], strict=False))
+    assert all(b >= a for (a, _), (b, _) in itertools.pairwise(made))
 
 
 def test_longtail_arrivals_are_poisson_at_the_rate_and_its_documents_are_mostly_short_some_long() -> None:
     clock = FakeClock(0.0)
     gen = frontend("longtail", 300.0, clock)
     made = drive(gen, clock, until=20.0)
-    gaps = [b[0] - a[0] for a, b in zip(made, made[1:], strict=False)]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(made)]
     assert len(made) / 20.0 == pytest.approx(300.0, rel=0.05)
     assert statistics.pstdev(gaps) == pytest.approx(statistics.mean(gaps), rel=0.1)  # exponential gaps
     longtail = sorted(gen.make(kind="longtail")[1] for _ in range(200))
