@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
                 v.capacity.setdefault(stage, []).append(measure("capacity", stage, duration, ["--traffic", "steady"]))
             report.write(args.out, v, meta())  # a run cut short still leaves what it measured
         naive = views.median_capacity(v.capacity_runs_req_per_s("naive"))
-        v.shared_rate = args.rate or (max(1.0, round(SHARED_SHARE * naive)) if naive else None)
+        v.shared_rate = float(args.rate or max(1, round(SHARED_SHARE * naive))) if (args.rate or naive) else None
         if v.shared_rate is None:
             raise CliError("no shared rate: naive's capacity was not measured; give --rate", exit_code=1)
         for stage in stages:

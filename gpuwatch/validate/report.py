@@ -18,6 +18,7 @@ from gpuwatch.validate.shapes import (
     acceptance_parts,
     capacity_cell,
     ladder,
+    p99_cell,
     shape_steps,
     shared_phase,
     sizing,
@@ -72,7 +73,8 @@ def _shape_row(v: Validation, shape: str, stage: str) -> dict[str, Any]:
     at = shared_phase(run, shape) or {}
     return {"capacity_req_per_s": size.capacity, "capacity_is_lower_bound": size.top_rung,
             "planning_req_per_s": size.planning, "band": size.band_note,
-            "p99_ms_at_rate": at.get("p99_ms"), "dropped_at_rate": at.get("dropped_pct"),
+            "p99_ms_at_rate": at.get("p99_ms"), "p99_is_lower_bound": bool(at.get("p99_is_lower_bound")),
+            "dropped_at_rate": at.get("dropped_pct"),
             "gpu_util_at_rate": at.get("gpu_util"), "top_finding_at_rate": at.get("top_finding"),
             "failed": run.error if run else "not run"}
 
@@ -89,7 +91,8 @@ def _shape_cells(v: Validation, shape: str) -> list[list[str]]:
         size = sizing(ladder(v.traffic.get(stage), shape))
         cap = capacity_cell(size) if not r["failed"] else f"failed: {r['failed']}"
         out.append([stage, cap, _cell(r["planning_req_per_s"]) if r["planning_req_per_s"] else f"- ({r['band']})",
-                    _cell(r["p99_ms_at_rate"]), _cell(r["dropped_at_rate"]), _cell(r["gpu_util_at_rate"]),
+                    p99_cell(shared_phase(v.traffic.get(stage), shape) or {}), _cell(r["dropped_at_rate"]),
+                    _cell(r["gpu_util_at_rate"]),
                     r["top_finding_at_rate"] or "-"])
     return out
 
@@ -134,7 +137,7 @@ def _ladder_lines(v: Validation, stage: str) -> list[str]:
         rungs = ladder(run, shape)
         if rungs:
             out.append(f"- {shape} ladder: " + "; ".join(
-                f"{p['rate']:g} req/s {'ok' if p.get('passed') else 'not sustained'} (p99 {_cell(p.get('p99_ms'))} "
+                f"{p['rate']:g} req/s {'ok' if p.get('passed') else 'not sustained'} (p99 {p99_cell(p)} "
                 f"ms, {_cell(p.get('dropped_pct'))}% late, GPU-Util {_cell(p.get('gpu_util'))}%)" for p in rungs))
     return out
 

@@ -112,7 +112,7 @@ def shape_steps(stages: list[str], runs: dict[str, StageRun], shape: str, rate: 
                            f"finding for {stage} at its highest sustained rate: {top}")
         if pa and pb and pa.get("p99_ms") is not None and pb.get("p99_ms") is not None:
             x, y = pa["p99_ms"], pb["p99_ms"]
-            head = f"p99 at {_g(rate)} req/s {_g(x)} -> {_g(y)} ms"
+            head = f"p99 at {_g(rate)} req/s {p99_cell(pa)} -> {p99_cell(pb)} ms"
             if y <= x * (1 + P99_NOISE) or y - x < P99_FLOOR_MS:
                 good.append(head + (" (a tie within the noise)" if y > x else ""))
             else:
@@ -142,12 +142,25 @@ def acceptance_parts(stages: list[str], runs: dict[str, StageRun], shape: str,
     if not a or not b or a.get("p99_ms") is None or b.get("p99_ms") is None:
         return f"p99 at {_g(rate)} req/s not measured for {first} or {last}", ""
     fall = a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("inf")
-    head = f"p99 at {_g(rate)} req/s {_g(a['p99_ms'])} ms ({first}) -> {_g(b['p99_ms'])} ms ({last}): {fall:.1f}x"
+    head = (f"p99 at {_g(rate)} req/s {p99_cell(a)} ms ({first}) -> {p99_cell(b)} ms ({last}): "
+            f"{'>= ' if a.get('p99_is_lower_bound') else ''}{fall:.1f}x")
     if fall >= TARGET_FALL:
         return f"{head}, at least {TARGET_FALL:g}x", ""
-    why = (f"{first} answers at this rate within {_g(a['p99_ms'])} ms ({_g(a.get('dropped_pct'))}% late, "
-           f"GPU-Util {_g(a.get('gpu_util'))}%), so a {TARGET_FALL:g}x fall would need {last} under "
-           f"{a['p99_ms'] / TARGET_FALL:.3g} ms; {last}'s p50 is {_g(b.get('p50_ms'))} ms at GPU-Util "
-           f"{_g(b.get('gpu_util'))}%: its latency is its own service time, not queueing; the doctor's top finding "
-           f"for {last} at this rate: {b.get('top_finding') or '-'}")
-    return f"{head}, under {TARGET_FALL:g}x", why
+    top = b.get("top_finding") or "-"
+    if (b.get("dropped_pct") or 0) >= 1.0:
+        cap = capacity_cell(sizing(ladder(runs.get(last), shape)))
+        return f"{head}, under {TARGET_FALL:g}x", (
+            f"{last} does not sustain {_g(rate)} req/s under {shape} traffic ({_g(b.get('dropped_pct'))}% late; it "
+            f"sustains {cap} req/s); the doctor's top finding for {last} at this rate: {top}")
+    return f"{head}, under {TARGET_FALL:g}x", (
+        f"{first} answers at this rate within {p99_cell(a)} ms ({_g(a.get('dropped_pct'))}% late, GPU-Util "
+        f"{_g(a.get('gpu_util'))}%), so a {TARGET_FALL:g}x fall would need {last} under "
+        f"{a['p99_ms'] / TARGET_FALL:.3g} ms; {last}'s p50 is {_g(b.get('p50_ms'))} ms at GPU-Util "
+        f"{_g(b.get('gpu_util'))}%: what is left is its own service time, not queueing; the doctor's top finding "
+        f"for {last} at this rate: {top}")
+
+
+def p99_cell(phase: dict[str, Any]) -> str:
+    """A phase's p99, marked as a lower bound when over 1 % of its requests were never answered."""
+    return ("-" if phase.get("p99_ms") is None else
+            f"{'>= ' if phase.get('p99_is_lower_bound') else ''}{phase['p99_ms']:g}")

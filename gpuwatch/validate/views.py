@@ -16,9 +16,8 @@ from typing import Any
 
 from gpuwatch.validate.runner import StageRun
 
-#: The shared rate as a share of naive's capacity, and the high rate as a multiple of that capacity.
+#: The shared rate as a share of naive's capacity.
 SHARED_SHARE = 0.8
-HIGH_MULTIPLE = 2.0
 #: Seconds a stage takes beyond what is sampled (start-up, warm-up, CUDA-graph capture, exit): estimates.
 OVERHEAD_S = {"cuda": 15.0, "cpu": 6.0}
 
@@ -54,21 +53,6 @@ class Validation:
 
 def median_capacity(req_per_s: list[float]) -> float | None:
     return statistics.median(req_per_s) if req_per_s else None
-
-
-def choose_rates(naive_req_per_s: float | None, shared: float | None, high: float | None) -> list[float]:
-    """The offered loads of the latency view: given ones win; else shares of naive's measured capacity.
-    ``high`` of 0 means no second rate. Empty when there is nothing to choose from."""
-    if shared is None:
-        if not naive_req_per_s:
-            return []
-        shared = max(1.0, round(SHARED_SHARE * naive_req_per_s))
-    rates = [float(shared)]
-    if high is None and naive_req_per_s:
-        high = max(shared + 1.0, round(HIGH_MULTIPLE * naive_req_per_s))
-    if high:
-        rates.append(float(high))
-    return rates
 
 
 def estimate_s(device: str, stages: int, repeats: int, capacity_s: float, phases: int, phase_s: float) -> float:

@@ -17,8 +17,7 @@ from gpuwatch.validate.runner import StageRun
 require_torch()
 
 KEYS = ["stage", "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "req_per_s", "p99_ms", "top_finding"]
-LATENCY_KEYS = ["rate", "p99_ms_at_rate", "dropped", "rate_high", "p99_ms_at_rate_high", "dropped_at_rate_high",
-                "req_per_s_runs"]
+TRAFFIC_KEYS = ["rate", "req_per_s_runs", "traffic"]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +25,8 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("validate")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.run([sys.executable, "-m", "gpuwatch", "validate", "--device", "cpu", "--duration", "1",
-                           "--latency-duration", "1", "--repeats", "2", "--stages", "naive,batched",
-                           "--workers", "1", "--out", str(out)],
+                           "--phase-duration", "1", "--traffic", "steady,bursty", "--repeats", "2",
+                           "--stages", "naive,batched", "--workers", "1", "--out", str(out)],
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr
     return out, proc.stdout
@@ -38,24 +37,34 @@ def test_the_table_has_a_row_per_stage_with_the_incident_columns(validated: tupl
     rows = json.loads((out / "validation.json").read_text())
     assert [r["stage"] for r in rows] == ["naive", "batched"]
     for row in rows:
-        assert list(row) == KEYS + LATENCY_KEYS
+        assert list(row) == KEYS + TRAFFIC_KEYS
         assert row["req_per_s"] > 0 and row["p99_ms"] > 0
         assert row["top_finding"]  # on a machine without a GPU: says there were no GPU metrics
-    for name in ("naive", "batched", "SM occupancy", "top finding"):
+        assert list(row["traffic"]) == ["steady", "bursty"]
+    for name in ("naive", "batched", "SM occupancy", "top finding", "steady traffic", "bursty traffic"):
         assert name in stdout
 
 
-def test_the_latency_view_offers_every_stage_the_same_rate_chosen_from_naive_capacity(
+def test_every_stage_meets_every_shape_at_the_same_rate_then_climbs_its_own_ladder(
         validated: tuple[Path, str]) -> None:
     out, _ = validated
     naive, batched = json.loads((out / "validation.json").read_text())
     runs = naive["req_per_s_runs"]
     assert len(runs) == 2 and len(batched["req_per_s_runs"]) == 1  # naive repeated: the baseline
     assert naive["rate"] == batched["rate"] == round(0.8 * sum(runs) / 2)
-    assert naive["rate_high"] == batched["rate_high"] == round(2 * sum(runs) / 2)
-    for row in (naive, batched):
-        assert row["p99_ms_at_rate"] > 0 and 0 <= row["dropped"] <= 100
-        assert row["p99_ms_at_rate_high"] > 0 and 0 <= row["dropped_at_rate_high"] <= 100
+    details = json.loads((out / "validation-details.json").read_text())
+    assert details["shapes"] == ["steady", "bursty"] and details["shared_rate"] == naive["rate"]
+    for run, row in zip(details["traffic"], (naive, batched), strict=True):
+        phases = run["workload"]["phases"]
+        for shape in ("steady", "bursty"):
+            mine = [p for p in phases if p["shape"] == shape]
+            assert mine[0]["group"] == f"shared-{shape}" and mine[0]["rate"] == naive["rate"]
+            rungs = [p["rate"] for p in mine[1:]]
+            assert rungs and rungs == sorted(rungs) and rungs[0] == round(0.3 * row["req_per_s"])
+            # the ladder stops at its first rung not sustained
+            assert all(p["passed"] for p in mine[1:-1])
+        for p in phases:
+            assert p["samples"] >= 1 and p["top_finding"] and p["requests"] + p["unanswered"] > 0
 
 
 def test_markdown_details_and_a_replayable_recording_are_written(validated: tuple[Path, str]) -> None:
@@ -63,14 +72,24 @@ def test_markdown_details_and_a_replayable_recording_are_written(validated: tupl
     md = (out / "VALIDATION.md").read_text()
     assert "| stage | GPU-Util % |" in md and "### batched" in md
     assert "## Capacity: each stage closed loop at full load" in md
-    assert md.count("| stage | served req/s | p50 ms | p95 ms | p99 ms | dropped or late % |") == 2
+    assert md.count("| stage | capacity req/s | planning req/s | p99 ms at R |") == 2
+    assert "### steady" in md and "### bursty" in md and "- steady ladder: " in md
     assert "- batched over naive: " in md and "capacity over 2 runs" in md
     details = json.loads((out / "validation-details.json").read_text())
     assert [s["workload"]["stage"] for s in details["capacity"]] == ["naive", "naive", "batched"]
-    assert [[s["workload"]["notes"]["offered_rate"] for s in runs] for runs in details["latency"].values()] == \
-        [[r] * 2 for r in details["rates"]]
-    assert read_header(out / "validate-run.ndjson.gz").meta["stages"] == ["naive", "batched"]
+    assert read_header(out / "validate-run.ndjson.gz").meta["shapes"] == ["steady", "bursty"]
     assert len(load(out / "validate-run.ndjson.gz")) >= 4
+
+
+def test_from_details_gives_back_the_same_report(validated: tuple[Path, str], tmp_path: Path) -> None:
+    out, _ = validated
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-m", "gpuwatch", "validate", "--from-details",
+                           str(out / "validation-details.json"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("VALIDATION.md", "validation.json"):
+        assert (tmp_path / name).read_text() == (out / name).read_text()
 
 
 def test_a_stage_that_fails_keeps_its_row_and_says_why() -> None:

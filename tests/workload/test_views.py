@@ -8,23 +8,12 @@ import pytest
 
 from gpuwatch.validate.runner import StageRun
 from gpuwatch.validate.steps import step_line, steps
-from gpuwatch.validate.views import Validation, choose_rates, estimate_s, spread
-
-
-def test_the_shared_rate_is_80_percent_of_naive_capacity_and_the_high_rate_twice_it() -> None:
-    assert choose_rates(100.4, None, None) == [80.0, 201.0]
-
-
-def test_given_rates_win_and_a_high_rate_of_zero_means_none() -> None:
-    assert choose_rates(100.0, 50.0, None) == [50.0, 200.0]
-    assert choose_rates(100.0, None, 0.0) == [80.0]
-    assert choose_rates(None, None, None) == []  # naive not run or failed: nothing to choose from
-    assert choose_rates(None, 30.0, 90.0) == [30.0, 90.0]
+from gpuwatch.validate.views import Validation, estimate_s, spread
 
 
 def test_the_estimate_counts_every_run_sampled_window_and_its_start_up() -> None:
-    # 5 stages + 2 naive repeats at 8 s, 10 latency runs at 10 s, 17 start-ups of 15 s on cuda
-    assert estimate_s("cuda", 5, 3, 8.0, 10.0, 2) == 7 * 8 + 10 * 10 + 17 * 15
+    # 5 stages + 2 naive repeats at 5 s, 5 traffic runs of 32 phases of 2 s, 12 start-ups of 15 s on cuda
+    assert estimate_s("cuda", 5, 3, 5.0, 32, 2.0) == 7 * 5 + 5 * 32 * 2 + 12 * 15
 
 
 def test_spread_needs_two_runs() -> None:
@@ -107,7 +96,9 @@ def test_a_step_whose_p99_at_the_shared_rate_is_worse_says_why(
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--repeats", "0"], "--repeats must be at least 1, got 0"),
-    (["--high-rate", "-5"], "--high-rate must be 0 (none) or a rate in requests/s, got -5"),
+    (["--traffic", "steady,calm"], "--traffic: unknown shape calm; choose from steady, longtail, bursty, mixed, or all"),
+    (["--mix", "steady=1,calm=1"], "--mix: 'calm=1': write SHAPE=WEIGHT with SHAPE one of steady, longtail, bursty"),
+    (["--phase-duration", "0.25"], "--phase-duration 0.25 s leaves no time to count requests: give more than 0.3 s"),
 ])
 def test_bad_validate_options_are_one_line_errors(argv: list[str], message: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
