@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # `gpuwatch validate` on a CUDA machine, end to end, as ONE command from the repository root:
-#     bash scripts/gpu_validate.sh            (about 7 minutes on an H200; it prints its own estimate)
+#     bash scripts/gpu_validate.sh            (at most about 8 minutes on an H200; it prints its own estimate)
 # Capacity view: each of the 5 stages closed loop for CAPACITY s (naive REPEATS times: the baseline every
-# ratio rests on). Latency view: each stage open loop for LATENCY s at the shared rate (80 % of naive's median
-# capacity) and at twice naive's capacity. VALIDATE_LIMIT caps the whole validate (the report is rewritten
-# after every run, so a run cut short still leaves every row measured so far).
+# ratio rests on). Traffic view (--traffic all): one process per stage runs, for each shape (steady, longtail,
+# bursty, mixed), PHASE s at the shared rate (80 % of naive's median capacity) and then a ladder of up to 7
+# rising rates PHASE s each, stopping at the first it cannot sustain. VALIDATE_LIMIT caps the whole validate
+# (the report is rewritten after every run, so a run cut short still leaves every row measured so far).
 # Needs python3 with a CUDA torch, and gpuwatch's dependencies importable: either already in /tmp/site
 # (PYTHONPATH is extended with it) or as wheels in .whl/ (carried), which are then installed there.
-# Leaves under $OUT: run.log and validate/{validation.json, VALIDATION.md, validation-details.json,
-# validate-run.ndjson.gz, env.txt}. Commit validation.json as validation-h200.json and VALIDATION.md at the
-# repository root. Extra arguments go to `gpuwatch validate`.
+# Leaves under $OUT: run.log, validate/{validation.json, VALIDATION.md, validation-details.json,
+# validate-run.ndjson.gz, env.txt}, and the files to commit under their committed names: VALIDATION.md and
+# validation-h200.json (repository root), validation-details-h200.json and validate-h200.ndjson.gz
+# (docs/gpu-runs/). Extra arguments go to `gpuwatch validate`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"
 PY="${PYTHON:-python3}"
-CAPACITY="${CAPACITY:-8}"
-LATENCY="${LATENCY:-10}"
-REPEATS="${REPEATS:-3}"
+CAPACITY="${CAPACITY:-5}"
+PHASE="${PHASE:-2}"
+REPEATS="${REPEATS:-2}"
 VALIDATE_LIMIT="${VALIDATE_LIMIT:-510}"
 mkdir -p "$OUT/validate"
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -39,18 +41,21 @@ run() {
   } >"$OUT/validate/env.txt" 2>&1
   tail -n 4 "$OUT/validate/env.txt"
 
-  # 5 stages + (REPEATS - 1) naive repeats for capacity, 5 stages x 2 rates for latency, ~15 s start-up each
-  local runs=$((5 + REPEATS - 1 + 10))
-  local estimate=$(((5 + REPEATS - 1) * CAPACITY + 10 * LATENCY + runs * 15))
-  echo "== validate: capacity ${CAPACITY} s x $((5 + REPEATS - 1)) runs, latency ${LATENCY} s x 10 runs:" \
-       "about $((estimate / 60)) min $((estimate % 60)) s (limit ${VALIDATE_LIMIT} s)"
+  # 5 stages + (REPEATS - 1) naive repeats for capacity; 5 traffic runs of at most 4 x 8 phases
+  local estimate=$(((5 + REPEATS - 1) * CAPACITY + 5 * 32 * PHASE + (10 + REPEATS) * 10))
+  echo "== validate: capacity ${CAPACITY} s x $((5 + REPEATS - 1)) runs, traffic at most 32 phases of" \
+       "${PHASE} s x 5 stages: at most about $((estimate / 60)) min $((estimate % 60)) s (limit ${VALIDATE_LIMIT} s)"
   SECONDS=0
   timeout -s INT "$VALIDATE_LIMIT" "$PY" -m gpuwatch validate --device cuda --duration "$CAPACITY" \
-    --latency-duration "$LATENCY" --repeats "$REPEATS" --warmup 1 --out "$OUT/validate" "$@"
+    --phase-duration "$PHASE" --traffic all --repeats "$REPEATS" --warmup 1 --out "$OUT/validate" "$@"
   rc=$?
   echo "== validate rc=$rc after ${SECONDS} s"
+  cp "$OUT/validate/VALIDATION.md" "$OUT/VALIDATION.md" 2>/dev/null
+  cp "$OUT/validate/validation.json" "$OUT/validation-h200.json" 2>/dev/null
+  cp "$OUT/validate/validation-details.json" "$OUT/validation-details-h200.json" 2>/dev/null
+  cp "$OUT/validate/validate-run.ndjson.gz" "$OUT/validate-h200.ndjson.gz" 2>/dev/null
   echo "== VALIDATION.md"
-  cat "$OUT/validate/VALIDATION.md" 2>/dev/null || echo "(not written)"
+  cat "$OUT/VALIDATION.md" 2>/dev/null || echo "(not written)"
   return "$rc"
 }
 

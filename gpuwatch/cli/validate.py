@@ -261,9 +261,9 @@ def run(args: argparse.Namespace) -> int:
                 v.capacity.setdefault(stage, []).append(measure("capacity", stage, duration, ["--traffic", "steady"]))
             report.write(args.out, v, meta())  # a run cut short still leaves what it measured
         naive = views.median_capacity(v.capacity_runs_req_per_s("naive"))
-        v.shared_rate = float(args.rate or max(1, round(SHARED_SHARE * naive))) if (args.rate or naive) else None
-        if v.shared_rate is None:
+        if not (args.rate or naive):
             raise CliError("no shared rate: naive's capacity was not measured; give --rate", exit_code=1)
+        v.shared_rate = float(args.rate or max(1, round(SHARED_SHARE * (naive or 0.0))))
         for stage in stages:
             cap = v.capacity_run(stage)
             plan = _plan(shapes, v.shared_rate, (cap.workload or {}).get("req_per_s") if cap else None, phase_s,

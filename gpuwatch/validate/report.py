@@ -275,7 +275,7 @@ def details(v: Validation) -> dict[str, Any]:
         return {"stage": run.stage, "row": run.row(), "workload": run.workload, "error": run.error,
                 "window": run.window, "samples": len(run.snapshots), "findings": [f.to_dict() for f in run.findings]}
 
-    out = {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
+    out: dict[str, Any] = {"capacity": [one(r) for s in v.stages for r in v.capacity.get(s, [])],
            "latency": {f"{rate:g}": [one(r) for r in v.latency.get(rate, {}).values()] for rate in v.rates},
            "rates": v.rates}
     if v.shapes:

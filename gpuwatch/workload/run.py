@@ -38,7 +38,8 @@ def _import_torch() -> Any:
 
 
 @contextlib.contextmanager
-def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int, shared: tuple[Any, Any]) -> Iterator[tuple[Any, Any]]:
+def _workers(cfg: WorkloadConfig, spec_dir: Any, chunk: int,
+             shared: tuple[Any, Any] = (None, None)) -> Iterator[tuple[Any, Any]]:
     """N preprocessing processes (spawned: they never inherit CUDA state), a queue and the permits."""
     ctx = mp.get_context("spawn")
     inbox, permits, stop = ctx.Queue(), ctx.Semaphore(cfg.in_flight()), ctx.Event()
@@ -123,6 +124,8 @@ def _phase_book(cfg: WorkloadConfig) -> tuple[Any, tuple[Any, Any]]:
     from gpuwatch.workload.phases import WARMUP, Control, PhaseBook, Plan
 
     plan = Plan.from_json(cfg.plan)
+    control: Any
+    missed: Any
     if cfg.uses_workers:
         ctx = mp.get_context("spawn")
         control, missed = ctx.Array("d", [float(WARMUP), 0.0, 0.0]), ctx.Array("i", len(plan.phases))

@@ -47,7 +47,8 @@ def test_the_planning_rate_is_the_highest_sustained_rung_in_the_70_to_85_percent
 
 def validation(shape: str, naive: list[dict[str, Any]], bf16: list[dict[str, Any]]) -> Validation:
     v = Validation(list(STAGES), shapes=[shape], shared_rate=50.0)
-    v.capacity = {s: [StageRun(s, workload={"stage": s, "req_per_s": r})] for s, r in (("naive", 60.0), ("bf16", 900.0))}
+    v.capacity = {s: [StageRun(s, workload={"stage": s, "req_per_s": r})]
+                  for s, r in (("naive", 60.0), ("bf16", 900.0))}
     v.traffic = {"naive": traffic_run("naive", *naive), "bf16": traffic_run("bf16", *bf16)}
     return v
 
@@ -104,5 +105,6 @@ def test_from_details_gives_back_the_same_tables_and_numbers(tmp_path: Path) -> 
         "p99_ms_at_rate": 4.2, "p99_is_lower_bound": False, "dropped_at_rate": 0.0, "gpu_util_at_rate": 50.0,
         "top_finding_at_rate": "-", "failed": None}
     md = first["markdown"].read_text()
-    assert "## Capacity for planning: the mixed shape" in md and "| bf16 | 300 | 300 | GPU-Util 80.5% at 300 req/s |" in md
+    assert "## Capacity for planning: the mixed shape" in md
+    assert "| bf16 | 300 | 300 | GPU-Util 80.5% at 300 req/s |" in md
     assert [p["rate"] for p in ladder(v.traffic["bf16"], "mixed")] == [300, 500]

@@ -85,6 +85,8 @@ def test_cli_prints_json_for_scripts(capsys: pytest.CaptureFixture[str]) -> None
 @pytest.mark.parametrize(("argv", "message"), [
     (["--cache"], "--cache caches the --io attachments: add --io"),
     (["--workers", "0"], "--workers must be at least 1"),
+    (["--plan", "{}"], "--plan: not a phase plan (KeyError: 'phases')"),
+    (["--plan", '{"phases":[{"shape":"calm","rate":5,"seconds":2}]}'], "--plan: bad phase"),
 ])
 def test_bad_options_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["workload", "--device", "cpu", *argv]) == 1

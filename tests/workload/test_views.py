@@ -96,7 +96,8 @@ def test_a_step_whose_p99_at_the_shared_rate_is_worse_says_why(
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--repeats", "0"], "--repeats must be at least 1, got 0"),
-    (["--traffic", "steady,calm"], "--traffic: unknown shape calm; choose from steady, longtail, bursty, mixed, or all"),
+    (["--traffic", "steady,calm"],
+     "--traffic: unknown shape calm; choose from steady, longtail, bursty, mixed, or all"),
     (["--mix", "steady=1,calm=1"], "--mix: 'calm=1': write SHAPE=WEIGHT with SHAPE one of steady, longtail, bursty"),
     (["--phase-duration", "0.25"], "--phase-duration 0.25 s leaves no time to count requests: give more than 0.3 s"),
 ])
