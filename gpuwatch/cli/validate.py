@@ -250,7 +250,14 @@ def run(args: argparse.Namespace) -> int:
         return _meta(args, v, description, duration, phase_s)
 
     def measure(label: str, stage: str, seconds: float, more: list[str]) -> StageRun:
-        run_ = run_stage(stage, args.device, seconds, sampler, interval, lambda _done: None, [*extra, *more])
+        said = [0.0]
+
+        def progress(done: float) -> None:  # a line every 20 s, so a long traffic run shows it is alive
+            if done - said[0] >= 20.0:
+                said[0] = done
+                print(f"[{time.monotonic() - started:4.0f} s] {label} {stage}: {done:.0f} s sampled", file=sys.stderr)
+
+        run_ = run_stage(stage, args.device, seconds, sampler, interval, progress, [*extra, *more])
         print(f"[{time.monotonic() - started:4.0f} s] {label} {stage}: "
               f"{'failed: ' + run_.error if run_.error else _said(run_)}", file=sys.stderr)
         return run_

@@ -101,11 +101,15 @@ def shape_steps(stages: list[str], runs: dict[str, StageRun], shape: str, rate: 
         a, b = sizing(ladder(runs.get(prev), shape)), sizing(ladder(runs.get(stage), shape))
         pa, pb = shared_phase(runs.get(prev), shape), shared_phase(runs.get(stage), shape)
         reasons, good = [], []
-        if a.capacity is not None and b.capacity is not None and (b.capacity > a.capacity or (
-                a.top_rung and b.top_rung)):
-            good.append(f"capacity {capacity_cell(a)} -> {capacity_cell(b)} req/s")
+        caps = f"capacity {capacity_cell(a)} -> {capacity_cell(b)} req/s"
+        if b.capacity is not None and (a.capacity is None or b.capacity > a.capacity):
+            good.append(caps + (f" ({prev} sustained its whole ladder: its capacity may be higher)"
+                                if a.top_rung else ""))
         elif b.capacity is None and a.capacity is None:
             reasons.append("neither sustains its lowest rung")
+        elif b.top_rung:
+            reasons.append(f"{caps}: not settled ({stage} sustained its whole ladder, which ends below {prev}'s "
+                           "capacity: a ladder from its closed-loop capacity that is too short)")
         else:
             top = (b.rung or {}).get("top_finding") or (pb or {}).get("top_finding") or "-"
             reasons.append(f"capacity {capacity_cell(a)} -> {capacity_cell(b)} req/s: no higher; the doctor's top "

@@ -76,6 +76,13 @@ def test_a_step_with_more_capacity_and_a_lower_p99_helps() -> None:
         "p99 at 50 req/s 210 ms (naive) -> 4.2 ms (bf16): 50.0x, at least 10x"
 
 
+def test_a_capacity_both_ladders_leave_open_is_not_called_a_gain() -> None:
+    v = validation("mixed", [phase("mixed", 50, group="shared"), phase("mixed", 100), phase("mixed", 300)],
+                   [phase("mixed", 50, group="shared"), phase("mixed", 100), phase("mixed", 200)])
+    (step,) = shape_steps(v.stages, v.traffic, "mixed", 50.0)
+    assert not step.helps and "capacity >= 300 -> >= 200 req/s: not settled" in step.line
+
+
 def test_under_the_tenfold_bar_the_report_says_why_with_numbers() -> None:
     v = validation("longtail", [phase("longtail", 50, group="shared", p99_ms=24.0, gpu_util=31.0)],
                    [phase("longtail", 50, group="shared", p99_ms=6.0, p50_ms=3.1, gpu_util=9.0, top="Demand-bound")])
