@@ -41,12 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "--duration seconds: GPU-Util, SM activity, SM occupancy, tensor activity, req/s, p99, the "
                        "doctor's top finding) and traffic (open loop under each --traffic shape, one process per "
                        "stage running its phases back to back: p99 at the rate offered to every stage, then a ladder "
-                       "of rising rates that sizes what it sustains and where it sits in the 70-85%% GPU-Util "
+                       "of rising rates that sizes what it sustains and where it sits in the 70-85% GPU-Util "
                        "planning band). Writes validation.json, VALIDATION.md, validation-details.json and "
                        f"a recording of the run ({RECORDING}) to --out. Needs torch (the [workload] extra).")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the model runs (default cuda)")
     p.add_argument("--duration", type=positive_float, default=None, metavar="S",
-                   help="capacity view: seconds sampled per stage (default 8 on cuda, 3 on cpu)")
+                   help="capacity view: seconds sampled per stage (default 5 on cuda, 3 on cpu)")
     p.add_argument("--out", type=Path, default=Path("validate-out"), metavar="DIR",
                    help="where to write the table, details and recording (default ./validate-out)")
     p.add_argument("--stages", default=",".join(STAGES), metavar="LIST",
@@ -304,6 +304,8 @@ def _phase_lines(run_: StageRun) -> list[str]:
 
 def _said(run_: StageRun) -> str:
     w = run_.workload or {}
+    if phases := w.get("phases"):
+        return f"{len(phases)} phases, {sum(1 for p in phases if p.get('passed'))} sustained"
     return f"{w.get('req_per_s')} req/s, p99 {w.get('p99_ms')} ms, {w.get('dropped_pct')}% dropped or late"
 
 
