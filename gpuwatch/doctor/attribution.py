@@ -31,9 +31,11 @@ HOST_BUSY = 90.0  # host CPU percent from which no core is idle
 #: Python at a time), none of them pegged.
 GIL_THREADS = 2.0
 GIL_CORES = (60.0, 140.0)
-#: Share of the feeding thread's samples asleep waiting for work (input, a lock or a timer) from which a
-#: process that is not computing is waiting for requests.
-WAITING_SHARE = 0.6
+#: A server is demand-bound when its feeding thread's time asleep waiting for work (input, a lock or a
+#: timer, percent of wall time) accounts for at least this share of the GPU's idle time: the GPU idles
+#: because the thread that would feed it has nothing to do. (A serving thread's CPU includes spinning in
+#: CUDA synchronise while the GPU works, so the waiting share alone would understate it.)
+WAITING_EXPLAINS = 0.5
 IDLE_CPU = 50.0  # a feeding thread under half a core is not what holds a GPU back by computing
 
 
@@ -114,6 +116,10 @@ def gil_bound(p: ProcessWindow) -> bool:
             and top_cpu(p) < PEGGED_THREAD and not starved(p))
 
 
+WORK_WAITS = ("input", "lock", "sleep")
+
+
 def waiting_for_work(p: ProcessWindow) -> float:
-    """Share of samples the feeding thread sleeps waiting for something to do (input, a lock, a timer)."""
-    return sum(p.top_waits.get(w, 0.0) for w in ("input", "lock", "sleep"))
+    """Percent of wall time the feeding thread sleeps waiting for something to do (input, a lock, a timer)."""
+    split = time_split(p)
+    return sum(split.get(w, 0.0) for w in WORK_WAITS)

@@ -17,7 +17,10 @@ from gpuwatch.model.finding import Finding
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
 LAUNCH_RATIO = 0.25  # SM activity / GPU-Util under which "busy" means tiny kernels (H200: 0.0-0.03)
 LAUNCH_MIN_UTIL = 10.0
-PCIE_HIGH = 1.5e9  # bytes/s in either direction (H200, pageable copies: 7.5-9.2 GB/s)
+#: Bytes/s in either direction from which copies, not compute, fill the GPU's time while its SMs idle. H200
+#: fit variants: copy-bound 1.4-12 GB/s (a pageable .cpu() of fresh 256 MiB tensors is the slowest: page
+#: faults), every other class at most 0.2 GB/s; this sits between them on a log scale.
+PCIE_HIGH = 0.5e9
 PINNED_RATE = 20e9  # bytes/s: a rate no CPU-staged (pageable) copy reaches on PCIe Gen5
 HEALTHY_SM = 80.0
 WORKERS_CPU = 50.0  # loader workers together at half a core or more

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuwatch.doctor.attribution import (
     IDLE_CPU,
-    WAITING_SHARE,
+    WAITING_EXPLAINS,
     attribution_line,
     gil_bound,
     host_line,
@@ -87,7 +87,8 @@ def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
     """Processes that use the GPU a little and whose feeding thread mostly sleeps waiting for work, moving
     no data while it waits: servers without requests."""
     return [p for p in g.processes
-            if p.top_waits and waiting_for_work(p) >= WAITING_SHARE and top_cpu(p) < IDLE_CPU
+            if p.top_waits and waiting_for_work(p) >= WAITING_EXPLAINS * (100.0 - (g.busy or 0.0))
+            and top_cpu(p) < IDLE_CPU
             and not _moves_data(p) and not starved(p) and not gil_bound(p)
             and not (p.workers and (p.workers_cpu or 0.0) >= 50.0)
             and ((p.sm_util_mean or 0.0) >= 1.0 or (g.busy or 0.0) >= 1.0)]
@@ -107,8 +108,8 @@ def demand_bound(g: GpuWindow) -> Finding | None:
     return finding(
         "demand_bound", "Demand-bound: the server waits for requests, the GPU has headroom", "info",
         10.0 + 0.3 * (100.0 - busy), g,
-        gpu_evidence(g, f"{p.label}: its feeding thread waits for work in {100 * waiting_for_work(p):.0f}% of "
-                     f"samples, CPU {p.cpu or 0:.0f}%", attribution_line(p), headroom),
+        gpu_evidence(g, f"{p.label}: its feeding thread waits for work {waiting_for_work(p):.0f}% of the time, "
+                     f"CPU {p.cpu or 0:.0f}%", attribution_line(p), headroom),
         "Nothing to tune in the server: it is idle because no work arrives. The headroom is capacity: send "
         "it more traffic, consolidate services onto this GPU (or share it with MPS/MIG), or use a smaller "
         "GPU; keep enough headroom for bursts (p99 grows fast above ~85% SM activity).", pid=p.pid)

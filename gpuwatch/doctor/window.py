@@ -132,7 +132,10 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
     return median([read_metric(key, g) for g in gpus])
 
 
-def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow:
+def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: float | None) -> ProcessWindow:
+    """One process's window. Its SM shares are capped at the GPU's busiest sample in the window: NVML
+    answers them every few seconds for the span since its last answer, so the first one may describe time
+    before the window (a warm-up that filled the GPU), and no process used more of the GPU than it was busy."""
     procs = [p for _, p in samples]
     last = procs[-1]
     tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in procs if p.top_thread_id is not None]
@@ -144,7 +147,9 @@ def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow
     return ProcessWindow(
         pid=last.pid, name=last.name, samples=len(procs), seconds=samples[-1][0] - samples[0][0],
         top_thread_cpu=m(lambda p: p.top_thread_cpu_percent), top_thread_id=max(tops)[1] if tops else None,
-        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([p.sm_util for p in procs]),
+        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([None if p.sm_util is None else
+                                                    min(p.sm_util, 100.0 if gpu_util_max is None else gpu_util_max)
+                                                    for p in procs]),
         io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
         wait_channel=channels.most_common(1)[0][0] if channels else None,
@@ -174,13 +179,14 @@ def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Gpu
     cpu_count = next((s.host.cpu_count for s in reversed(snapshots) if s.host.cpu_count), None)
     out = []
     for index, timed in sorted(by_gpu.items()):
-        mine = [_process_window(v) for (gi, _), v in sorted(procs.items()) if gi == index]
+        gpus = [g for _, g in timed]
+        utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
+        mine = [_process_window(v, max(utils) if utils else None) for (gi, _), v in sorted(procs.items())
+                if gi == index]
         if pid is not None and not mine:
             continue
-        gpus = [g for _, g in timed]
         events = [g.active_clock_events for g in gpus if g.clock_event_mask is not None or g.clock_events]
         shares = {r: sum(r in e for e in events) / len(events) for r in set().union(*events)} if events else {}
-        utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
         out.append(GpuWindow(
             index=index, name=gpus[-1].name, samples=len(gpus), seconds=timed[-1][0] - timed[0][0],
             util=median(utils), util_max=max(utils) if utils else None,
