@@ -151,6 +151,28 @@ def test_what_baseline_rejects_in_the_full_pod_and_the_restricted_pod_passes() -
     assert violations(restricted["DaemonSet"]["spec"]["template"]["spec"], "restricted") == []
 
 
+def test_the_components_combine_as_the_readme_says(tmp_path: Path) -> None:
+    """The restricted pod with the Operator's objects: an overlay listing both components renders, validates,
+    and its pod still passes "restricted"."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(DEPLOY, copy)
+    mine = copy / "overlays" / "mine"
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": NAMESPACE,
+        "resources": ["../../base"],
+        "components": ["../../components/prometheus-operator", "../../components/restricted"]}))
+    docs = render(mine)
+    kinds = by_kind(docs)
+    assert {"ServiceMonitor", "PrometheusRule"} <= set(kinds)
+    for doc in docs:
+        if is_operator_object(doc):
+            validate_custom_resource(doc)
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    assert violations(kinds["DaemonSet"]["spec"]["template"]["spec"], "restricted") == []
+
+
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_the_pieces_fit_together(name: str, tmp_path: Path) -> None:
     r = by_kind(overlay(name))
