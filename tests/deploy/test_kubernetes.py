@@ -232,6 +232,20 @@ def test_the_rendered_rule_carries_the_exported_rule_file(name: str) -> None:
     assert rendered == yaml.safe_load(EXPORTED_RULES.read_text())["groups"]
 
 
+def test_every_manifest_file_is_used_by_a_kustomization() -> None:
+    """No stray YAML beside the layout (a file left at the old flat paths would never be applied)."""
+    used: set[Path] = set()
+    for kustomization in DEPLOY.rglob("kustomization.yaml"):
+        k = yaml.safe_load(kustomization.read_text())
+        refs = [*k.get("resources", []), *k.get("components", []),
+                *(p["path"] for p in k.get("patches", []) if "path" in p),
+                *(f for g in k.get("configMapGenerator", []) for f in g.get("files", []))]
+        used |= {(kustomization.parent / r).resolve() for r in refs}
+    files = {p.resolve() for p in DEPLOY.rglob("*") if p.is_file() and p.name not in ("kustomization.yaml",
+                                                                                        "README.md")}
+    assert files - used == set(), "not in any kustomization.yaml"
+
+
 def test_the_readme_names_every_overlay_and_only_real_ones() -> None:
     readme = (ROOT / "README.md").read_text() + (DEPLOY / "README.md").read_text()
     named = set(re.findall(r"deploy/kubernetes/overlays/([\w-]+)", readme))
