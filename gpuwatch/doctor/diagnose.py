@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor.rules import RULES
 from gpuwatch.doctor.rules_gpu import healthy
+from gpuwatch.doctor.rules_threads import unexplained_underuse
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -18,7 +19,9 @@ def _has_metrics(g: GpuWindow) -> bool:
 
 
 #: Findings about a CPU thread: sampled stacks say what that thread does.
-THREAD_FINDINGS = frozenset({"input_cpu_bound", "launch_bound", "h2d_copies", "off_cpu_wait", "dataloader_bound"})
+THREAD_FINDINGS = frozenset({"input_cpu_bound", "launch_bound", "h2d_copies", "d2h_copies", "off_cpu_wait",
+                             "dataloader_bound", "gil_contention", "host_cpu_contention", "demand_bound",
+                             "unexplained_underuse"})
 
 
 def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
@@ -36,6 +39,8 @@ def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
         found = [f for rule in RULES if (f := rule(g)) is not None]
         if any(f.code == "memory_leak" for f in found):  # a leaking process is not idle
             found = [f for f in found if f.code != "memory_idle"]
+        if (lost := unexplained_underuse(g, found)) is not None:
+            found.append(lost)
         if all(f.severity == "info" for f in found):
             ok = healthy(g)
             if ok is not None:

@@ -2,30 +2,35 @@
 
 Each names one cause, and their conditions exclude each other where one signal could mean two things:
 a thread at 100 % of a core is a copy from pageable memory when PCIe is busy, a launch loop when
-GPU-Util runs far ahead of SM activity, and Python work (tokenising, decoding) otherwise. Thresholds
-come from the H200 fault runs (docs/doctor-accuracy-h200.md).
+GPU-Util runs far ahead of SM activity, and Python work (tokenising, decoding) otherwise; a thread that
+wants a core and gets none is the host's fault (``rules_threads.host_cpu_contention``), not the program's.
+Thresholds were chosen on half of the H200 fault variants and checked on the other half (docs/doctor-accuracy-h200.md).
 """
 
 from __future__ import annotations
 
+from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
-PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop
 LAUNCH_RATIO = 0.25  # SM activity / GPU-Util under which "busy" means tiny kernels (H200: 0.0-0.03)
 LAUNCH_MIN_UTIL = 10.0
-PCIE_RX_HIGH = 1.5e9  # bytes/s host -> device (H200, pageable copies: 7.5-9.2 GB/s)
+#: Bytes/s in either direction from which copies, not compute, fill the GPU's time while its SMs idle. H200
+#: fit variants: copy-bound 1.4-12 GB/s (a pageable .cpu() of fresh 256 MiB tensors is the slowest: page
+#: faults), every other class at most 0.2 GB/s; this sits between them on a log scale.
+PCIE_HIGH = 0.5e9
+PINNED_RATE = 20e9  # bytes/s: a rate no CPU-staged (pageable) copy reaches on PCIe Gen5
 HEALTHY_SM = 80.0
 WORKERS_CPU = 50.0  # loader workers together at half a core or more
 WAITING_CPU = 50.0  # a process under half a core is not what the GPU waits for
 IO_RATE = 5e6  # bytes/s read or written: a process that moves data while it waits
 IO_WAIT_SHARE = 0.2
 HOST_IOWAIT = 10.0
-#: Kernel wait channels that mean storage, network or a lock (``/proc/PID/wchan``).
-WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "sk_wait", "tcp",
-              "unix_stream", "inet", "poll", "select", "epoll", "futex", "pipe")
+#: Kernel wait channels that mean storage (``/proc/PID/wchan``). Sockets, pipes, poll and futex waits
+#: without data moving are a server waiting for work (``demand_bound``), not storage.
+WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs", "jbd2")
 
 
 def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
@@ -33,9 +38,16 @@ def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
                   key=lambda p: -(p.top_thread_cpu or 0.0))
 
 
+def copy_direction(g: GpuWindow) -> str | None:
+    """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None."""
+    rx, tx = g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0
+    if max(rx, tx) < PCIE_HIGH or (g.sm_active is not None and g.sm_active >= HEALTHY_SM):
+        return None
+    return "h2d" if rx >= tx else "d2h"
+
+
 def is_copy_bound(g: GpuWindow) -> bool:
-    rx = g.pcie_rx_bytes_s
-    return rx is not None and rx >= PCIE_RX_HIGH and (g.sm_active is None or g.sm_active < HEALTHY_SM)
+    return copy_direction(g) is not None
 
 
 def is_launch_bound(g: GpuWindow) -> bool:
@@ -43,21 +55,51 @@ def is_launch_bound(g: GpuWindow) -> bool:
             and g.sm_active < LAUNCH_RATIO * g.util and bool(pegged_processes(g)) and not is_copy_bound(g))
 
 
-def h2d_copies(g: GpuWindow) -> Finding | None:
-    if not is_copy_bound(g):
+_COPY_TEXT = {
+    "h2d": ("h2d_copies", "Host-to-device copies dominate: the GPU waits for data over PCIe", "PCIe RX",
+            "host to device"),
+    "d2h": ("d2h_copies", "Device-to-host copies dominate: the GPU waits while results come back over PCIe",
+            "PCIe TX", "device to host"),
+}
+
+
+_D2H_FIX = ("copy results back once per batch into a pinned buffer (torch.empty(..., pin_memory=True) and "
+            "out.copy_(y, non_blocking=True)) on a side stream; keep reductions and post-processing on the GPU "
+            "and bring back only what the caller needs (argmax ids, not logits)")
+_H2D_FIX = ("allocate host batches in pinned memory (pin_memory=True, or tensor.pin_memory()) and copy with "
+            "non_blocking=True on a side stream so copies overlap compute; keep weights and reused tensors on "
+            "the GPU (copy once); send compact inputs (token ids, uint8 images) and expand them on the GPU")
+
+
+_D2H_FIX = ("copy results back once per batch into a pinned buffer (torch.empty(..., pin_memory=True) and "
+            "out.copy_(y, non_blocking=True)) on a side stream; keep reductions and post-processing on the GPU "
+            "and bring back only what the caller needs (argmax ids, not logits)")
+_H2D_FIX = ("allocate host batches in pinned memory (pin_memory=True, or tensor.pin_memory()) and copy with "
+            "non_blocking=True on a side stream so copies overlap compute; keep weights and reused tensors on "
+            "the GPU (copy once); send compact inputs (token ids, uint8 images) and expand them on the GPU")
+
+
+def pcie_copies(g: GpuWindow) -> Finding | None:
+    """Copies in either direction: pageable (staged by a CPU thread at a few GB/s) or pinned but not
+    overlapped with compute."""
+    direction = copy_direction(g)
+    if direction is None:
         return None
-    rx = g.pcie_rx_bytes_s or 0.0
+    code, title, counter, way = _COPY_TEXT[direction]
+    moved = max(g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0)
     pegged = pegged_processes(g)
+    pageable = bool(pegged) and moved < PINNED_RATE
+    pinned = f"{rate(moved)} is a pinned-memory rate: the copies are not staged, but the GPU waits for them"
+    staged = attribution_line(pegged[0]) + ": pageable memory, each copy staged by this thread" if pageable else None
+    how = staged or (pinned if moved >= PINNED_RATE else None)
+    back = _D2H_FIX if direction == "d2h" else _H2D_FIX
+    fix = ("Copy less and overlap it: " + back + "." if pageable or moved < PINNED_RATE else
+           "The copies are already pinned: overlap them with compute (a side stream and non_blocking=True, "
+           "double-buffered batches) and move fewer bytes: " + back.split("; ", 1)[-1] + ".")
     return finding(
-        "h2d_copies", "Host-to-device copies dominate: the GPU waits for data over PCIe", "warning",
-        60.0 + min(30.0, 3.0 * rx / 1e9), g,
-        gpu_evidence(g, f"PCIe RX {rate(rx)} (host to device) while SMs are {g.sm_active or 0:.0f}% active",
-                     (thread_line(pegged[0]) + ": a copy from pageable memory is staged by this CPU thread")
-                     if pegged else None),
-        "Copy less and earlier: allocate host batches in pinned memory (pin_memory=True, or "
-        "tensor.pin_memory()) and copy with non_blocking=True on a side stream so copies overlap compute; keep "
-        "weights and reused tensors on the GPU (copy once); send compact inputs (token ids, uint8 images) and "
-        "expand them on the GPU.", pid=pegged[0].pid if pegged else None)
+        code, title, "warning", 60.0 + min(30.0, 3.0 * moved / 1e9), g,
+        gpu_evidence(g, f"{counter} {rate(moved)} ({way}) while SMs are {g.sm_active or 0:.0f}% active", how),
+        fix, pid=pegged[0].pid if pegged else None)
 
 
 def launch_bound(g: GpuWindow) -> Finding | None:
@@ -76,7 +118,7 @@ def launch_bound(g: GpuWindow) -> Finding | None:
 
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
-    pegged = pegged_processes(g)
+    pegged = [p for p in pegged_processes(g) if not starved(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
@@ -84,7 +126,7 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     return finding(
         "input_cpu_bound", "Input pipeline CPU-bound: the thread that feeds the GPU is busy in Python",
         "critical" if busy < 30 else "warning", 50.0 + 0.4 * (100.0 - busy) * min(1.0, top / 100.0), g,
-        gpu_evidence(g, thread_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
         "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
         "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
         f"should only batch, copy and launch. See where it spends its time: py-spy dump --pid {p.pid} "
@@ -100,19 +142,19 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)
-    cores = g.host_cpu_count
-    spare = None if cores is None or g.host_cpu is None else cores * (100.0 - g.host_cpu) / 100.0
+    spare = spare_cores(g)
+    more = ("raise DataLoader num_workers (up to the idle cores)" if spare is None or spare >= 1.0 else
+            "no core is idle, so more workers would only queue: make each item cheaper")
     return finding(
         "dataloader_bound", "Data-loader workers are the bottleneck: the GPU waits for batches", "warning",
         45.0 + 0.4 * (100.0 - busy), g,
         gpu_evidence(g, f"{p.label}: {p.workers} worker processes use {p.workers_cpu or 0:.0f}% of a core "
                      f"together, {p.workers_busy or 0:.0f} of them at 80% or more",
                      f"{p.label} itself: busiest thread at {p.top_thread_cpu or 0:.0f}% (waiting for batches"
-                     + (f" in {p.wait_channel})" if p.wait_channel else ")"),
-                     None if spare is None else f"host: {spare:.1f} of {cores} cores idle"),
-        "Give the loader more CPU or make each item cheaper: raise DataLoader num_workers (up to the idle "
-        "cores), use persistent_workers=True and prefetch_factor, move decoding and augmentation to the GPU "
-        "(torchvision.io.decode_jpeg on cuda, NVIDIA DALI), and cache decoded items.", pid=p.pid)
+                     + (f" in {p.wait_channel})" if p.wait_channel else ")"), host_line(g)),
+        f"Give the loader more CPU or make each item cheaper: {more}; use persistent_workers=True and "
+        "prefetch_factor, move decoding and augmentation to the GPU (torchvision.io.decode_jpeg on cuda, "
+        "NVIDIA DALI), and cache decoded items.", pid=p.pid)
 
 
 def _waiting(p: ProcessWindow, busy: float) -> list[str]:

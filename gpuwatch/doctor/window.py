@@ -59,6 +59,17 @@ class ProcessWindow:
     workers: int | None = None
     workers_cpu: float | None = None
     workers_busy: float | None = None
+    #: Where the busiest (feeding) thread's time goes: percent of wall time on a core, runnable without a
+    #: core (None without schedstat), and the share of samples in each wait class (``model.thread_wait``).
+    top_run_wait: float | None = None
+    top_waits: dict[str, float] = field(default_factory=dict)
+    #: The working threads together (each at 2 % of a core or more): CPU summed, percent of one core; how
+    #: many of them use 10 % or more; the share of their samples asleep on a lock (futex: the GIL too).
+    threads_cpu: float | None = None
+    busy_threads: float | None = None
+    threads_lock_share: float | None = None
+    #: All threads' time runnable without a core, percent of one core.
+    run_wait: float | None = None
 
     @property
     def label(self) -> str:
@@ -86,6 +97,9 @@ class GpuWindow:
     sm_clock_max_mhz: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
+    pcie_tx_bytes_s: float | None = None
+    #: Threads running or runnable on the host (median), against its cores: above them, threads queue.
+    host_procs_running: float | None = None
     #: Share of samples in which each clock-event reason was active.
     clock_event_share: dict[str, float] = field(default_factory=dict)
     processes: list[ProcessWindow] = field(default_factory=list)
@@ -99,11 +113,29 @@ class GpuWindow:
         return self.util if self.util is not None else self.sm_active
 
 
+BUSY_THREAD_CPU = 10.0  # a thread at this share of a core does real work (a GIL holder in turn, say)
+
+
+def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
+    tops = Counter(p.thread_waits[0] for p in procs if p.thread_waits)
+    n = sum(tops.values())
+    return {w: c / n for w, c in tops.items()} if n else {}
+
+
+def _lock_share(procs: list[ProcessSample]) -> float | None:
+    waits = [w for p in procs for c, w in zip(p.thread_cpu_percents, p.thread_waits, strict=False)
+             if c >= BUSY_THREAD_CPU]
+    return sum(w == "lock" for w in waits) / len(waits) if waits else None
+
+
 def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
     return median([read_metric(key, g) for g in gpus])
 
 
-def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow:
+def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: float | None) -> ProcessWindow:
+    """One process's window. Its SM shares are capped at the GPU's busiest sample in the window: NVML
+    answers them every few seconds for the span since its last answer, so the first one may describe time
+    before the window (a warm-up that filled the GPU), and no process used more of the GPU than it was busy."""
     procs = [p for _, p in samples]
     last = procs[-1]
     tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in procs if p.top_thread_id is not None]
@@ -115,7 +147,9 @@ def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow
     return ProcessWindow(
         pid=last.pid, name=last.name, samples=len(procs), seconds=samples[-1][0] - samples[0][0],
         top_thread_cpu=m(lambda p: p.top_thread_cpu_percent), top_thread_id=max(tops)[1] if tops else None,
-        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([p.sm_util for p in procs]),
+        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([None if p.sm_util is None else
+                                                    min(p.sm_util, 100.0 if gpu_util_max is None else gpu_util_max)
+                                                    for p in procs]),
         io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
         wait_channel=channels.most_common(1)[0][0] if channels else None,
@@ -123,7 +157,13 @@ def _process_window(samples: list[tuple[float, ProcessSample]]) -> ProcessWindow
         io_read_chars_s=m(lambda p: p.io_read_chars_s), gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes),
         gpu_memory=tuple((t, float(p.gpu_memory_bytes)) for t, p in samples if p.gpu_memory_bytes is not None),
         workers=max((p.workers for p in procs if p.workers is not None), default=None),
-        workers_cpu=m(lambda p: p.workers_cpu_percent), workers_busy=m(lambda p: p.workers_busy))
+        workers_cpu=m(lambda p: p.workers_cpu_percent), workers_busy=m(lambda p: p.workers_busy),
+        top_run_wait=m(lambda p: p.thread_run_wait_percents[0] if p.thread_run_wait_percents else None),
+        top_waits=_wait_shares(procs),
+        threads_cpu=m(lambda p: sum(p.thread_cpu_percents) if p.thread_cpu_percents else None),
+        busy_threads=m(lambda p: sum(c >= BUSY_THREAD_CPU for c in p.thread_cpu_percents)
+                       if p.thread_cpu_percents else None),
+        threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent))
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:
@@ -139,13 +179,14 @@ def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Gpu
     cpu_count = next((s.host.cpu_count for s in reversed(snapshots) if s.host.cpu_count), None)
     out = []
     for index, timed in sorted(by_gpu.items()):
-        mine = [_process_window(v) for (gi, _), v in sorted(procs.items()) if gi == index]
+        gpus = [g for _, g in timed]
+        utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
+        mine = [_process_window(v, max(utils) if utils else None) for (gi, _), v in sorted(procs.items())
+                if gi == index]
         if pid is not None and not mine:
             continue
-        gpus = [g for _, g in timed]
         events = [g.active_clock_events for g in gpus if g.clock_event_mask is not None or g.clock_events]
         shares = {r: sum(r in e for e in events) / len(events) for r in set().union(*events)} if events else {}
-        utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
         out.append(GpuWindow(
             index=index, name=gpus[-1].name, samples=len(gpus), seconds=timed[-1][0] - timed[0][0],
             util=median(utils), util_max=max(utils) if utils else None,
@@ -157,6 +198,8 @@ def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Gpu
             sm_clock_mhz=_gpu_metric(gpus, "gpu.sm_clock_mhz"),
             sm_clock_max_mhz=_gpu_metric(gpus, "gpu.sm_clock_max_mhz"),
             power_w=_gpu_metric(gpus, "gpu.power_w"), power_limit_w=_gpu_metric(gpus, "gpu.power_limit_w"),
+            pcie_tx_bytes_s=median([g.pcie_tx_rate for g in gpus]),
+            host_procs_running=median([s.host.procs_running for s in snapshots]),
             clock_event_share=shares, processes=mine, host_iowait=median([s.host.iowait_percent for s in snapshots]),
             host_cpu_count=cpu_count, host_cpu=median([s.host.cpu_percent for s in snapshots])))
     return out

@@ -208,6 +208,16 @@ class ProcessSample:
     #: Their CPU together, percent of one core, and how many of them used 80 % of a core or more.
     workers_cpu_percent: float | None = None
     workers_busy: int | None = None
+    #: Where the process's time goes, thread by thread: the busiest thread first, then the other threads that
+    #: used at least 2 % of a core, at most eight. CPU over the last interval, percent of one core.
+    thread_cpu_percents: tuple[float, ...] = ()
+    #: The same threads' time runnable but waiting for a core (schedstat), percent of the interval; empty
+    #: where the kernel keeps no scheduler statistics.
+    thread_run_wait_percents: tuple[float, ...] = ()
+    #: The same threads' wait class at the sample (``model.thread_wait``: cpu, lock, input, io, sleep, gpu).
+    thread_waits: tuple[str, ...] = ()
+    #: All the process's threads together: time runnable without a core, percent of one core.
+    run_wait_percent: float | None = None
     #: The Kubernetes pod holding the process's GPU (from the kubelet), when one container holds it.
     namespace: str | None = None
     pod: str | None = None
@@ -245,6 +255,9 @@ class HostSample:
     mem_total_bytes: int | None = None
     mem_used_bytes: int | None = None
     mem_available_bytes: int | None = None
+    #: Threads runnable or running on the whole host (``procs_running`` in /proc/stat): more than the cores
+    #: means threads queue for a CPU.
+    procs_running: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

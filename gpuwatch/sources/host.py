@@ -18,15 +18,18 @@ from typing import Any
 import psutil
 
 from gpuwatch.model.snapshot import HostSample
+from gpuwatch.model.thread_wait import classify_wait
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.machine import CpuJiffies, read_cpu_jiffies, read_meminfo
+from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.procfs import (
     container_id_from_cgroup,
     read_children,
     read_cpu_seconds,
     read_process_io,
     read_process_stat,
+    read_run_wait,
     read_thread_stats,
+    read_thread_wait_channel,
     read_wait_channel,
 )
 
@@ -39,6 +42,8 @@ class _Tracked:
     last_cpu: float
     last_io: tuple[int, int, int, int] | None
     last_threads: dict[int, float] = field(default_factory=dict)
+    #: Thread id -> seconds runnable without a core (schedstat) at the last scan.
+    last_run_wait: dict[int, float] = field(default_factory=dict)
     #: When the threads were last scanned, and what that scan found (held until the next scan).
     threads_at: float = float("-inf")
     thread_fields: dict[str, Any] = field(default_factory=dict)
@@ -54,6 +59,10 @@ BUSY_WORKER = 80.0
 #: every tick, so the busiest thread of a GIL-bound server is never stale.
 THREAD_SCAN_CPU = 25.0
 THREADS_EVERY_S = 2.0
+#: A thread at this share of a core or more is one of the process's working threads: its wait class and
+#: run-queue delay are read (idle pool threads, often dozens, are not).
+ACTIVE_THREAD_CPU = 2.0
+MAX_THREADS_SHOWN = 8
 
 
 class HostSource(Source):
@@ -67,6 +76,7 @@ class HostSource(Source):
         self.hostname = os.environ.get("NODE_NAME") or socket.gethostname()
         self._tracked: dict[int, _Tracked] = {}
         self._last_cpu_times: list[CpuJiffies] | None = None
+        self._procs_running: int | None = None
         self._cpu_count = psutil.cpu_count() or None
 
     # -- the machine -------------------------------------------------------------------------------------
@@ -97,13 +107,14 @@ class HostSource(Source):
         return HostSample(hostname=self.hostname, cpu_count=self._cpu_count, cpu_percent=total,
                           per_cpu_percent=per_cpu, iowait_percent=iowait, load1=load1, load5=load5,
                           load15=load15, mem_total_bytes=mem_total, mem_used_bytes=mem_total - mem_available,
-                          mem_available_bytes=mem_available)
+                          mem_available_bytes=mem_available, procs_running=self._procs_running)
 
-    @staticmethod
-    def _cpu_jiffies() -> list[CpuJiffies]:
+    def _cpu_jiffies(self) -> list[CpuJiffies]:
         try:
-            return read_cpu_jiffies()
+            jiffies, self._procs_running = read_cpu_stat()
+            return jiffies
         except (OSError, ValueError):  # no /proc (macOS) or an unexpected layout: psutil knows the platform
+            self._procs_running = None
             return [CpuJiffies(round(sum(t) * 100), round((t.idle + getattr(t, "iowait", 0.0)) * 100),
                                round(getattr(t, "iowait", 0.0) * 100)) for t in psutil.cpu_times(percpu=True)]
 
@@ -212,12 +223,43 @@ class HostSource(Source):
                                "threads_running": sum(1 for state, _ in threads.values() if state == "R")}
         dt = now - t.threads_at
         if dt > 0 and threads and t.last_threads:
-            best_tid, best = max(((tid, c - t.last_threads.get(tid, c)) for tid, (_, c) in threads.items()),
-                                 key=lambda x: x[1])
-            out["top_thread_cpu_percent"] = round(100.0 * best / dt, 1)
-            out["top_thread_id"] = best_tid
+            out.update(self._attribution(t, pid, threads, dt))
         t.last_threads = {tid: c for tid, (_, c) in threads.items()}
         t.threads_at, t.thread_fields = now, out
+        return out
+
+    @staticmethod
+    def _attribution(t: _Tracked, pid: int, threads: dict[int, tuple[str, float]], dt: float) -> dict[str, Any]:
+        """Where the process's time went since the last scan, thread by thread: each working thread's CPU,
+        its time runnable without a core, and what it waits on now (the busiest thread always, so a server
+        that sleeps waiting for requests still says where)."""
+        cpu = {tid: max(0.0, 100.0 * (c - t.last_threads.get(tid, c)) / dt) for tid, (_, c) in threads.items()}
+        ranked = sorted(cpu, key=lambda tid: (-cpu[tid], tid != pid))
+        shown = [tid for tid in ranked if cpu[tid] >= ACTIVE_THREAD_CPU][:MAX_THREADS_SHOWN] or ranked[:1]
+        waits: dict[int, float] = {}
+        total_wait: float | None = 0.0
+        for tid, (state, _) in threads.items():
+            if cpu[tid] <= 0.0 and state != "R":
+                if tid in t.last_run_wait:
+                    waits[tid] = t.last_run_wait[tid]  # asleep all along: its run-queue time did not move
+                continue
+            seconds = read_run_wait(pid, tid)
+            if seconds is None:
+                total_wait = None
+                continue
+            waits[tid] = seconds
+        delays = {tid: max(0.0, 100.0 * (w - t.last_run_wait[tid]) / dt) for tid, w in waits.items()
+                  if tid in t.last_run_wait}
+        first = not t.last_run_wait
+        t.last_run_wait = waits
+        out: dict[str, Any] = {
+            "top_thread_cpu_percent": round(cpu[ranked[0]], 1), "top_thread_id": ranked[0],
+            "thread_cpu_percents": tuple(round(cpu[tid], 1) for tid in shown),
+            "thread_waits": tuple(classify_wait(threads[tid][0], None if threads[tid][0] == "R"
+                                                else read_thread_wait_channel(pid, tid)) for tid in shown)}
+        if total_wait is not None and waits and not first:
+            out["thread_run_wait_percents"] = tuple(round(delays.get(tid, 0.0), 1) for tid in shown)
+            out["run_wait_percent"] = round(sum(delays.values()), 1)
         return out
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:

@@ -48,8 +48,25 @@ def parse_cpu_jiffies(raw: bytes) -> list[CpuJiffies]:
     return out
 
 
+def parse_procs_running(raw: bytes) -> int | None:
+    """``procs_running`` of a /proc/stat body: threads running or waiting for a core right now."""
+    at = raw.find(b"\nprocs_running ")
+    if at < 0:
+        return None
+    try:
+        return int(raw[at + 15:raw.find(b"\n", at + 1)].strip() or b"x")
+    except ValueError:
+        return None
+
+
+def read_cpu_stat() -> tuple[list[CpuJiffies], int | None]:
+    """Per-CPU counters and ``procs_running`` from one read of /proc/stat."""
+    raw = _read_all("/proc/stat")
+    return parse_cpu_jiffies(raw), parse_procs_running(raw)
+
+
 def read_cpu_jiffies() -> list[CpuJiffies]:
-    return parse_cpu_jiffies(_read_all("/proc/stat"))
+    return read_cpu_stat()[0]
 
 
 def parse_meminfo(raw: bytes) -> tuple[int, int] | None:

@@ -67,6 +67,22 @@ def read_thread_stats(pid: int) -> dict[int, tuple[str, float]] | None:
     return out
 
 
+def read_run_wait(pid: int, tid: int) -> float | None:
+    """Seconds thread ``tid`` has spent runnable but waiting for a core (``/proc/PID/task/TID/schedstat``,
+    field 2, in ns), or None where the kernel keeps no scheduler statistics. Its rate is the time a thread
+    wanted a CPU and got none: the signature of an oversubscribed host."""
+    try:
+        fields = _read_small(f"/proc/{pid}/task/{tid}/schedstat").split()
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def read_thread_wait_channel(pid: int, tid: int) -> str | None:
+    """Where thread ``tid`` sleeps in the kernel (``/proc/PID/task/TID/wchan``), or None."""
+    return _wchan(f"/proc/{pid}/task/{tid}/wchan")
+
+
 def read_children(pid: int, depth: int = 2) -> list[int]:
     """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children``: no walk over every
     process on the host, as psutil's ``children()`` would make."""
@@ -128,8 +144,12 @@ def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
 
 def read_wait_channel(pid: int) -> str | None:
     """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
+    return _wchan(f"/proc/{pid}/wchan")
+
+
+def _wchan(path: str) -> str | None:
     try:
-        text = _read_small(f"/proc/{pid}/wchan").decode("ascii", "replace").strip()
+        text = _read_small(path).decode("ascii", "replace").strip()
     except OSError:
         return None
     return text if text and text != "0" else None

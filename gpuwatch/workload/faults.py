@@ -8,20 +8,17 @@ real signals rather than on numbers written to match it.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from gpuwatch.workload import fault_gpu, fault_threads
+from gpuwatch.workload.fault_loop import Loop, Ready, free_bytes, sync
 from gpuwatch.workload.faults_catalogue import FAULTS
 from gpuwatch.workload.run import WorkloadError, _import_torch
-
-Ready = Callable[[], None]
-
 
 
 def run_fault(name: str, duration: float, on_ready: Ready, device: str = "cuda") -> dict[str, Any]:
@@ -33,38 +30,15 @@ def run_fault(name: str, duration: float, on_ready: Ready, device: str = "cuda")
         raise WorkloadError("no CUDA device: faults reproduce GPU bottlenecks, run them on a GPU machine")
     dev = torch.device(device)
     start = time.monotonic()
-    loops = _BODIES[name](torch, dev, duration, on_ready)
-    return {"fault": name, "expected": FAULTS[name][0], "pid": os.getpid(), "loops": loops,
+    loops = BODIES[name](torch, dev, duration, on_ready)
+    return {"fault": name, "expected": FAULTS[name].expected, "pid": os.getpid(), "loops": loops,
             "seconds": round(time.monotonic() - start, 2)}
-
-
-class _Loop:
-    """Iterations numbered from 0 until ``duration`` seconds have passed; announces readiness first."""
-
-    def __init__(self, duration: float, on_ready: Ready) -> None:
-        self.duration, self.on_ready, self.count = duration, on_ready, 0
-
-    def __iter__(self) -> Iterator[int]:
-        self.on_ready()
-        end = time.monotonic() + self.duration
-        while time.monotonic() < end:
-            yield self.count
-            self.count += 1
-
-
-def _free_bytes(torch: Any, dev: Any) -> int:
-    return int(torch.cuda.mem_get_info(dev)[0]) if dev.type == "cuda" else 8 << 30
-
-
-def _sync(torch: Any, dev: Any) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def python_preprocess(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     w = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
     text = "the quick brown fox jumps over the lazy dog " * 400
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         ids = [hash(tok) % 4096 for tok in text.split() for _ in range(8)]  # tokenising in Python
         x = torch.tensor(ids[:64 * 64], device=dev, dtype=torch.bfloat16).reshape(64, 64).repeat(1, 64)
@@ -74,18 +48,18 @@ def python_preprocess(torch: Any, dev: Any, duration: float, on_ready: Ready) ->
 
 def launch_bound(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     x = torch.zeros(256, device=dev)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         for _ in range(200):
             x.add_(1.0).mul_(0.5)
-        _sync(torch, dev)
+        sync(torch, dev)
     return loop.count
 
 
 def pageable_h2d(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     host = torch.randn(64 << 20)  # 256 MiB of pageable memory: every copy is staged by the CPU
     target = torch.empty_like(host, device=dev)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         target.copy_(host)
         target.mul_(2.0).sum().item()
@@ -101,7 +75,7 @@ def off_cpu_wait(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
         f.flush()
         os.fsync(f.fileno())
         fd, size = f.fileno(), 16 * chunk
-        loop = _Loop(duration, on_ready)
+        loop = Loop(duration, on_ready)
         for n in loop:
             offset = (n * chunk) % size
             data = os.pread(fd, chunk, offset)
@@ -137,7 +111,7 @@ def dataloader_workers(torch: Any, dev: Any, duration: float, on_ready: Ready) -
     loader: Any = DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn")
     batches = iter(loader)
     next(batches)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     try:
         for _ in loop:
             x = next(batches).to(dev, torch.bfloat16)
@@ -147,12 +121,48 @@ def dataloader_workers(torch: Any, dev: Any, duration: float, on_ready: Ready) -
     return loop.count
 
 
+def dataloader_four(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Four DataLoader workers with heavier items, batch 8, FP32 compute."""
+    from torch.utils.data import DataLoader
+
+    w = torch.randn(256, 4096, device=dev)
+    dataset: Any = _HeavyItems()
+    loader: Any = DataLoader(dataset, batch_size=8, num_workers=4, multiprocessing_context="spawn")
+    batches = iter(loader)
+    next(batches)
+    loop = Loop(duration, on_ready)
+    try:
+        for _ in loop:
+            (next(batches).to(dev) @ w[:, :256].T).sum().item()
+    finally:
+        batches._shutdown_workers()
+    return loop.count
+
+
+def process_pool(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """A multiprocessing pool of three (not a DataLoader) decodes items for the GPU loop."""
+    import multiprocessing as mp
+
+    from gpuwatch.workload.fault_threads import _heavy_item
+
+    w = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    with mp.get_context("spawn").Pool(3) as pool:
+        items = pool.imap(_heavy_item, range(1 << 30), chunksize=1)
+        next(items)
+        loop = Loop(duration, on_ready)
+        for _ in loop:
+            ids = [next(items) for _ in range(2)]
+            (torch.tensor(ids * 2048, device=dev, dtype=torch.bfloat16).reshape(1, 4096) @ w).sum().item()
+        pool.terminate()
+    return loop.count
+
+
 def memory_leak(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     """1 GiB/s kept in a list (a cache keyed by request, never evicted), stopping short of the limit."""
     kept: list[Any] = []
     step = 128 << 20
-    budget = int(0.6 * _free_bytes(torch, dev))
-    loop = _Loop(duration, on_ready)
+    budget = int(0.6 * free_bytes(torch, dev))
+    loop = Loop(duration, on_ready)
     for _ in loop:
         if (len(kept) + 1) * step < budget:
             kept.append(torch.ones(step // 4, device=dev))
@@ -162,9 +172,9 @@ def memory_leak(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
 
 def memory_churn(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     """Every 4 s a large batch needs a third of free memory for 1.5 s, then the cache is emptied."""
-    size = int(_free_bytes(torch, dev) / 3)
+    size = int(free_bytes(torch, dev) / 3)
     w = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for n in loop:
         phase = n % 40  # 0.1 s steps
         if phase == 0:
@@ -180,29 +190,29 @@ def memory_churn(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
 def fp32_matmul(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(8192, 8192, device=dev)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         for _ in range(4):
             a = (a @ a).clamp_(-1, 1)
-        _sync(torch, dev)
+        sync(torch, dev)
     return loop.count
 
 
 def dram_bound(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     x = torch.randn(512 << 20, device=dev)  # 2 GiB: far beyond any cache
     y = torch.empty_like(x)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         for _ in range(10):
             y.copy_(x)
             x.add_(y, alpha=0.5)
-        _sync(torch, dev)
+        sync(torch, dev)
     return loop.count
 
 
 def idle_memory(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    held = torch.ones(int(_free_bytes(torch, dev) / 5) // 4, device=dev)  # noqa: F841 - held on purpose
-    loop = _Loop(duration, on_ready)
+    held = torch.ones(int(free_bytes(torch, dev) / 5) // 4, device=dev)  # noqa: F841 - held on purpose
+    loop = Loop(duration, on_ready)
     for _ in loop:
         time.sleep(0.5)
     return loop.count
@@ -211,11 +221,11 @@ def idle_memory(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
 def _gemm_loop(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    loop = _Loop(duration, on_ready)
+    loop = Loop(duration, on_ready)
     for _ in loop:
         for _ in range(8):
             a = torch.nn.functional.normalize(a @ b, dim=1)
-        _sync(torch, dev)
+        sync(torch, dev)
     return loop.count
 
 
@@ -225,32 +235,24 @@ def healthy(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
 
 def time_slicing(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     """Three processes, each running the healthy GEMM loop, share the GPU by time-slicing."""
-    argv = [sys.executable, "-m", "gpuwatch.workload.faults", "--child", f"{duration + 5:g}"]
-    children = [subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) for _ in range(3)]
-    with contextlib.ExitStack() as stack:
-        for c in children:
-            stack.callback(c.kill)
-        for c in children:  # each child's first line says it is warm
-            assert c.stderr is not None
-            c.stderr.readline()
-        loop = _Loop(duration, on_ready)
-        for _ in loop:
-            time.sleep(0.5)
-        return loop.count
+    return fault_gpu.slicing(["gemm", "gemm", "gemm"], duration, on_ready)
 
 
-_BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
+BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
     "python_preprocess": python_preprocess, "launch_bound": launch_bound, "pageable_h2d": pageable_h2d,
     "off_cpu_wait": off_cpu_wait, "dataloader_workers": dataloader_workers, "memory_leak": memory_leak,
     "memory_churn": memory_churn, "fp32_matmul": fp32_matmul, "dram_bound": dram_bound,
     "idle_memory": idle_memory, "time_slicing": time_slicing, "healthy": healthy,
+    "dataloader_four": dataloader_four, "process_pool": process_pool,
+    **fault_threads.BODIES, **fault_gpu.BODIES,
 }
 
 
-def _child_main(duration: float) -> None:
+def _child_main(kind: str, duration: float) -> None:
     torch = _import_torch()
-    _gemm_loop(torch, torch.device("cuda"), duration, lambda: print("warm", file=sys.stderr, flush=True))
+    fault_gpu.child_body(kind)(torch, torch.device("cuda"), duration,
+                               lambda: print("warm", file=sys.stderr, flush=True))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
-    _child_main(float(sys.argv[2]))
+    _child_main(sys.argv[2], float(sys.argv[3]))

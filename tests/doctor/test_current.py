@@ -111,9 +111,9 @@ def test_asked_every_5_s_the_live_doctor_finds_what_a_fresh_search_finds_as_the_
 
 
 def test_on_a_steady_incident_the_live_doctor_runs_one_diagnosis_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    history = joined("python_preprocess", "python_preprocess", "python_preprocess")[0]
+    history = joined(*["python_preprocess"] * 7)[0]  # ~70 s of one steady incident
     live, fresh = _live_against_fresh(history, monkeypatch)
     asks = len(range(10, len(history), 5))
-    # a fresh search steps back over the whole incident every time: 3 diagnoses a call on these ~2 minutes,
+    # a fresh search steps back over the whole incident every time: 3 diagnoses a call on these ~70 s,
     # up to 41 on the 10 minutes the dashboard keeps
     assert live <= asks + 3 and fresh >= 2 * asks

@@ -1,6 +1,6 @@
-"""The doctor on real signals: each fault class of ``gpuwatch workload --fault``, recorded on an H200 by
-``gpuwatch validate --doctor``, must get its own class as the top finding, as ``gpuwatch doctor`` judges
-live (the last 15 s)."""
+"""The doctor on real signals: every variant of ``gpuwatch workload --fault``, recorded on an H200 by
+``gpuwatch validate --doctor``. The variants the thresholds were chosen on must all get their class first;
+the held-back half at least 95 % of the time; healthy look-alikes no warning at all."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gpuwatch.cli.main import main
-from gpuwatch.doctor import LIVE_WINDOW_S, diagnose, top_problem
+from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.current import window
 from gpuwatch.model.recording import load, read_header
-from gpuwatch.validate.doctor_accuracy import markdown
+from gpuwatch.validate.doctor_accuracy import judge_recordings, markdown
 from gpuwatch.workload.faults_catalogue import FAULTS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "faults"
@@ -25,20 +25,34 @@ def test_every_fault_class_has_a_recording_from_the_h200() -> None:
         assert any(g.name == "NVIDIA H200" for g in load(path)[0].gpus), path
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_the_injected_class_is_the_top_finding(fault: str) -> None:
-    snaps = window(load(FIXTURES / f"{fault}.ndjson.gz"), LIVE_WINDOW_S)
-    findings = diagnose(snaps)
+ACCURACY = Path(__file__).parents[2] / "docs" / "doctor-accuracy-h200.json"
+WINDOW_S = json.loads(ACCURACY.read_text())["meta"]["window_s"]
+FIT = sorted(f for f, spec in FAULTS.items() if spec.half == "fit")
+CHECK = sorted(f for f, spec in FAULTS.items() if spec.half == "check")
+NO_WARNING = ("healthy", "demand_bound")  # the verdict that all is well, and a server with no work
+
+
+def _findings(fault: str) -> list:
+    return diagnose(window(load(FIXTURES / f"{fault}.ndjson.gz"), WINDOW_S))
+
+
+@pytest.mark.parametrize("fault", FIT)
+def test_every_variant_the_thresholds_were_chosen_on_gets_its_class_first(fault: str) -> None:
+    findings = _findings(fault)
     top = top_problem(findings)
-    assert top is not None and top.code == FAULTS[fault][0], [f"{f.severity}:{f.code}" for f in findings]
-    assert read_header(FIXTURES / f"{fault}.ndjson.gz").meta["expected"] == FAULTS[fault][0]
+    assert top is not None and top.code == FAULTS[fault].expected, [f"{f.severity}:{f.code}" for f in findings]
+    assert read_header(FIXTURES / f"{fault}.ndjson.gz").meta["expected"] == FAULTS[fault].expected
 
 
-def test_only_the_healthy_run_is_free_of_warnings() -> None:
-    for fault in FAULTS:
-        findings = diagnose(window(load(FIXTURES / f"{fault}.ndjson.gz"), LIVE_WINDOW_S))
-        warned = any(f.severity != "info" for f in findings)
-        assert warned == (fault != "healthy"), (fault, [f"{f.severity}:{f.code}" for f in findings])
+def test_the_held_back_variants_are_right_first_at_least_95_percent_of_the_time() -> None:
+    right = [f for f in CHECK if (top := top_problem(_findings(f))) is not None and top.code == FAULTS[f].expected]
+    assert len(right) >= 0.95 * len(CHECK), sorted(set(CHECK) - set(right))
+
+
+@pytest.mark.parametrize("fault", sorted(f for f, spec in FAULTS.items() if spec.expected in NO_WARNING))
+def test_healthy_look_alikes_and_idle_servers_get_no_warning(fault: str) -> None:
+    findings = _findings(fault)
+    assert all(f.severity == "info" for f in findings), [f"{f.severity}:{f.code}" for f in findings]
 
 
 def test_the_cli_names_the_launch_bound_loop_with_its_evidence(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,8 +64,8 @@ def test_the_cli_names_the_launch_bound_loop_with_its_evidence(capsys: pytest.Ca
     assert "CUDA graphs" in top["fix"]
 
 
-def test_the_committed_accuracy_table_is_the_rendering_of_its_json() -> None:
-    docs = Path(__file__).parents[2] / "docs"
-    data = json.loads((docs / "doctor-accuracy-h200.json").read_text())
-    assert (docs / "doctor-accuracy-h200.md").read_text() == markdown(data["faults"], data["meta"])
-    assert {row["fault"] for row in data["faults"]} == set(FAULTS)
+def test_the_committed_accuracy_table_is_what_the_current_doctor_says_of_the_recordings() -> None:
+    data = json.loads(ACCURACY.read_text())
+    rows = [r.row() for r in judge_recordings(FIXTURES, WINDOW_S)]
+    assert data["faults"] == rows
+    assert ACCURACY.with_suffix(".md").read_text() == markdown(rows, data["meta"])

@@ -1,0 +1,125 @@
+"""Where an under-used GPU's idle time goes, thread by thread: the attribution every CPU-side finding
+starts from.
+
+The feeding thread (the process's busiest) spends each second in one of a few places: on a core,
+runnable but waiting for a core (the kernel's run-queue delay), asleep on a lock (a futex: the GIL or a
+queue), waiting for input (a socket, pipe or poll set), in storage I/O, in a timed sleep, or in the GPU
+driver. The first two are measured (CPU time and schedstat's run delay over the interval); the sleeping
+rest is split by what the thread was seen waiting on at each sample. The classes are then read off this
+split, so a new shape of a known cause lands on the mechanism rather than between fitted thresholds:
+
+* on a core nearly all the time: the thread itself is the limit (Python work, launches, staged copies);
+* runnable without a core: the host is oversubscribed;
+* several working threads whose CPU sums to about one core, none pegged: they take turns on the GIL;
+* asleep waiting for input, little I/O: the server has no work (demand-bound);
+* in storage I/O, or moving bytes while it sleeps: storage or the network holds it back.
+"""
+
+from __future__ import annotations
+
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.model.thread_wait import WAIT_WORDS, WAITS
+
+PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop
+#: Percent of wall time the feeding thread spends runnable without a core, from which the host, not the
+#: program, sets the pace (a thread alone on an idle host waits well under 1 %).
+RUN_WAIT_TOP = 15.0
+#: The same for all the process's threads together, percent of one core.
+RUN_WAIT_ALL = 30.0
+HOST_BUSY = 90.0  # host CPU percent from which no core is idle
+#: GIL contention: at least two working threads whose CPU together is about one core (the GIL lets one run
+#: Python at a time), none of them pegged.
+GIL_THREADS = 2.0
+GIL_CORES = (60.0, 140.0)
+#: A server is demand-bound when its feeding thread's time asleep waiting for work (input, a lock or a
+#: timer, percent of wall time) accounts for at least this share of the GPU's idle time: the GPU idles
+#: because the thread that would feed it has nothing to do. (A serving thread's CPU includes spinning in
+#: CUDA synchronise while the GPU works, so the waiting share alone would understate it.)
+WAITING_EXPLAINS = 0.5
+IDLE_CPU = 50.0  # a feeding thread under half a core is not what holds a GPU back by computing
+
+
+def top_cpu(p: ProcessWindow) -> float:
+    return p.top_thread_cpu or 0.0
+
+
+def time_split(p: ProcessWindow) -> dict[str, float]:
+    """The feeding thread's time, percent of wall time per wait class (``model.thread_wait``): CPU and
+    run-queue delay measured, the rest split by the wait classes seen while it slept."""
+    on_cpu = min(100.0, top_cpu(p))
+    runnable = min(100.0 - on_cpu, p.top_run_wait or 0.0)
+    asleep = {w: s for w, s in p.top_waits.items() if w != "cpu"}
+    total = sum(asleep.values())
+    rest = max(0.0, 100.0 - on_cpu - runnable)
+    split = {"cpu": on_cpu, "runnable": runnable}
+    if total > 0:
+        split.update({w: rest * s / total for w, s in asleep.items()})
+    elif rest > 0:
+        split["other"] = rest
+    return split
+
+
+def attribution_line(p: ProcessWindow) -> str:
+    """"feeding thread 4123: 58% on a core, 11% runnable without a core, 31% waiting on a lock (futex)"."""
+    split = time_split(p)
+    words = {**WAIT_WORDS, "runnable": "runnable without a core"}
+    order = ["cpu", "runnable", *(w for w in WAITS if w != "cpu")]
+    parts = [f"{split[w]:.0f}% {words[w]}" for w in order if split.get(w, 0.0) >= 1.0]
+    thread = f"thread {p.top_thread_id}" if p.top_thread_id is not None else "busiest thread"
+    return f"{p.label}, feeding {thread}: " + (", ".join(parts) or "no time measured")
+
+
+def threads_line(p: ProcessWindow) -> str | None:
+    """The working threads together: how many, their CPU, their run-queue delay."""
+    if p.threads_cpu is None:
+        return None
+    line = (f"{p.label}: {p.busy_threads or 0:.0f} threads at 10% of a core or more, "
+            f"{p.threads_cpu:.0f}% of one core together")
+    if p.run_wait is not None:
+        line += f"; all threads {p.run_wait:.0f}% of a core runnable without a core"
+    return line
+
+
+def host_line(g: GpuWindow) -> str | None:
+    if g.host_cpu_count is None or g.host_cpu is None:
+        return None
+    spare = g.host_cpu_count * (100.0 - g.host_cpu) / 100.0
+    running = "" if g.host_procs_running is None else f", {g.host_procs_running:.0f} threads runnable"
+    return f"host: {spare:.1f} of {g.host_cpu_count} cores idle (CPU {g.host_cpu:.0f}%{running})"
+
+
+def spare_cores(g: GpuWindow) -> float | None:
+    if g.host_cpu_count is None or g.host_cpu is None:
+        return None
+    return g.host_cpu_count * (100.0 - g.host_cpu) / 100.0
+
+
+def host_saturated(g: GpuWindow) -> bool:
+    """No core idle: the host's CPU near full, or more threads runnable than cores."""
+    busy = g.host_cpu is not None and g.host_cpu >= HOST_BUSY
+    queued = g.host_procs_running is not None and g.host_cpu_count is not None \
+        and g.host_procs_running > g.host_cpu_count
+    return busy or queued
+
+
+def starved(p: ProcessWindow) -> bool:
+    """The process's threads want a core and get none for a real share of the time."""
+    return (p.top_run_wait or 0.0) >= RUN_WAIT_TOP or (p.run_wait or 0.0) >= RUN_WAIT_ALL
+
+
+def gil_bound(p: ProcessWindow) -> bool:
+    """Several working threads, together about one core, none pegged and none starved of a core: the
+    signature of Python threads taking turns on the GIL."""
+    if p.threads_cpu is None or p.busy_threads is None:
+        return False
+    return (p.busy_threads >= GIL_THREADS and GIL_CORES[0] <= p.threads_cpu <= GIL_CORES[1]
+            and top_cpu(p) < PEGGED_THREAD and not starved(p))
+
+
+WORK_WAITS = ("input", "lock", "sleep")
+
+
+def waiting_for_work(p: ProcessWindow) -> float:
+    """Percent of wall time the feeding thread sleeps waiting for something to do (input, a lock, a timer)."""
+    split = time_split(p)
+    return sum(split.get(w, 0.0) for w in WORK_WAITS)

@@ -1,0 +1,141 @@
+"""Rules read off the thread attribution (``attribution.py``): threads that take turns on the GIL, a host
+with no core to spare, and a server that simply has no work.
+
+Each needs the per-thread data a live sample carries (CPU per thread, schedstat's run delay, wait
+classes); on a recording without it they stay silent and the older rules speak.
+"""
+
+from __future__ import annotations
+
+from gpuwatch.doctor.attribution import (
+    IDLE_CPU,
+    WAITING_EXPLAINS,
+    attribution_line,
+    gil_bound,
+    host_line,
+    host_saturated,
+    starved,
+    threads_line,
+    top_cpu,
+    waiting_for_work,
+)
+from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.model.finding import Finding
+
+BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
+HEADROOM_UTIL = 90.0  # under this the GPU could take more work
+IO_RATE = 5e6
+
+
+def under_used(g: GpuWindow) -> bool:
+    return g.busy is not None and g.busy < BUSY_UTIL
+
+
+def host_contended(g: GpuWindow) -> list[ProcessWindow]:
+    """GPU processes whose threads wait for a core on a host with none to spare, most starved first."""
+    if not host_saturated(g):
+        return []
+    return sorted((p for p in g.processes if starved(p)), key=lambda p: -(p.top_run_wait or 0.0))
+
+
+def gil_contended(g: GpuWindow) -> list[ProcessWindow]:
+    return sorted((p for p in g.processes if gil_bound(p)), key=lambda p: -(p.threads_cpu or 0.0))
+
+
+def host_cpu_contention(g: GpuWindow) -> Finding | None:
+    contended = host_contended(g)
+    if not under_used(g) or not contended:
+        return None
+    p, busy = contended[0], g.busy or 0.0
+    return finding(
+        "host_cpu_contention", "Host CPU oversubscribed: the feeding thread waits for a core", "warning",
+        75.0 + 0.2 * (100.0 - busy), g,
+        gpu_evidence(g, attribution_line(p), threads_line(p), host_line(g),
+                     f"the GPU idles {100 - busy:.0f}% of the time"),
+        "Give the feeding thread a core: run fewer CPU-bound workers and threads than there are cores "
+        "(DataLoader num_workers, torch.set_num_threads / OMP_NUM_THREADS, tokenizer and BLAS thread pools), "
+        "pin the GPU process to its own cores (taskset, cpuset) or give it a CPU quota above its neighbours, and "
+        "move noisy neighbours off this host. Find who takes the cores with top -H or pidstat -u 1.", pid=p.pid)
+
+
+def gil_contention(g: GpuWindow) -> Finding | None:
+    contended = gil_contended(g)
+    if not under_used(g) or not contended or host_contended(g):
+        return None
+    p, busy = contended[0], g.busy or 0.0
+    lock = "" if p.threads_lock_share is None else \
+        f"; its working threads sleep on a lock (futex) in {100 * p.threads_lock_share:.0f}% of samples"
+    return finding(
+        "gil_contention", "Python threads take turns on the GIL: the GPU waits for one core's worth of work",
+        "warning", 55.0 + 0.4 * (100.0 - busy), g,
+        gpu_evidence(g, (threads_line(p) or p.label) + ", none pegged: the GIL runs one at a time" + lock,
+                     attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        "Threads of one Python process share one GIL, so N threads of Python work give one core. Move the "
+        "preprocessing into processes (DataLoader num_workers, multiprocessing or a process pool feeding a "
+        "queue), or into native code that releases the GIL (a tokenizer's batch call, numpy or torch ops), or "
+        "onto the GPU; keep the thread that owns the GPU for batching, copies and launches. "
+        f"See which threads hold it: py-spy dump --pid {p.pid}.", pid=p.pid)
+
+
+def _moves_data(p: ProcessWindow) -> bool:
+    moved = max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0) + (p.io_write_bytes_s or 0.0)
+    return moved >= IO_RATE or (p.io_wait_share or 0.0) >= 0.2
+
+
+def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
+    """Processes that use the GPU a little and whose feeding thread mostly sleeps waiting for work, moving
+    no data while it waits: servers without requests."""
+    return [p for p in g.processes
+            if p.top_waits and waiting_for_work(p) >= WAITING_EXPLAINS * (100.0 - (g.busy or 0.0))
+            and top_cpu(p) < IDLE_CPU
+            and not _moves_data(p) and not starved(p) and not gil_bound(p)
+            and not (p.workers and (p.workers_cpu or 0.0) >= 50.0)
+            and ((p.sm_util_mean or 0.0) >= 1.0 or (g.busy or 0.0) >= 1.0)]
+
+
+def demand_bound(g: GpuWindow) -> Finding | None:
+    """Not a fault: the server waits for requests and the GPU has capacity to spare."""
+    if g.busy is None or g.busy >= HEADROOM_UTIL:
+        return None
+    servers = waiting_servers(g)
+    if not servers:
+        return None
+    p = max(servers, key=lambda q: q.sm_util_mean or 0.0)
+    busy = g.busy
+    headroom = f"the GPU idles {100 - busy:.0f}% of the time" + (
+        f" (SM activity {g.sm_active:.0f}%)" if g.sm_active is not None else "")
+    return finding(
+        "demand_bound", "Demand-bound: the server waits for requests, the GPU has headroom", "info",
+        10.0 + 0.3 * (100.0 - busy), g,
+        gpu_evidence(g, f"{p.label}: its feeding thread waits for work {waiting_for_work(p):.0f}% of the time, "
+                     f"CPU {p.cpu or 0:.0f}%", attribution_line(p), headroom),
+        "Nothing to tune in the server: it is idle because no work arrives. The headroom is capacity: send "
+        "it more traffic, consolidate services onto this GPU (or share it with MPS/MIG), or use a smaller "
+        "GPU; keep enough headroom for bursts (p99 grows fast above ~85% SM activity).", pid=p.pid)
+
+
+#: Findings that say why a GPU waits: with one of them, an under-used GPU is explained.
+EXPLAINS_IDLE = frozenset({"input_cpu_bound", "gil_contention", "host_cpu_contention", "launch_bound", "h2d_copies",
+                           "d2h_copies", "dataloader_bound", "off_cpu_wait", "demand_bound", "memory_idle",
+                           "time_slicing", "small_kernels"})
+
+
+def unexplained_underuse(g: GpuWindow, found: list[Finding]) -> Finding | None:
+    """Never silent while a GPU waits: a process holds the GPU, the GPU is under-used, and no class fits.
+    Says where the feeding thread's time went and what to look at next."""
+    if not under_used(g) or any(f.code in EXPLAINS_IDLE for f in found):
+        return None
+    holders = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) > 0 or (p.sm_util_mean or 0.0) > 0]
+    if not holders:
+        return None
+    p = max(holders, key=lambda q: (q.top_thread_cpu or 0.0, q.sm_util_mean or 0.0))
+    busy = g.busy or 0.0
+    return finding(
+        "unexplained_underuse", "GPU under-used and no known cause fits: here is where the time goes", "warning",
+        30.0 + 0.2 * (100.0 - busy), g,
+        gpu_evidence(g, f"the GPU idles {100 - busy:.0f}% of the time while {p.label} holds it",
+                     attribution_line(p), threads_line(p), host_line(g)),
+        f"Look at what the feeding thread does: gpuwatch doctor --stacks --pid {p.pid}, or py-spy dump --pid "
+        f"{p.pid} (Python stacks), and nsys profile for the GPU timeline; check for sleeps, remote calls and "
+        "locks in the request path.", pid=p.pid)

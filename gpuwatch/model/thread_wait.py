@@ -1,0 +1,54 @@
+"""What a thread is doing at one sample, in the few words the doctor reasons with.
+
+The kernel says it in two places: the state letter (R runnable or running, D uninterruptible I/O, S asleep)
+and, for a sleeper, the function it sleeps in (``wchan``). A Python thread waiting for the GIL, for a
+``queue.get`` or for a ``threading.Lock`` sleeps in a futex; a server waiting for requests sleeps in
+epoll, select or a socket read; ``time.sleep`` sleeps in a timer; a read from storage waits in D state or an
+I/O function; a blocking CUDA synchronise waits inside the NVIDIA driver. Which futex waits are the GIL
+is told by the thread's siblings (several busy threads whose CPU sums to about one core), not here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Wait = Literal["cpu", "lock", "input", "io", "sleep", "gpu", "other"]
+
+#: In the order the doctor names them: on a core (or runnable), waiting on a lock or the GIL (futex),
+#: waiting for input on a socket, pipe or poll set, in storage I/O, in a timed sleep, in the GPU driver.
+WAITS: tuple[Wait, ...] = ("cpu", "lock", "input", "io", "sleep", "gpu", "other")
+
+WAIT_WORDS: dict[str, str] = {
+    "cpu": "on a core",
+    "lock": "waiting on a lock (futex)",
+    "input": "waiting for input (socket, pipe or poll)",
+    "io": "in storage I/O",
+    "sleep": "in a timed sleep",
+    "gpu": "waiting in the GPU driver",
+    "other": "asleep elsewhere",
+}
+
+_IO = ("io_schedule", "folio", "wait_on_page", "page_lock", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs",
+       "jbd2", "bit_wait_io", "rpc_wait")
+_INPUT = ("ep_poll", "epoll", "do_select", "core_sys_select", "do_sys_poll", "poll_schedule", "sk_wait",
+          "sock", "tcp_", "inet_", "unix_stream", "unix_dgram", "skb_wait", "pipe_", "wait_woken", "udp_")
+_SLEEP = ("nanosleep", "hrtimer", "clock_nanosleep", "schedule_timeout")
+_GPU = ("nvidia", "nv_", "uvm", "os_acquire", "nvkms")
+
+
+def classify_wait(state: str, wchan: str | None) -> Wait:
+    """One thread's wait class from its state letter and kernel wait channel (None where not readable)."""
+    if state == "R":
+        return "cpu"
+    channel = (wchan or "").lower()
+    if state == "D" or any(w in channel for w in _IO):
+        return "io"
+    if "futex" in channel:
+        return "lock"
+    if any(w in channel for w in _GPU):
+        return "gpu"
+    if any(w in channel for w in _INPUT):
+        return "input"
+    if any(w in channel for w in _SLEEP):
+        return "sleep"
+    return "other"
