@@ -33,3 +33,14 @@ def test_batching_and_bf16_beat_one_request_at_a_time() -> None:
                                         workers=4)).req_per_s
 
     assert rps("bf16") > 3 * rps("workers")
+
+
+def test_a_phase_plan_runs_through_cuda_graphs_and_drops_what_an_overloaded_phase_left() -> None:
+    from gpuwatch.workload.phases import Phase, Plan
+
+    plan = Plan((Phase("bursty", 50.0, 1.5, "a"), Phase("mixed", 20000.0, 1.5, "b"), Phase("steady", 50.0, 1.5, "c")))
+    result = run_stage(WorkloadConfig(stage="compiled", device="cuda", size="small", warmup_s=0.3, workers=2,
+                                      plan=plan.to_json()))
+    first, overload, after = result.phases
+    assert first["passed"] and overload["dropped_pct"] > 1.0
+    assert after["passed"], after  # the overload's backlog was dropped, not served late in the next phase
