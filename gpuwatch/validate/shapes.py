@@ -63,7 +63,9 @@ def sizing(rungs: list[dict[str, Any]]) -> Sizing:
     sustained = [p for p in rungs if best is not None and p["rate"] <= best["rate"]]
     utils = [p["gpu_util"] for p in sustained if p.get("gpu_util") is not None]
     if planning is not None:
-        note = f"GPU-Util {_g(next(p['gpu_util'] for p in in_band if p['rate'] == planning))}% at {_g(planning)} req/s"
+        at = next(p for p in in_band if p["rate"] == planning)
+        sm = f" (SM activity {_g(at['sm_active'])}%)" if at.get("sm_active") is not None else ""
+        note = f"GPU-Util {_g(at['gpu_util'])}%{sm} at {_g(planning)} req/s"
     elif not utils:
         note = "no GPU-Util measured" if sustained else "sustains no rung"
     elif max(utils) < BAND[0]:
