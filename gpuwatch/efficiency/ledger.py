@@ -29,6 +29,9 @@ STEP_S = 10.0
 WINDOW_S = 30.0
 MAX_WAIT_S = 30.0
 HOUR = 3600
+#: Width, in percent, of the bins of SM activity (effective share of allocated time) kept per hour.
+BIN_PCT = 5
+BINS = 100 // BIN_PCT
 #: What to try for the causes the doctor has no rule for (the doctor's own fix text covers the others).
 OWN_FIXES = {
     HELD_IDLE: "A process holds GPU memory and runs nothing: end it, or free the memory it keeps "
@@ -47,12 +50,15 @@ def hour_of(t: float) -> int:
 @dataclass
 class Increment:
     """GPU-seconds to add: ``seconds[(hour, gpu)]`` = [observed, allocated, busy, effective],
-    ``lost[(hour, gpu, cause, owner)]``, the latest (title, fix) per cause, and the newest snapshot time
-    covered (the high-water mark)."""
+    ``lost[(hour, gpu, cause, owner)]``, the latest (title, fix) per cause, the SM-activity histogram, and
+    the newest snapshot time covered (the high-water mark)."""
 
     seconds: dict[tuple[int, int], list[float]] = field(default_factory=dict)
     lost: dict[tuple[int, int, str, Owner], float] = field(default_factory=dict)
     fixes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Allocated seconds by bin of the block's mean SM activity (``hist[(hour, gpu, bin)]``): percentiles of
+    #: 10-second means for the headroom, not of single samples (a loop that alternates would read as peaks).
+    hist: dict[tuple[int, int, int], float] = field(default_factory=dict)
     until: float = 0.0
 
     def add_interval(self, iv: GpuInterval, cause: str, owner: Owner) -> None:
@@ -86,6 +92,15 @@ def top_by_gpu(findings: Sequence[Finding]) -> dict[int, Finding]:
 
 def _fallback(iv: GpuInterval) -> str:
     return HELD_IDLE if iv.busy <= 0 and iv.processes else UNEXPLAINED
+
+
+def _block_means(pending: Sequence[GpuInterval]) -> dict[tuple[int, int], tuple[float, float]]:
+    """(allocated, effective) seconds per (hour, GPU) of a block, where something was allocated."""
+    sums: dict[tuple[int, int], tuple[float, float]] = {}
+    for iv in pending:
+        a, e = sums.get((hour_of(iv.end), iv.gpu), (0.0, 0.0))
+        sums[(hour_of(iv.end), iv.gpu)] = (a + iv.allocated, e + iv.effective)
+    return {k: v for k, v in sums.items() if v[0] > 0}
 
 
 class Ledger:
@@ -142,6 +157,9 @@ class Ledger:
             elif cause in OWN_FIXES:
                 inc.fixes.setdefault(cause, (cause.replace("_", " "), OWN_FIXES[cause]))
             inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None))
+        for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
+            b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
+            inc.hist[(hour, gpu, b)] = inc.hist.get((hour, gpu, b), 0.0) + allocated
         self._pending = []
         self._block_end = None
         return inc

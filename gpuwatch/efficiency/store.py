@@ -11,6 +11,7 @@ The file stays bounded: hours older than the retention are deleted, and each (ho
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from gpuwatch.model.causes import STATES
 
 FILE = "efficiency.sqlite"
 MAX_OWNERS = 64
+HIST_COLUMNS = ("hour", "gpu", "bin", "seconds")
 LOST_COLUMNS = ("hour", "gpu", "cause", *OWNER_LABELS, "seconds")
 OTHER_OWNER: Owner = ("", "", "", "", "(other)")
 SCHEMA = f"""
@@ -34,6 +36,9 @@ CREATE TABLE IF NOT EXISTS lost_seconds (
     hour INTEGER NOT NULL, gpu INTEGER NOT NULL, cause TEXT NOT NULL,
     {", ".join(f"{o} TEXT NOT NULL" for o in OWNER_LABELS)}, seconds REAL NOT NULL,
     PRIMARY KEY (hour, gpu, cause, {", ".join(OWNER_LABELS)}));
+CREATE TABLE IF NOT EXISTS sm_hist (
+    hour INTEGER NOT NULL, gpu INTEGER NOT NULL, bin INTEGER NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (hour, gpu, bin));
 CREATE TABLE IF NOT EXISTS fixes (cause TEXT PRIMARY KEY, title TEXT NOT NULL, fix TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS marks (origin TEXT PRIMARY KEY, until REAL NOT NULL);
 """
@@ -42,23 +47,27 @@ CREATE TABLE IF NOT EXISTS marks (origin TEXT PRIMARY KEY, until REAL NOT NULL);
 @dataclass(frozen=True)
 class Rollup:
     """Hourly rows since some time: ``seconds`` rows are (hour, gpu, observed, allocated, busy,
-    effective); ``lost`` rows (hour, gpu, cause, *owner, seconds); ``fixes`` by cause (title, fix)."""
+    effective); ``lost`` rows (hour, gpu, cause, *owner, seconds); ``fixes`` by cause (title, fix);
+    ``hist`` rows (hour, gpu, bin, allocated seconds) of SM activity in bins of ``BIN_PCT`` percent."""
 
     seconds: list[tuple[Any, ...]]
     lost: list[tuple[Any, ...]]
     fixes: dict[str, tuple[str, str]]
+    hist: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": [dict(zip(("hour", "gpu", *STATES), r, strict=True)) for r in self.seconds],
                 "lost": [dict(zip(LOST_COLUMNS, r, strict=True)) for r in self.lost],
-                "fixes": {k: {"title": t, "fix": f} for k, (t, f) in self.fixes.items()}}
+                "fixes": {k: {"title": t, "fix": f} for k, (t, f) in self.fixes.items()},
+                "sm_hist": [dict(zip(HIST_COLUMNS, r, strict=True)) for r in self.hist]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rollup:
         seconds = [tuple(r[k] for k in ("hour", "gpu", *STATES)) for r in data["seconds"]]
         lost = [tuple(r[k] for k in LOST_COLUMNS) for r in data["lost"]]
         fixes = {k: (str(v["title"]), str(v["fix"])) for k, v in data.get("fixes", {}).items()}
-        return cls(seconds, lost, fixes)
+        hist = [tuple(r[k] for k in HIST_COLUMNS) for r in data.get("sm_hist", [])]
+        return cls(seconds, lost, fixes, hist)
 
 
 class Store:
@@ -99,6 +108,9 @@ class Store:
                     db.execute(f"INSERT INTO lost_seconds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
                                f"(hour, gpu, cause, {', '.join(OWNER_LABELS)}) DO UPDATE "
                                f"SET seconds = seconds + excluded.seconds", (hour, gpu, cause, *owner, seconds))
+                for (hour, gpu, b), seconds in inc.hist.items():
+                    db.execute("INSERT INTO sm_hist VALUES (?, ?, ?, ?) ON CONFLICT (hour, gpu, bin) DO UPDATE "
+                               "SET seconds = seconds + excluded.seconds", (hour, gpu, b, seconds))
                 for cause, (title, fix) in inc.fixes.items():
                     db.execute("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?)", (cause, title, fix))
                 db.execute("INSERT INTO marks VALUES (?, ?) ON CONFLICT (origin) DO UPDATE SET until = "
@@ -123,7 +135,7 @@ class Store:
         if hour <= self._pruned_hour:
             return
         cutoff = now - self.retention_s
-        for table in ("gpu_seconds", "lost_seconds"):
+        for table in ("gpu_seconds", "lost_seconds", "sm_hist"):
             self._db.execute(f"DELETE FROM {table} WHERE hour + {HOUR} <= ?", (cutoff,))
         self._pruned_hour = hour
 
@@ -135,8 +147,10 @@ class Store:
                                        (lo, hi)).fetchall()
             lost = self._db.execute("SELECT * FROM lost_seconds WHERE hour > ? AND hour <= ? "
                                     "ORDER BY hour, gpu, cause", (lo, hi)).fetchall()
+            hist = self._db.execute("SELECT * FROM sm_hist WHERE hour > ? AND hour <= ? ORDER BY hour, gpu, bin",
+                                    (lo, hi)).fetchall()
             fixes = {c: (t, f) for c, t, f in self._db.execute("SELECT cause, title, fix FROM fixes")}
-        return Rollup([tuple(r) for r in seconds], [tuple(r) for r in lost], fixes)
+        return Rollup([tuple(r) for r in seconds], [tuple(r) for r in lost], fixes, [tuple(r) for r in hist])
 
     def close(self) -> None:
         with self._lock:
