@@ -124,7 +124,7 @@ def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summar
         *owner, seconds = rest
         seconds = float(seconds)
         lost["cause"][cause] += seconds
-        lost["owner"][owner_text(tuple(owner))] += seconds  # type: ignore[arg-type]
+        lost["owner"][owner_text(tuple(owner))] += seconds
         lost["gpu"][str(gpu)] += seconds
         lost["hour"][str(hour)] += seconds
         by_hour[int(hour)][2] += seconds
