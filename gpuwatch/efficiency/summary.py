@@ -3,8 +3,8 @@ owner, GPU and hour, the fix for the biggest loss, and the capacity headroom.
 
 Headroom follows the rule of thumb for inference services: SM activity between 70 and 85 % of the
 allocated time is the healthy band; past 85 % queues (and p99 latency) grow fast, so add a replica or
-split traffic. It is judged on a percentile of the window (the 95th of 10-second means, over allocated
-time), not on an instant.
+split traffic. It is judged on a percentile of the window (the 90th of 10-second means, over allocated
+time, as the GpuCapacityHeadroomLow alert does over 30 minutes), not on an instant.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpuwatch.efficiency.store import Rollup
 from gpuwatch.model.causes import STATES
 
 BAND = (70.0, 85.0)
-PERCENTILE = 95.0
+PERCENTILE = 90.0
 BREAKDOWNS = ("cause", "owner", "gpu", "hour")
 
 
