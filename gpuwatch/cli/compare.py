@@ -23,8 +23,9 @@ GPU time for the same work is not better by itself) say only "changed". On a ter
 runs' GPU-Util and SM activity are drawn one above the other.
 
 Exit status: 0 no regression, 1 a row worse beyond its threshold or an alert the base run did not fire
-(use it as a CI gate), 2 bad input. Thresholds: --threshold p99_ms=5%% or --threshold gpu_util=3 (in the
-row's unit); keys: {keys}.
+(use it as a CI gate), 2 bad input. Thresholds: --threshold p99_ms=5% (of the base value) or
+--threshold mem_peak_gib=2 (in the row's unit); keys:
+{keys}.
 
 --stages FILE cuts a 'gpuwatch validate' recording into its stage runs and judges each step against the one
 before on what it sets out to improve, at one offered load (--rate; --details gives the workload's numbers)."""
@@ -44,8 +45,8 @@ def _threshold(text: str) -> tuple[str, str]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    keys = "gpu_util, sm_active, tensor_active, dram_active, mem_peak_gib, mem_jitter_gib, pcie_rx_gb_s, " \
-           "pcie_tx_gb_s, feed_cpu_percent, req_per_s, p50_ms, p99_ms"
+    keys = "  gpu_util, sm_active, tensor_active, dram_active, mem_peak_gib, mem_jitter_gib,\n" \
+           "  pcie_rx_gb_s, pcie_tx_gb_s, feed_cpu_percent, req_per_s, p50_ms, p99_ms"
     p = sub.add_parser("compare", help="two runs side by side; exit 1 on a regression (a CI gate)",
                        description=DESCRIPTION.format(keys=keys), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="*", type=Path, metavar="RECORDING", help="BASE and NEW recordings")
@@ -106,18 +107,18 @@ def _fmt(value: float | None) -> str:
 
 def render(base: RunStats, new: RunStats, rows: list[Row]) -> str:
     lines = [f"BASE {base.name} ({base.seconds:.0f} s)  ->  NEW {new.name} ({new.seconds:.0f} s)", "",
-             f"  {'':<28}{'base':>10}{'new':>10}{'change':>10}  verdict (margin)"]
+             f"  {'':<34}{'base':>10}{'new':>10}{'change':>10}  verdict (margin)"]
     for r in rows:
         change = "-" if r.base is None or r.new is None else f"{r.new - r.base:+.3g}"
         margin = f" (±{r.threshold:.3g})" if r.threshold is not None else ""
         mark = "  REGRESSION" if r.regression else ""
-        lines.append(f"  {r.metric.label + ' ' + r.metric.unit:<28}{_fmt(r.base):>10}{_fmt(r.new):>10}{change:>10}"
+        lines.append(f"  {r.metric.label + ' ' + r.metric.unit:<34}{_fmt(r.base):>10}{_fmt(r.new):>10}{change:>10}"
                      f"  {r.verdict}{margin}{mark}")
     same = base.top_finding == new.top_finding
-    lines.append(f"  {'doctor top finding':<28}{base.top_finding:>20}  ->  {new.top_finding}  "
+    lines.append(f"  {'doctor top finding':<34}{base.top_finding:>20}  ->  {new.top_finding}  "
                  f"{'same' if same else 'changed'}")
     new_alerts = sorted(set(new.alerts_fired) - set(base.alerts_fired))
-    lines.append(f"  {'alerts fired':<28}{', '.join(base.alerts_fired) or '-':>20}  ->  "
+    lines.append(f"  {'alerts fired':<34}{', '.join(base.alerts_fired) or '-':>20}  ->  "
                  f"{', '.join(new.alerts_fired) or '-'}  {'worse  REGRESSION' if new_alerts else 'same or fewer'}")
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ DESCRIPTION = f"""\
 How many GPU-hours were allocated (a process held the GPU), busy (GPU-Util) and effective (SM activity),
 and where the rest went: lost GPU-hours by cause (the doctor's finding at that moment, or held_idle,
 no_process, unexplained) and by owner (pod, else user:command), the fix to try for the biggest loss, the
-capacity headroom (SM activity p95 against the 70-85 % band) and, on a terminal, a chart per hour.
+capacity headroom (SM activity p90 against the 70-85 % band) and, on a terminal, a chart per hour.
 
 It reads a daemon's hourly roll-ups (default {DEFAULT_URL}; kept [efficiency] retention, 14 days by
 default), or accounts a recording here with --replay FILE. Windows are whole hours: --since 24h covers
