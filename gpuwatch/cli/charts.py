@@ -19,6 +19,8 @@ class Panel:
     series: dict[str, Sequence[float]] = field(default_factory=dict)
     bars: bool = False
     ylabel: str = ""
+    #: Fixed y range (two runs drawn one above the other read alike on the same scale).
+    ylim: tuple[float, float] | None = None
 
 
 def render(panels: Sequence[Panel], width: int | None = None, panel_height: int = 12) -> str:
@@ -28,7 +30,11 @@ def render(panels: Sequence[Panel], width: int | None = None, panel_height: int 
     plt.subplots(len(panels), 1)
     for i, panel in enumerate(panels, start=1):
         plt.subplot(i, 1)
+        plt.plotsize(width, panel_height)  # each subplot's own size and theme: the figure's go to the last one
+        plt.theme("pro")
         plt.title(panel.title)
+        if panel.ylim is not None:
+            plt.ylim(*panel.ylim)
         for name, ys in panel.series.items():
             if panel.bars:
                 plt.bar(list(panel.x), list(ys), label=name)
@@ -36,6 +42,4 @@ def render(panels: Sequence[Panel], width: int | None = None, panel_height: int 
                 plt.plot(list(panel.x), list(ys), label=name)
         if panel.ylabel:
             plt.ylabel(panel.ylabel)
-    plt.plotsize(width, panel_height * len(panels))
-    plt.theme("pro")
     return str(plt.build())

@@ -128,7 +128,7 @@ def _chart(base: RunStats, new: RunStats) -> str:
     from gpuwatch.cli.charts import render as draw
 
     return draw([Panel(f"{which} {run.name}: GPU-Util and SM activity (%) over seconds", run.series["t"],
-                       {"GPU-Util": run.series["gpu_util"], "SM activity": run.series["sm_active"]})
+                       {"GPU-Util": run.series["gpu_util"], "SM activity": run.series["sm_active"]}, ylim=(0, 100))
                  for which, run in (("BASE", base), ("NEW", new))])
 
 

@@ -66,5 +66,5 @@ def chart(s: Summary, width: int | None = None) -> str:
     efficiency = [100.0 * e / a if a > 0 else 0.0 for _, a, e, _ in s.hours]
     lost = [lo / HOUR for *_, lo in s.hours]
     return render([Panel("efficiency per hour (effective / allocated, %)", labels, {"efficiency": efficiency},
-                         bars=True),
+                         bars=True, ylim=(0, 100)),
                    Panel("lost GPU-hours per hour", labels, {"lost": lost}, bars=True)], width)
