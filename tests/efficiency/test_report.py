@@ -64,3 +64,18 @@ def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin
     hist = [(0, 0, 2, 5.0), (0, 0, bin_, 95.0)]  # 95 % of the allocated time in bin_ (5 % wide)
     h = headroom(hist)
     assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
+
+
+@pytest.mark.slow
+def test_compare_baseline_against_a_live_daemons_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = FAULTS / "idle_memory.ndjson.gz"
+    gw = start(tmp_path, recording, speed="1")
+    try:
+        assert main(["compare", "--baseline", str(recording), "--connect", gw.url, "--for", "4", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["new"] == f"live {gw.url}" and out["regression"] is False
+        rows = {r["metric"]: r for r in out["rows"]}
+        assert rows["mem_peak_gib"]["verdict"] == "same" and rows["gpu_util"]["verdict"] == "same"
+        assert out["top_finding"] == {"base": "memory_idle", "new": "memory_idle"}
+    finally:
+        gw.kill()
