@@ -93,7 +93,7 @@ class EfficiencyConfig:
     enabled: bool = _opt(f.boolean, "count GPU-seconds allocated, busy, effective and lost by cause into hourly "
                          "roll-ups in the state directory (gpuwatch report) and /metrics", default=True)
     retention: float = _opt(f.duration_between(3600, 366 * DAY), "how long hourly roll-ups are kept (1h to 366d; "
-                            "about 1 MB a day for 8 GPUs)", default=14 * DAY)
+                            "about 0.25 MB a day for 8 GPUs with a few owners each)", default=14 * DAY)
 
 
 #: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).
