@@ -12,10 +12,13 @@ whether the busier GPU served more.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from gpuwatch.efficiency.runstats import RunStats
+from gpuwatch.efficiency.runstats import RunStats, run_stats
+from gpuwatch.efficiency.stages import STEP_TARGETS
+from gpuwatch.model.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -114,3 +117,20 @@ def step_table(runs: list[RunStats], targets: Mapping[str, str]) -> list[StepVer
         m = BY_KEY[key]
         out.append(StepVerdict(prev.name, run.name, key, judge(m, prev.values.get(key), run.values.get(key))))
     return out
+
+
+def stage_steps(runs: Sequence[tuple[str, Sequence[Snapshot], Mapping[str, Any]]],
+                targets: Mapping[str, str] = STEP_TARGETS) -> list[StepVerdict]:
+    """"Does every step help?" for stage runs given as (stage, snapshots, workload numbers), in order,
+    all at one offered load: each stage against the one before on its target metric (STEP_TARGETS)."""
+    return step_table([run_stats(name, list(snaps), {"workload": dict(workload)}) for name, snaps, workload in runs],
+                      targets)
+
+
+def step_text(step: StepVerdict) -> str:
+    """One line for a step: its target metric before and after, and the verdict with its margin."""
+    r = step.row
+    if r.base is None or r.new is None:
+        return f"{r.metric.label}: not measured for {step.previous} or {step.stage}"
+    margin = f" (noise margin {r.threshold:.3g} {r.metric.unit})" if r.threshold is not None else ""
+    return f"{r.metric.label} {r.base:.3g} -> {r.new:.3g} {r.metric.unit}: {r.verdict}{margin}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuwatch.cli.main import main
-from gpuwatch.efficiency.compare import BY_KEY, judge, step_table
+from gpuwatch.efficiency.compare import BY_KEY, judge, stage_steps, step_table, step_text
 from gpuwatch.efficiency.runstats import run_stats
 from gpuwatch.efficiency.stages import STEP_TARGETS, at_rate, cut_stages
 from gpuwatch.model.recording import load
@@ -82,3 +82,12 @@ def test_bad_input_exits_2_with_what_to_do(tmp_path: Path, capsys: pytest.Captur
     assert main(["compare", str(tmp_path / "missing.ndjson.gz"), str(RECORDING)]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main(["compare", str(RECORDING)]) == 2
+
+
+def test_the_function_for_validates_table_takes_its_runs_as_they_are() -> None:
+    runs = at_rate(cut_stages(load(RECORDING), json.loads(DETAILS.read_text())), 206.0)
+    steps = stage_steps([(r.stage, r.snapshots, r.workload) for r in runs])
+    assert [(s.previous, s.stage, s.helps) for s in steps] == [
+        ("naive", "workers", True), ("workers", "batched", True), ("batched", "compiled", True),
+        ("compiled", "bf16", True)]
+    assert step_text(steps[1]).startswith("p99 latency 98.2 -> 20.1 ms: better")
