@@ -7,6 +7,7 @@ the app's start and cleanup (cleanup runs after the sampler stopped, so every Sn
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -75,8 +76,8 @@ def install(daemon: DaemonParts) -> Accounting | None:
     async def start(_: web.Application) -> None:
         accounting.start()
 
-    async def stop(_: web.Application) -> None:
-        accounting.stop()
+    async def stop(_: web.Application) -> None:  # drains the queue and commits: off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, accounting.stop)
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
@@ -96,6 +97,6 @@ async def efficiency(request: web.Request) -> web.Response:
     until = accounting.last_time
     if until is None:
         return web.json_response({"error": "nothing accounted yet"}, status=503)
-    rollup = accounting.rollup(until - window)
+    rollup = await asyncio.get_running_loop().run_in_executor(None, accounting.rollup, until - window)
     body = {"since": until - window, "until": until, "origin": accounting.origin, **rollup.to_dict()}
     return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
