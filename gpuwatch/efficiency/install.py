@@ -13,6 +13,7 @@ import logging
 import math
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -23,6 +24,7 @@ from gpuwatch.efficiency.metrics import TotalsCollector
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import FILE, Store
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify.outbox import move_aside
 
 log = logging.getLogger(__name__)
 ACCOUNTING = web.AppKey("efficiency", Accounting)
@@ -60,12 +62,7 @@ def install(daemon: DaemonParts) -> Accounting | None:
     config = daemon.config
     if not config.efficiency.enabled:
         return None
-    path = state_dir(config) / FILE
-    try:
-        store = Store(path, config.efficiency.retention)
-    except (OSError, sqlite3.Error) as exc:
-        raise StartError(f"cannot open the efficiency roll-ups {path}: {exc} (set state_dir in [daemon] to a "
-                         f"writable directory, or [efficiency] enabled = false)") from None
+    store = open_store(state_dir(config) / FILE, config.efficiency.retention)
     accounting = Accounting(store, config.sampler.interval, config.daemon.max_process_series)
     daemon.sampler.subscribe(accounting.offer)
     daemon.exporter.registry.register(TotalsCollector(accounting.totals))
@@ -82,6 +79,24 @@ def install(daemon: DaemonParts) -> Accounting | None:
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return accounting
+
+
+def open_store(path: Path, retention_s: float) -> Store:
+    """The roll-up store; a damaged file (not a database) is moved aside, loudly, and a fresh one started:
+    losing past roll-ups must not stop the daemon. A directory it cannot write to stops it, with the fix."""
+    try:
+        try:
+            return Store(path, retention_s)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            aside = move_aside(path)
+            log.error("the efficiency roll-ups %s are damaged (%s): moved them to %s and started afresh",
+                      path, exc, aside.name)
+            return Store(path, retention_s)
+    except (OSError, sqlite3.Error) as exc:
+        raise StartError(f"cannot open the efficiency roll-ups {path}: {exc} (set state_dir in [daemon] to a "
+                         f"writable directory, or [efficiency] enabled = false)") from None
 
 
 async def efficiency(request: web.Request) -> web.Response:

@@ -4,9 +4,14 @@ one-shot charts draw on a terminal."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import plotext
+import pytest
 
 from gpuwatch.cli.charts import Panel, render
+from gpuwatch.daemon.parts import StartError
+from gpuwatch.efficiency.install import open_store
 from gpuwatch.efficiency.ledger import HOUR, Increment
 from gpuwatch.efficiency.metrics import OTHER, Totals
 from gpuwatch.efficiency.store import MAX_OWNERS, OTHER_OWNER, Store
@@ -54,3 +59,20 @@ def test_charts_draw_each_panel_one_above_the_other() -> None:
                                      width=80))
     assert text.index("efficiency per hour") < text.index("lost GPU-hours per hour")
     assert text.count("█") > 100 and text.count("┌") == 2  # two frames, both with bars
+
+
+
+def test_a_damaged_rollup_file_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) -> None:
+    path = tmp_path / "efficiency.sqlite"
+    path.write_bytes(b"not a database, " * 512)
+    store = open_store(path, HOUR)
+    store.commit(_inc(0, 1, 10.0), "live")
+    assert store.mark("live") == 10.0
+    store.close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("efficiency.sqlite.corrupt-")]
+
+
+def test_a_state_directory_that_cannot_be_made_stops_the_start_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(StartError, match=r"set state_dir in \[daemon\] to a writable directory"):
+        open_store(tmp_path / "a-file" / "efficiency.sqlite", HOUR)
