@@ -4,7 +4,7 @@ The sampler hands each Snapshot to :meth:`Accounting.offer`, which only queues i
 the ledger in order, commits each attributed block to the store (one transaction with the high-water mark)
 and then adds it to the /metrics totals. When no Snapshot comes for a while (a replay that ended, a stalled
 sampler) the pending block is attributed and committed, and at a stop whatever is queued is accounted first.
-A crash loses only the block not yet committed (at most a minute of snapshot time); a replay run again
+A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
 skips what was committed before, to the interval.
 """
 

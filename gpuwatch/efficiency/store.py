@@ -3,7 +3,8 @@
 Each attributed block is added in one transaction together with the high-water mark, the newest
 snapshot time it covers (one mark per snapshot origin: ``live``, or the recording a daemon replays). After
 a restart the ledger skips every interval up to the mark, so a crash (kill -9 included) between two
-commits loses nothing that was committed and counts nothing twice.
+commits loses nothing that was committed and counts nothing twice. (A live host whose clock is set back
+counts again only once the clock passes the mark: time it cannot tell apart is not counted twice.)
 
 The file stays bounded: hours older than the retention are deleted, and each (hour, GPU) keeps at most
 :data:`MAX_OWNERS` owners; more are added up under the owner ``(other)``.
