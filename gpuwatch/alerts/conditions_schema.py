@@ -30,7 +30,7 @@ from gpuwatch.model.metrics import metric
 
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required fields, optional fields)
-    "threshold": (("metric", "op", "value"), ("clear", "avg")),
+    "threshold": (("metric", "op", "value"), ("clear", "avg", "quantile")),
     "jitter": (("metric", "rise", "window"), ("fall",)),
     "volatility": (("metric", "stddev", "window"), ()),
     "flapping": (("metric", "op", "value", "window", "high"), ("low",)),
@@ -108,7 +108,7 @@ class ConditionParser:
         cond: Condition | None
         if kind == "threshold":
             cond = Threshold(f.metric(), f.op(), f.number("value"), f.number("clear", None),
-                             f.duration("avg") if "avg" in body else None)
+                             f.duration("avg") if "avg" in body else None, _quantile(f, body, self.report))
         elif kind == "jitter":
             rise = f.number("rise", positive=True)
             cond = Jitter(f.metric(), rise, f.duration("window"), f.number("fall", rise, positive=True))
@@ -219,3 +219,16 @@ class _Fields:
     def sources(self) -> tuple[str, ...]:
         return tuple(n for key in ("source", "sources") if key in self.body for n in self._names(key))
 
+
+def _quantile(f: _Fields, body: Any, report: Any) -> float | None:
+    """``quantile`` (0 to 1) of the ``avg`` window: a percentile of the window rather than its mean."""
+    if "quantile" not in body:
+        return None
+    q = f.number("quantile", None)
+    if q is None or not 0 <= q <= 1:
+        report(body.line, "threshold: 'quantile' must be between 0 and 1 (0.9 is the 90th percentile)")
+        return None
+    if "avg" not in body:
+        report(body.line, "threshold: 'quantile' needs 'avg', the window it is taken over")
+        return None
+    return float(q)

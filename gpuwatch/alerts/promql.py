@@ -3,7 +3,8 @@ Alertmanager can do the alerting across a fleet with the same rules the daemon r
 
 Each condition becomes the PromQL that gives the same answer on the exporter's series:
   threshold   ``metric op value`` (value scaled to the base unit: 30 % -> 0.3); with ``avg``:
-              ``avg_over_time(metric[avg]) op value``; a rate exported as a byte counter (PCIe, storage I/O):
+              ``avg_over_time(metric[avg]) op value``, with ``quantile`` ``quantile_over_time(q, metric[avg])``;
+              a rate exported as a byte counter (PCIe, storage I/O):
               ``rate(metric_bytes_total[avg, else 1m]) op value``
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
@@ -84,13 +85,17 @@ def _series(metric: str) -> tuple[str, float]:
     return spec.prom_name, spec.prom_scale
 
 
-def _threshold_series(metric: str, avg_s: float | None) -> tuple[str, float]:
+def _threshold_series(metric: str, avg_s: float | None, quantile: float | None = None) -> tuple[str, float]:
     """What a threshold compares: the gauge (averaged over ``avg_s``), or for a rate exported as a byte
     counter its ``rate()`` over ``avg_s`` (else :data:`RATE_WINDOW`)."""
     spec = METRICS[metric]
     if spec.integrated and spec.prom_name is not None:
+        if quantile is not None:
+            raise Unexpressible("a quantile of a rate exported as a byte counter needs a subquery over rate()")
         return f"rate({spec.prom_name}[{format_duration(avg_s) if avg_s else RATE_WINDOW}])", spec.prom_scale
     name, scale = _series(metric)
+    if avg_s and quantile is not None:
+        return f"quantile_over_time({_num(quantile)}, {name}[{format_duration(avg_s)}])", scale
     return (f"avg_over_time({name}[{format_duration(avg_s)}])" if avg_s else name), scale
 
 
@@ -102,7 +107,7 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
     """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval); ``latch``
     the selector of the rule's own active alerts (``ALERTS``), which hysteresis needs."""
     if isinstance(cond, Threshold):
-        name, scale = _threshold_series(cond.metric, cond.avg_s)
+        name, scale = _threshold_series(cond.metric, cond.avg_s, cond.quantile)
         expr = f"{name} {cond.op} {_num(cond.value * scale)}"
         if cond.clear is None:
             return expr

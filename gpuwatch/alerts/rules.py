@@ -46,6 +46,8 @@ class Threshold:
     clear: float | None = None
     #: Compare the mean over this many seconds instead of the latest sample.
     avg_s: float | None = None
+    #: With ``avg_s``: compare this quantile (0-1) of the window instead of its mean.
+    quantile: float | None = None
     kind: str = field(default="threshold", init=False)
 
 

@@ -86,8 +86,8 @@ class WindowEval(Evaluator):
 
 
 class AverageThresholdEval(WindowEval):
-    """A threshold on the mean over ``avg`` (``avg_over_time(m[avg]) op value``): one noisy sample
-    neither starts nor restarts anything."""
+    """A threshold on the mean over ``avg`` (``avg_over_time(m[avg]) op value``), or on a quantile of it
+    (``quantile_over_time(q, m[avg])``): one noisy sample neither starts nor restarts anything."""
 
     cond: Threshold
 
@@ -96,8 +96,18 @@ class AverageThresholdEval(WindowEval):
 
     def reduce(self, window: Window, now: float, latched: bool) -> float | None:
         values = window.values()
-        mean = sum(values) / len(values)
-        return mean if crossed(self.cond, mean, latched) else None
+        q = self.cond.quantile
+        value = sum(values) / len(values) if q is None else quantile(values, q)
+        return value if crossed(self.cond, value, latched) else None
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile as Prometheus's ``quantile_over_time`` computes it (linear between ranks)."""
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
 
 
 class JitterEval(WindowEval):

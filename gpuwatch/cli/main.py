@@ -13,7 +13,8 @@ from gpuwatch import __version__
 from gpuwatch.cli.common import CliError
 
 #: Subcommand modules, in the order ``--help`` lists them. Each has ``register(subparsers)``.
-COMMANDS = ("tui", "snapshot", "record", "doctor", "rules", "daemon", "install_service", "workload", "validate")
+COMMANDS = ("tui", "snapshot", "record", "doctor", "rules", "daemon", "install_service", "workload", "validate",
+            "report", "compare")
 
 DESCRIPTION = """\
 Live dashboard, Prometheus exporter and alerting daemon for NVIDIA GPUs that shows what GPU-Util hides

@@ -47,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--format", choices=["prometheus", "kubernetes"], default="prometheus",
                    help="prometheus: a rule file; kubernetes: a PrometheusRule for the Prometheus Operator")
     e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    e.add_argument("--recording", action="store_true", help="the efficiency recording rules (GPU-hours lost by "
+                   "cause and owner, efficiency per GPU) instead of the alert rules")
     e.add_argument("--rules", type=Path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
     e.set_defaults(func=run_export)
@@ -112,6 +114,11 @@ def prometheus_rule(rule_file: str) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.recording:
+        from gpuwatch.efficiency.recording_rules import RULES, rule_file
+
+        _write(rule_file(), args.output, f"wrote {len(RULES)} recording rules to {args.output}")
+        return 0
     export = export_prometheus(_load(args.rules))
     if args.format == "kubernetes":
         export.text = prometheus_rule(export.text)
@@ -123,6 +130,14 @@ def run_export(args: argparse.Namespace) -> int:
     for name, origin, why in export.skipped:
         print(f"not exported: {name} ({origin}): {why}", file=sys.stderr)
     return 0
+
+
+def _write(text: str, output: Path | None, message: str) -> None:
+    if output:
+        output.write_text(text, encoding="utf-8")
+        print(message, file=sys.stderr)
+    else:
+        sys.stdout.write(text)
 
 
 def run_metrics(args: argparse.Namespace) -> int:

@@ -88,6 +88,14 @@ class NotifyConfig:
     timeout: float = _opt(f.duration_between(0.1, 300), "HTTP timeout per delivery attempt", default=10.0)
 
 
+@dataclass(frozen=True)
+class EfficiencyConfig:
+    enabled: bool = _opt(f.boolean, "count GPU-seconds allocated, busy, effective and lost by cause into hourly "
+                         "roll-ups in the state directory (gpuwatch report) and /metrics", default=True)
+    retention: float = _opt(f.duration_between(3600, 366 * DAY), "how long hourly roll-ups are kept (1h to 366d; "
+                            "about 0.25 MB a day for 8 GPUs with a few owners each)", default=14 * DAY)
+
+
 #: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).
 RECEIVER_KINDS = ("generic", "alertmanager", "slack", "alertmanager_api")
 #: Kinds whose receiving end checks no Standard Webhooks signature: a secret is optional (Slack) or refused
@@ -140,6 +148,7 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    efficiency: EfficiencyConfig = field(default_factory=EfficiencyConfig)
     receivers: tuple[ReceiverConfig, ...] = ()
     #: The file this came from (None: defaults only).
     path: Path | None = None
@@ -149,4 +158,5 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"sampler": SamplerConfig, "sources": SourcesConfig, "alerts": AlertsConfig,
-                             "daemon": DaemonConfig, "notify": NotifyConfig, "exporter": ExporterConfig}
+                             "daemon": DaemonConfig, "notify": NotifyConfig, "exporter": ExporterConfig,
+                             "efficiency": EfficiencyConfig}

@@ -36,6 +36,7 @@ from gpuwatch.daemon.diagnosis import DiagnosisPublisher
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
+from gpuwatch.efficiency.install import install as install_efficiency
 from gpuwatch.exporter import Exporter, SnapshotCollector
 from gpuwatch.notify import Deliverer, Notifier, Target
 from gpuwatch.sampler.sampler import Producer, Sampler
@@ -96,6 +97,7 @@ class Daemon:
         #: The connection cap; :meth:`run` lowers it to what the open-file limit allows.
         self.guard = ConnectionGuard(config.daemon.max_connections)
         self.app = build_app(self.services, middlewares=[self.guard.middleware])
+        self.efficiency = install_efficiency(self)  # GPU-seconds by cause: gpuwatch/efficiency/
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None

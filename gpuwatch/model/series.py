@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gpuwatch.model.causes import CAUSES, OWNER_LABELS, STATES
 from gpuwatch.model.dcgm_names import DCGM_FIELDS, DCGM_LABELS
 from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
 from gpuwatch.model.snapshot import GPU_LABELS, POD_LABELS, PROCESS_LABELS, Profiling
@@ -106,6 +107,15 @@ STREAM_CLIENTS = _own("gpuwatch_stream_clients", "gauge", "connected /api/v1/str
 #: :mod:`gpuwatch.model.dcgm_names` (its counters are served as gauges).
 DCGM = {f.name: Series(f.name, "gauge", f"{f.help} (dcgm-exporter name)", (*DCGM_LABELS, *POD_LABELS), "dcgm")
         for f in DCGM_FIELDS}
+GPU_SECONDS = Series("gpuwatch_gpu_seconds_total", "counter", "GPU-seconds since the daemon started, by state: "
+                     + ", ".join(STATES) + " (allocated: a process holds the GPU; busy: x GPU-Util; effective: "
+                     "x SM activity, GPU-Util where there is none); each a part of the one before", ("gpu", "state"),
+                     "gpu")
+GPU_LOST_SECONDS = Series("gpuwatch_gpu_lost_seconds_total", "counter", "GPU-seconds lost (observed, not "
+                          "effective) since the daemon started, by cause (the doctor's finding code, or held_idle, "
+                          "no_process, unexplained: " + str(len(CAUSES)) + " in all) and owner (pod, else user "
+                          "and command; at most daemon.max_process_series owners, then command (other))",
+                          ("gpu", "cause", *OWNER_LABELS), "gpu")
 RULES_LOADED = _own("gpuwatch_rules_loaded", "gauge", "alert rules the daemon evaluates (0: no alert can fire)")
 
 #: Every series /metrics can serve, by section.
@@ -114,5 +124,5 @@ CATALOGUE: tuple[Series, ...] = tuple(sorted(
      GPU_INFO, BACKEND_FIELD, GPU_PROCESSES, HOST_INFO, SOURCE_UP, SOURCE_AGE, ALERTS, DIAGNOSIS_FINDING, UP,
      SNAPSHOT_TIME, SNAPSHOT_AGE, PROCESS_SERIES_DROPPED, TICK_DURATION, NOTIFICATIONS, NOTIFICATION_ATTEMPTS_FAILED,
      OUTBOX_WRITE_FAILURES, SNAPSHOTS_SKIPPED, STREAM_SNAPSHOTS_DROPPED, STREAM_CLIENTS, RULES_LOADED,
-     *DCGM.values()),
+     GPU_SECONDS, GPU_LOST_SECONDS, *DCGM.values()),
     key=lambda s: (SECTIONS.index(s.section), s.name)))

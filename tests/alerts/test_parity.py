@@ -79,6 +79,10 @@ groups:
         condition: {threshold: {metric: gpu.util, op: "<", value: 40.3, avg: 3m}}
         for: 1m
         annotations: {summary: "mean {{ $value }}"}
+      - alert: UtilHighNinetiethPercentile
+        condition: {threshold: {metric: gpu.util, op: ">", value: 70.3, avg: 4m, quantile: 0.9}}
+        for: 1m
+        annotations: {summary: "p90 {{ $value }}"}
       - alert: HotWithHysteresis
         condition: {threshold: {metric: gpu.temperature_c, op: ">=", value: 82, clear: 74}}
         for: 1m

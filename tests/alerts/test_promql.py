@@ -25,6 +25,8 @@ PROMQL = [
     ('{threshold: {metric: gpu.mem_used_bytes, op: ">", value: 1e9}}', "gpuwatch_gpu_memory_used_bytes > 1000000000"),
     ('{threshold: {metric: gpu.util, op: "<", value: 30, avg: 2m}}',
      "avg_over_time(gpuwatch_gpu_utilization_ratio[2m]) < 0.3"),
+    ('{threshold: {metric: gpu.sm_active, op: ">", value: 85, avg: 30m, quantile: 0.9}}',
+     "quantile_over_time(0.9, gpuwatch_gpu_sm_active_ratio[30m]) > 0.85"),
     ('{threshold: {metric: gpu.sm_clock_mhz, op: "<", value: 1000}}', "gpuwatch_gpu_sm_clock_hertz < 1000000000"),
     ('{threshold: {metric: gpu.pcie_rx_bytes_s, op: ">", value: 1e9}}',
      "rate(gpuwatch_gpu_pcie_receive_bytes_total[1m]) > 1000000000"),  # a byte counter is read through rate()

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.cli.rules import series_markdown
 from gpuwatch.daemon.parts import DaemonCounters, daemon_families
+from gpuwatch.efficiency.metrics import Totals, TotalsCollector
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.series import CATALOGUE
@@ -28,7 +29,9 @@ def served_families(tmp_path: Path) -> dict[str, str]:
                               stream_clients=1, rules_loaded=13)
     collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters),
                                   names="both")
-    body = render(Exporter(collector).registry).decode()
+    exporter = Exporter(collector)
+    exporter.registry.register(TotalsCollector(Totals(256)))  # what the daemon's efficiency accounting adds
+    body = render(exporter.registry).decode()
     outbox.close()
     return {f.name: f.type for f in text_string_to_metric_families(body)}
 

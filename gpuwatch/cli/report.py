@@ -1,0 +1,121 @@
+"""``gpuwatch report``: GPU-hours allocated, busy and effective, and the hours lost by cause and owner."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from gpuwatch.cli.common import CliError
+from gpuwatch.config.model import DEFAULT_PORT
+from gpuwatch.model.durations import parse_duration
+
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+DESCRIPTION = f"""\
+How many GPU-hours were allocated (a process held the GPU), busy (GPU-Util) and effective (SM activity),
+and where the rest went: lost GPU-hours by cause (the doctor's finding at that moment, or held_idle,
+no_process, unexplained) and by owner (pod, else user:command), the fix to try for the biggest loss, the
+capacity headroom (SM activity p90 against the 70-85 % band) and, on a terminal, a chart per hour.
+
+It reads a daemon's hourly roll-ups (default {DEFAULT_URL}; kept [efficiency] retention, 14 days by
+default), or accounts a recording here with --replay FILE. Windows are whole hours: --since 24h covers
+the hours that overlap the last 24 hours before the newest sample."""
+
+
+def _duration(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be longer than 0 s")
+    return seconds
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="GPU-hours lost by cause and owner, from a daemon or a recording",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--since", type=_duration, default=86400.0, metavar="DURATION",
+                   help="how far back from the newest sample (e.g. 24h, 7d; default 24h)")
+    p.add_argument("--by", choices=("cause", "owner", "gpu", "hour"), default=None,
+                   help="show only this breakdown of the lost GPU-hours (default: cause and owner)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the report as JSON")
+    out.add_argument("--csv", action="store_true", help="print the --by breakdown (default cause) as CSV")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--connect", metavar="URL", default=None, help=f"the daemon to ask (default {DEFAULT_URL})")
+    src.add_argument("--replay", type=Path, metavar="FILE", help="account a recording here instead")
+    p.add_argument("--token-file", type=Path, metavar="FILE", help="bearer token, for a daemon that needs one for "
+                   "reads")
+    p.add_argument("--no-chart", action="store_true", help="no chart even on a terminal")
+    p.set_defaults(func=run)
+
+
+def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict[str, object], str]:
+    import requests
+
+    headers = {}
+    if token_file is not None:
+        try:
+            headers["Authorization"] = "Bearer " + token_file.read_text().strip()
+        except OSError as exc:
+            raise CliError(f"cannot read the token file {token_file}: {exc.strerror}") from None
+    endpoint = url.rstrip("/") + "/api/v1/efficiency"
+    try:
+        resp = requests.get(endpoint, params={"window": window}, headers=headers, timeout=10)
+    except requests.RequestException as exc:
+        raise CliError(f"no gpuwatch daemon answers at {url} ({type(exc).__name__}): start 'gpuwatch daemon', "
+                       f"pass --connect URL, or report on a recording with --replay FILE") from None
+    if resp.status_code == 404:
+        raise CliError(f"{url} has no /api/v1/efficiency: the daemon is older than this gpuwatch, or "
+                       f"[efficiency] enabled = false there")
+    if resp.status_code in (401, 403):
+        raise CliError(f"{url} needs a token for reads: pass --token-file FILE")
+    try:
+        body = resp.json()
+    except ValueError:
+        raise CliError(f"{endpoint} answered {resp.status_code} with something that is not JSON") from None
+    if resp.status_code != 200:
+        raise CliError(f"{endpoint}: {body.get('error', resp.status_code)}")
+    return body, f"daemon {url} ({body.get('origin', 'live')})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwatch.cli.report_text import render_csv, render_text
+    from gpuwatch.efficiency.store import Rollup
+    from gpuwatch.efficiency.summary import summarise
+
+    if args.replay is not None:
+        from gpuwatch.efficiency.offline import account_recording
+        from gpuwatch.model.recording import RecordingError
+
+        try:
+            accounted = account_recording(args.replay)
+        except (OSError, RecordingError) as exc:
+            raise CliError(f"cannot read {args.replay}: {exc}") from None
+        until = accounted.end
+        since = max(until - args.since, accounted.start)
+        rollup = Rollup([r for r in accounted.rollup.seconds if r[0] + 3600 > since],
+                        [r for r in accounted.rollup.lost if r[0] + 3600 > since], accounted.rollup.fixes,
+                        [r for r in accounted.rollup.hist if r[0] + 3600 > since])
+        summary = summarise(rollup, since, until, f"recording {args.replay.name}")
+    else:
+        body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
+        summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]
+                            source)
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    elif args.csv:
+        buf = io.StringIO()
+        render_csv(summary, args.by or "cause", csv.writer(buf))
+        sys.stdout.write(buf.getvalue())
+    else:
+        print(render_text(summary, args.by))
+        if sys.stdout.isatty() and not args.no_chart and summary.hours:
+            from gpuwatch.cli.report_text import chart
+
+            print(chart(summary))
+    return 0

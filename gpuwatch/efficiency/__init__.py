@@ -1,0 +1,1 @@
+"""Efficiency over time: GPU-seconds allocated, busy, effective and lost by cause, per GPU and owner."""

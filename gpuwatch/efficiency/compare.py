@@ -1,0 +1,136 @@
+"""Two runs side by side, each row marked better, same or worse with a noise margin, and a verdict a CI
+job can gate on: a regression is a row worse by more than its threshold (the noise margin unless the
+user sets one).
+
+Margins are what one run of the same load moves by: a few points of a percentage, 10 % of an open-loop
+p99 (the reference workload's run-to-run noise), 5 % of a throughput. Rows without a direction (GPU-Util,
+SM and DRAM activity, PCIe, the feeding process's CPU) are shown, never judged: at one load, a run that
+needs more GPU time for the same work is not better, and at full load the throughput row already says
+whether the busier GPU served more.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwatch.efficiency.runstats import RunStats, run_stats
+from gpuwatch.efficiency.stages import STEP_TARGETS
+from gpuwatch.model.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    #: +1: higher is better, -1: lower is better, 0: shown, not judged.
+    direction: int
+    #: Noise margin: absolute in the metric's unit, and relative (a share of the base value); the larger wins.
+    margin_abs: float
+    margin_rel: float = 0.0
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("gpu_util", "GPU-Util", "%", 0, 2.0),
+    Metric("sm_active", "SM activity", "%", 0, 2.0),
+    Metric("tensor_active", "tensor activity", "%", +1, 0.5, 0.10),
+    Metric("dram_active", "DRAM activity", "%", 0, 2.0),
+    Metric("mem_peak_gib", "memory peak", "GiB", -1, 0.25, 0.05),
+    Metric("mem_jitter_gib", "memory jitter (std)", "GiB", -1, 0.1, 0.10),
+    Metric("pcie_rx_gb_s", "PCIe host-to-device", "GB/s", 0, 0.1, 0.10),
+    Metric("pcie_tx_gb_s", "PCIe device-to-host", "GB/s", 0, 0.1, 0.10),
+    Metric("feed_cpu_percent", "feeding process CPU", "% of a core", 0, 5.0),
+    Metric("req_per_s", "throughput", "req/s", +1, 0.0, 0.05),
+    Metric("p50_ms", "p50 latency", "ms", -1, 0.5, 0.10),
+    Metric("p99_ms", "p99 latency", "ms", -1, 1.0, 0.10),
+)
+BY_KEY = {m.key: m for m in METRICS}
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: Metric
+    base: float | None
+    new: float | None
+    verdict: str  # better, same, worse, changed, "-" (not in both)
+    #: The threshold used (in the metric's unit) and whether the row is a regression beyond it.
+    threshold: float | None
+    regression: bool
+
+
+def margin(m: Metric, base: float, threshold: str | None = None) -> float:
+    """The margin for ``base``: the metric's noise margin, or the user's threshold ("10%" relative to the
+    base, or a number in the metric's unit)."""
+    if threshold is not None:
+        text = threshold.strip()
+        return abs(base) * float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    return max(m.margin_abs, abs(base) * m.margin_rel)
+
+
+def judge(m: Metric, base: float | None, new: float | None, threshold: str | None = None) -> Row:
+    if base is None or new is None:
+        return Row(m, base, new, "-", None, False)
+    limit = margin(m, base, threshold)
+    delta = new - base
+    if abs(delta) <= limit:
+        return Row(m, base, new, "same", limit, False)
+    if m.direction == 0:
+        return Row(m, base, new, "changed", limit, False)
+    better = delta * m.direction > 0
+    return Row(m, base, new, "better" if better else "worse", limit, not better)
+
+
+def compare(base: RunStats, new: RunStats, thresholds: Mapping[str, str] | None = None) -> list[Row]:
+    """Every metric of :data:`METRICS`, base against new; ``thresholds`` by metric key override margins."""
+    thresholds = thresholds or {}
+    return [judge(m, base.values.get(m.key), new.values.get(m.key), thresholds.get(m.key)) for m in METRICS]
+
+
+def regressions(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.regression]
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    """One step of a sequence of runs on its target metric (for "does every step help?")."""
+
+    previous: str
+    stage: str
+    metric: str
+    row: Row
+
+    @property
+    def helps(self) -> bool:
+        return self.row.verdict == "better"
+
+
+def step_table(runs: list[RunStats], targets: Mapping[str, str]) -> list[StepVerdict]:
+    """Each run against the one before it on its target metric (``targets``: run name -> metric key;
+    a run without one is judged on throughput). What ``gpuwatch validate`` can show as "does every step
+    help?" from its stage recordings."""
+    out = []
+    for prev, run in itertools.pairwise(runs):
+        key = targets.get(run.name, "req_per_s")
+        m = BY_KEY[key]
+        out.append(StepVerdict(prev.name, run.name, key, judge(m, prev.values.get(key), run.values.get(key))))
+    return out
+
+
+def stage_steps(runs: Sequence[tuple[str, Sequence[Snapshot], Mapping[str, Any]]],
+                targets: Mapping[str, str] = STEP_TARGETS) -> list[StepVerdict]:
+    """"Does every step help?" for stage runs given as (stage, snapshots, workload numbers), in order,
+    all at one offered load: each stage against the one before on its target metric (STEP_TARGETS)."""
+    return step_table([run_stats(name, list(snaps), {"workload": dict(workload)}) for name, snaps, workload in runs],
+                      targets)
+
+
+def step_text(step: StepVerdict) -> str:
+    """One line for a step: its target metric before and after, and the verdict with its margin."""
+    r = step.row
+    if r.base is None or r.new is None:
+        return f"{r.metric.label}: not measured for {step.previous} or {step.stage}"
+    margin = f" (noise margin {r.threshold:.3g} {r.metric.unit})" if r.threshold is not None else ""
+    return f"{r.metric.label} {r.base:.3g} -> {r.new:.3g} {r.metric.unit}: {r.verdict}{margin}"

@@ -1,0 +1,135 @@
+"""What ``gpuwatch report`` says, computed from hourly roll-ups: the funnel, lost GPU-hours by cause,
+owner, GPU and hour, the fix for the biggest loss, and the capacity headroom.
+
+Headroom follows the rule of thumb for inference services: SM activity between 70 and 85 % of the
+allocated time is the healthy band; past 85 % queues (and p99 latency) grow fast, so add a replica or
+split traffic. It is judged on a percentile of the window (the 90th of 10-second means, over allocated
+time, as the GpuCapacityHeadroomLow alert does over 30 minutes), not on an instant.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwatch.efficiency.account import owner_text
+from gpuwatch.efficiency.ledger import BIN_PCT
+from gpuwatch.efficiency.store import Rollup
+from gpuwatch.model.causes import STATES
+
+BAND = (70.0, 85.0)
+PERCENTILE = 90.0
+BREAKDOWNS = ("cause", "owner", "gpu", "hour")
+
+
+@dataclass(frozen=True)
+class Headroom:
+    percentile: float
+    sm_active: float
+    verdict: str
+
+    @property
+    def line(self) -> str:
+        return (f"Capacity headroom: SM activity p{self.percentile:.0f} {self.sm_active:.0f} % of allocated time "
+                f"(healthy band {BAND[0]:.0f}-{BAND[1]:.0f} %): {self.verdict}")
+
+
+@dataclass(frozen=True)
+class Summary:
+    since: float
+    until: float
+    source: str
+    #: GPU-seconds by state (observed, allocated, busy, effective) and lost.
+    funnel: dict[str, float]
+    #: Lost GPU-seconds by breakdown, biggest first: {"cause": [(key, seconds)], ...}.
+    lost: dict[str, list[tuple[str, float]]]
+    #: Per hour: (hour, allocated, effective, lost) seconds.
+    hours: list[tuple[int, float, float, float]]
+    fixes: dict[str, tuple[str, str]]
+    headroom: Headroom | None
+
+    @property
+    def efficiency(self) -> float | None:
+        """Effective over allocated, percent (None: nothing allocated)."""
+        alloc = self.funnel["allocated"]
+        return None if alloc <= 0 else 100.0 * self.funnel["effective"] / alloc
+
+    @property
+    def top_fix(self) -> tuple[str, float, str] | None:
+        """(cause, lost seconds, fix) of the biggest loss."""
+        if not self.lost["cause"]:
+            return None
+        cause, seconds = self.lost["cause"][0]
+        return cause, seconds, self.fixes.get(cause, ("", ""))[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        top = self.top_fix
+        return {"since": self.since, "until": self.until, "source": self.source,
+                "gpu_hours": {k: v / 3600.0 for k, v in self.funnel.items()},
+                "efficiency_percent": self.efficiency,
+                "lost_gpu_hours": {by: [{by: k, "gpu_hours": v / 3600.0} for k, v in rows]
+                                   for by, rows in self.lost.items()},
+                "hours": [{"hour": h, "allocated_gpu_hours": a / 3600.0, "effective_gpu_hours": e / 3600.0,
+                           "lost_gpu_hours": lo / 3600.0} for h, a, e, lo in self.hours],
+                "top_fix": None if top is None else {"cause": top[0], "lost_gpu_hours": top[1] / 3600.0,
+                                                     "fix": top[2]},
+                "headroom": None if self.headroom is None else {
+                    "percentile": self.headroom.percentile, "sm_active_percent": self.headroom.sm_active,
+                    "band_percent": list(BAND), "verdict": self.headroom.verdict}}
+
+
+def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
+
+
+def headroom(hist: list[tuple[Any, ...]], percentile: float = PERCENTILE) -> Headroom | None:
+    """The ``percentile`` of SM activity over allocated time, read from the binned roll-ups (to the
+    upper edge of its bin), and what the band says about it."""
+    bins: dict[int, float] = defaultdict(float)
+    for _, _, b, seconds in hist:
+        bins[int(b)] += float(seconds)
+    total = sum(bins.values())
+    if total <= 0:
+        return None
+    running = 0.0
+    value = 100.0
+    for b in sorted(bins):
+        running += bins[b]
+        if running >= total * percentile / 100.0:
+            value = min(100.0, (b + 1) * BIN_PCT)
+            break
+    if value > BAND[1]:
+        verdict = "above the band: add a replica or split traffic before p99 latency grows"
+    elif value >= BAND[0]:
+        verdict = "in the healthy band"
+    else:
+        verdict = "below the band: room for more load (or a loss above to fix first)"
+    return Headroom(percentile, value, verdict)
+
+
+def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summary:
+    """The report over ``rollup``; ``since`` moves up to the first hour with data (a short history)."""
+    if rollup.seconds:
+        since = max(since, min(float(r[0]) for r in rollup.seconds))
+    funnel = dict.fromkeys(STATES, 0.0)
+    by_hour: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for hour, _, *values in rollup.seconds:
+        for state, v in zip(STATES, values, strict=True):
+            funnel[state] += float(v)
+        by_hour[int(hour)][0] += float(values[1])
+        by_hour[int(hour)][1] += float(values[3])
+    lost: dict[str, dict[str, float]] = {by: defaultdict(float) for by in BREAKDOWNS}
+    for hour, gpu, cause, *rest in rollup.lost:
+        *owner, seconds = rest
+        seconds = float(seconds)
+        lost["cause"][cause] += seconds
+        lost["owner"][owner_text(tuple(owner))] += seconds
+        lost["gpu"][str(gpu)] += seconds
+        lost["hour"][str(hour)] += seconds
+        by_hour[int(hour)][2] += seconds
+    funnel["lost"] = sum(lost["cause"].values())
+    ranked = {by: _sorted(d) for by, d in lost.items()}
+    ranked["hour"] = sorted(ranked["hour"], key=lambda kv: kv[0])
+    hours = [(h, a, e, lo) for h, (a, e, lo) in sorted(by_hour.items())]
+    return Summary(since, until, source, funnel, ranked, hours, rollup.fixes, headroom(rollup.hist))

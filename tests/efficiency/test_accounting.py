@@ -1,0 +1,95 @@
+"""Lost GPU-time, attributed: every recorded fault's lost seconds land on the cause the doctor names for
+it, the funnel adds up to the definition, and GPUs nobody holds or only holds memory on get their own causes."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+from core.factories import full_gpu, full_process, full_snapshot
+
+from efficiency.expected import FAULTS, expected_cause, expected_seconds
+from gpuwatch.efficiency.ledger import STEP_S, Ledger
+from gpuwatch.efficiency.offline import account_recording
+from gpuwatch.efficiency.store import Store
+from gpuwatch.model.causes import CAUSES, FINDING_CODES, HELD_IDLE, NO_PROCESS, STATES
+from gpuwatch.model.snapshot import Snapshot
+
+DOCTOR = Path(__file__).resolve().parents[2] / "gpuwatch" / "doctor"
+RECORDINGS = sorted(FAULTS.glob("*.ndjson.gz"))
+
+
+def doctor_codes() -> set[str]:
+    """Every code a doctor rule passes to ``finding(...)``, read from the rules' source."""
+    codes = set()
+    for path in DOCTOR.glob("rules_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "finding" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                codes.add(node.args[0].value)
+    return codes
+
+
+def test_every_code_a_doctor_rule_gives_is_a_cause() -> None:
+    codes = doctor_codes()
+    assert len(codes) >= 10
+    assert codes <= set(FINDING_CODES), f"add {sorted(codes - set(FINDING_CODES))} to model/causes.py"
+    assert len(set(CAUSES)) == len(CAUSES)
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.name.split(".")[0])
+def test_a_recorded_faults_lost_seconds_land_on_its_cause_to_the_second(path: Path) -> None:
+    accounted = account_recording(path)
+    want = expected_seconds(path)
+    got = dict(zip(STATES, (sum(r[i] for r in accounted.rollup.seconds) for i in range(2, 6)), strict=True))
+    for state in STATES:
+        assert got[state] == pytest.approx(want[state], abs=0.01), state
+    lost = {}
+    for row in accounted.rollup.lost:
+        lost[row[2]] = lost.get(row[2], 0.0) + row[-1]
+    assert sum(lost.values()) == pytest.approx(want["lost"], abs=0.01)
+    assert set(lost) == {expected_cause(path)}
+    assert accounted.rollup.fixes[expected_cause(path)][1]  # the doctor's fix text came along
+
+
+def _snap(t: float, util: float, processes: int, pod: str = "") -> Snapshot:
+    base = full_snapshot(t)
+    gpu = dataclasses.replace(full_gpu(0, util), profiling={}, labels={"pod": pod, "namespace": "ml"} if pod else {})
+    procs = tuple(dataclasses.replace(full_process(100 + i), sm_util=util) for i in range(processes))
+    return dataclasses.replace(base, gpus=(gpu,), processes=procs)
+
+
+def _run(snaps: list[Snapshot]) -> Store:
+    store = Store(None, 86400.0)
+    ledger = Ledger(max_gap=5.0, doctor=lambda window: [])  # a doctor with nothing to say
+    for s in snaps:
+        inc = ledger.add(s)
+        if inc:
+            store.commit(inc, "test")
+    last = ledger.flush()
+    if last:
+        store.commit(last, "test")
+    return store
+
+
+def test_nobody_on_the_gpu_is_no_process_and_owned_by_the_pod_the_kubelet_gave_it() -> None:
+    rollup = _run([_snap(1000.0 + i, 0.0, 0, pod="trainer-0") for i in range(31)]).rollup()
+    (_, _, observed, allocated, busy, effective), = rollup.seconds
+    assert (observed, allocated, busy, effective) == (30.0, 0.0, 0.0, 0.0)
+    assert [(r[2], r[3], r[4], r[-1]) for r in rollup.lost] == [(NO_PROCESS, "ml", "trainer-0", 30.0)]
+
+
+def test_memory_held_with_nothing_running_and_no_finding_is_held_idle_by_user_and_command() -> None:
+    rollup = _run([_snap(1000.0 + i, 0.0, 1) for i in range(21)]).rollup()
+    assert [(r[2], r[6], r[7], r[-1]) for r in rollup.lost] == [(HELD_IDLE, "svc", "python3", 20.0)]
+
+
+def test_a_gap_longer_than_the_limit_is_not_counted_and_a_restart_skips_what_was_committed() -> None:
+    snaps = [_snap(1000.0 + i, 50.0, 1) for i in range(25)] + [_snap(1100.0 + i, 50.0, 1) for i in range(11)]
+    store = _run(snaps)
+    assert store.rollup().seconds[0][2] == 34.0  # 24 + 10: the 76 s gap was not watched
+    again = Ledger(max_gap=5.0, skip_until=store.mark("test"), doctor=lambda window: [])
+    assert all(not again.add(s) for s in snaps) and not again.flush()
+    assert STEP_S == 10.0

@@ -1,0 +1,81 @@
+"""``gpuwatch report``: the funnel, lost GPU-hours by cause and owner and the top fix, over a recording
+here and from a real daemon's roll-ups, as text, JSON and CSV; and the capacity headroom against the band."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from efficiency.expected import FAULTS, expected_seconds
+from efficiency.test_daemon import start, wait_for
+from gpuwatch.cli.main import main
+from gpuwatch.efficiency.summary import headroom
+
+LAUNCH = FAULTS / "launch_bound.ndjson.gz"
+
+
+def test_the_text_report_names_the_cause_its_owner_and_the_doctors_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--replay", str(LAUNCH)]) == 0
+    out = capsys.readouterr().out
+    want = expected_seconds(LAUNCH)
+    assert f"{want['allocated'] / 3600:.3f} GPU-h" in out
+    assert "Lost GPU-hours by cause\n  launch_bound" in out
+    assert "Lost GPU-hours by owner\n  root:python3" in out
+    assert "Top fix, for the biggest loss (launch_bound" in out and "CUDA graphs" in out
+
+
+def test_json_and_csv_carry_the_same_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--replay", str(LAUNCH), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    want = expected_seconds(LAUNCH)
+    assert report["gpu_hours"]["effective"] == pytest.approx(want["effective"] / 3600, abs=1e-6)
+    assert report["top_fix"]["cause"] == "launch_bound"
+    assert main(["report", "--replay", str(LAUNCH), "--csv", "--by", "cause"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0] == ["cause", "lost_gpu_hours", "share_of_lost"]
+    assert rows[1][0] == "launch_bound" and float(rows[1][1]) == pytest.approx(want["lost"] / 3600, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_the_report_reads_a_live_daemons_rollups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gw = start(tmp_path, FAULTS / "idle_memory.ndjson.gz")
+    try:
+        wait_for(gw.url, expected_seconds(FAULTS / "idle_memory.ndjson.gz")["observed"])
+        assert main(["report", "--connect", gw.url, "--since", "7d", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert [r["cause"] for r in report["lost_gpu_hours"]["cause"]] == ["memory_idle"]
+        assert report["source"].startswith(f"daemon {gw.url}")
+    finally:
+        gw.kill()
+
+
+def test_no_daemon_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--connect", "http://127.0.0.1:9"]) == 1
+    assert "no gpuwatch daemon answers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("bin_", "verdict"), [(18, "above the band"), (15, "in the healthy band"),
+                                                (8, "below the band")])
+def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin_: int, verdict: str) -> None:
+    hist = [(0, 0, 2, 5.0), (0, 0, bin_, 95.0)]  # 95 % of the allocated time in bin_ (5 % wide)
+    h = headroom(hist)
+    assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
+
+
+@pytest.mark.slow
+def test_compare_baseline_against_a_live_daemons_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = FAULTS / "idle_memory.ndjson.gz"
+    gw = start(tmp_path, recording, speed="1")
+    try:
+        assert main(["compare", "--baseline", str(recording), "--connect", gw.url, "--for", "4", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["new"] == f"live {gw.url}" and out["regression"] is False
+        rows = {r["metric"]: r for r in out["rows"]}
+        assert rows["mem_peak_gib"]["verdict"] == "same" and rows["gpu_util"]["verdict"] == "same"
+        assert out["top_finding"] == {"base": "memory_idle", "new": "memory_idle"}
+    finally:
+        gw.kill()
