@@ -78,14 +78,22 @@ class Increment:
         return bool(self.seconds)
 
 
+#: Info findings that still say where a GPU's time goes: a server with no work, processes taking turns.
+INFO_CAUSES = frozenset({"demand_bound", "time_slicing"})
+
+
 def top_by_gpu(findings: Sequence[Finding]) -> dict[int, Finding]:
-    """Each GPU's top finding: its highest-ranked warning, else ``healthy`` (``findings`` come ranked)."""
+    """Each GPU's top finding: its highest-ranked warning, else ``healthy``, else an info finding that says
+    where the time goes (``findings`` come ranked)."""
     top: dict[int, Finding] = {}
     for f in findings:
         if f.gpu_index is not None and f.severity != "info" and f.gpu_index not in top:
             top[f.gpu_index] = f
     for f in findings:
         if f.gpu_index is not None and f.code == "healthy":
+            top.setdefault(f.gpu_index, f)
+    for f in findings:
+        if f.gpu_index is not None and f.code in INFO_CAUSES:
             top.setdefault(f.gpu_index, f)
     return top
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 FINDING_CODES: tuple[str, ...] = (
     "memory_leak", "memory_churn", "h2d_copies", "launch_bound", "input_cpu_bound", "dataloader_bound",
     "off_cpu_wait", "time_slicing", "small_kernels", "fp32_no_tensor", "memory_bandwidth_bound", "throttled",
-    "memory_idle", "healthy")
+    "memory_idle", "healthy", "d2h_copies", "gil_contention", "host_cpu_contention", "demand_bound",
+    "unexplained_underuse")
 #: Memory held on the GPU, nothing runs, and the doctor has no finding for it (yet).
 HELD_IDLE = "held_idle"
 #: No process holds the GPU: all of its time is lost (owner: the pod the kubelet gave it, if any).

@@ -15,9 +15,11 @@ from gpuwatch.efficiency.runstats import run_stats
 from gpuwatch.efficiency.stages import STEP_TARGETS, at_rate, cut_stages
 from gpuwatch.model.recording import load
 
-RUNS = Path(__file__).resolve().parents[2] / "docs" / "gpu-runs"
-RECORDING = RUNS / "validate-h200.ndjson.gz"
-DETAILS = RUNS / "validation-details-h200.json"
+#: An H200 validate run of the five stages at full load and at two fixed rates (steady traffic), kept as a
+#: fixture: the committed docs/gpu-runs run is the traffic-shape view, whose phases are cut differently.
+RUNS = Path(__file__).resolve().parent / "fixtures"
+RECORDING = RUNS / "stages-h200.ndjson.gz"
+DETAILS = RUNS / "stages-details-h200.json"
 STAGES = ("naive", "workers", "batched", "compiled", "bf16")
 
 

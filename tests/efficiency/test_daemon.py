@@ -67,7 +67,7 @@ def counters(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for s in f.samples if s.name in ("gpuwatch_gpu_seconds_total", "gpuwatch_gpu_lost_seconds_total")}
 
 
-@pytest.mark.parametrize("fault", ["launch_bound", "idle_memory", "time_slicing"])
+@pytest.mark.parametrize("fault", ["launch_bound", "idle_memory", "gil_threads"])
 def test_a_replayed_fault_is_counted_to_the_second_on_its_cause_and_a_restart_counts_nothing_twice(
         tmp_path: Path, fault: str) -> None:
     path = FAULTS / f"{fault}.ndjson.gz"
