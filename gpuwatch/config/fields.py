@@ -125,7 +125,8 @@ def url(value: Any) -> str:
 def listen_address(value: Any) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:19464`` for IPv6) -> (host, port)."""
     s = text(value)
-    m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$", s) or re.match(r"^([^:\s]+):(\d+)$", s)
+    # At most 5 digits: a longer run is no port, and int() of thousands of digits raises ValueError.
+    m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$", s) or re.match(r"^([^:\s]+):(\d{1,5})$", s)
     if not m or not 0 <= int(m.group(2)) < 65536:  # port 0: the system picks a free one
         raise FieldError(f"'{shown(s)}' is not HOST:PORT; write e.g. \"127.0.0.1:19464\"")
     return m.group(1), int(m.group(2))

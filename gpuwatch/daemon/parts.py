@@ -19,12 +19,14 @@ from prometheus_client.core import Metric
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.config import Config
 from gpuwatch.exporter.gpu import family
-from gpuwatch.model import series
+from gpuwatch.model import files, series
 from gpuwatch.notify import Outbox, SecretError, Target, load_secret
 from gpuwatch.notify.outbox import move_aside
 
 log = logging.getLogger(__name__)
 OUTBOX_FILE = "outbox.sqlite"
+#: A token is a line of text; a bigger file is the wrong file.
+MAX_TOKEN_BYTES = 64 * 1024
 
 
 class StartError(RuntimeError):
@@ -107,9 +109,11 @@ def read_token(config: Config) -> str | None:
     path = Path(config.daemon.token_file)
     where = f"{config.path}: " if config.path else ""
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = files.read_text(path, MAX_TOKEN_BYTES).strip()
     except OSError as exc:
-        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({exc.strerror})") from None
+        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({files.describe(exc)})") from None
+    except UnicodeDecodeError:
+        raise StartError(f"{where}daemon.token_file {path}: not UTF-8 text; write the token as text") from None
     if len(token) < 16:
         raise StartError(f"{where}daemon.token_file {path}: the token is shorter than 16 characters; make one with "
                          f"'head -c 32 /dev/urandom | base64 > {path}'")
