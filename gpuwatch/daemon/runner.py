@@ -34,7 +34,7 @@ from gpuwatch.daemon.connections import (
 )
 from gpuwatch.daemon.diagnosis import DiagnosisPublisher
 from gpuwatch.daemon.pipeline import Pipeline
-from gpuwatch.daemon.sd_notify import SystemdNotifier
+from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.exporter import Exporter, SnapshotCollector
 from gpuwatch.notify import Deliverer, Notifier, Target
@@ -113,16 +113,16 @@ class Daemon:
         failed = self.sampler.error
         stalled = failed is not None or age is None or (
             not finished and age > max(10.0, 5 * self.config.sampler.interval))
-        notifier, delivery = self.notify.health, self.deliverer.health
+        notifier, delivery = self.notify.health, self.deliverer.health_report()
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),
                 "sampler": "failed" if failed else "finished" if finished else "running", "alerts": len(p.alerts),
                 "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules),
-                "notifier": notifier.to_dict(), "delivery": delivery.to_dict(), "stalled": stalled,
+                "notifier": self.notify.health_report(), "delivery": delivery, "stalled": stalled,
                 **({"sampler_error": failed} if failed else {})}
         if not info["rules"]:
             info["warning"] = "no alert rules loaded: no alert can fire"
-        return not stalled and notifier.healthy and delivery.healthy, info
+        return not stalled and notifier.healthy and delivery["ok"], info
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""
@@ -148,6 +148,7 @@ class Daemon:
 
         await self.pipeline.call(swap)
         self.deliverer.set_targets(targets)
+        self.deliverer.set_config(new.notify)
         self.services.token = token
         self.collector.max_process_series = new.daemon.max_process_series
         self.collector.process_min_age = new.daemon.process_series_min_age
@@ -166,17 +167,26 @@ class Daemon:
         interval = self.sd.watchdog_interval()
         if interval is None:
             return
+        started, pinging = time.monotonic(), True
         while not stop.is_set():
-            _, info = self._health()
-            # Only a sampling stall stops the pings: a restart would not mend a full disk.
-            if not info["stalled"] or self.pipeline.latest is None:
+            ok = self._watchdog_ok(time.monotonic() - started)
+            if ok:
                 self.sd.watchdog()
-            else:
-                log.error("no snapshot for a while: not pinging the systemd watchdog")
+            if ok != pinging:  # said once per change, not every interval
+                log.log(logging.WARNING if ok else logging.ERROR, "%s", "healthy again: pinging the systemd "
+                        "watchdog" if ok else "the daemon is unhealthy (see /healthz): not pinging the watchdog")
+                pinging = ok
             try:
                 await asyncio.wait_for(stop.wait(), interval)
             except asyncio.TimeoutError:
                 pass
+
+    def _watchdog_ok(self, since_start_s: float) -> bool:
+        """Healthy apart from receivers (a restart does not mend a receiver), or still starting."""
+        _, info = self._health()
+        healthy = not info["stalled"] and info["notifier"]["ok"] and info["delivery"]["outbox"]["ok"]
+        return watchdog_may_ping(healthy, since_start_s, self.pipeline.latest is not None,
+                                 self.sampler.error is not None)
 
     def request_stop(self) -> None:
         """Stop from any thread (what SIGTERM does)."""

@@ -49,7 +49,7 @@ def _open_text(path: Path, mode: str) -> IO[str]:
     """Reading: a regular file only (a FIFO or /dev/zero would hang or never end), gzip'd by its suffix."""
     raw: IO[bytes] = files.open_binary(path) if mode == "r" else open(path, mode + "b")  # noqa: SIM115
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode=mode + "b"), encoding="utf-8")  # type: ignore[arg-type]
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode=mode + "b"), encoding="utf-8")
     return io.TextIOWrapper(raw, encoding="utf-8")
 
 

@@ -29,7 +29,10 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_attempt REAL NOT NULL, status TEXT NOT NULL DEFAULT 'pending', last_error TEXT,
     finished REAL);
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, receiver, id);
+CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, at REAL NOT NULL, pad BLOB NOT NULL);
 """
+#: Bytes a write probe stores: a few pages, so a disk that cannot take them does not pass for healthy.
+PROBE_BYTES = 16 * 1024
 
 #: Delivered and dead-lettered rows are kept this long for inspection, then deleted (the file stays small).
 KEEP_FINISHED_S = 7 * 86400.0
@@ -109,6 +112,11 @@ class Outbox:
         conn.execute("INSERT INTO outbox (webhook_id, receiver, body, created, next_attempt) VALUES (?,?,?,?,?)",
                      (webhook_id, receiver, body, now, now))
 
+    def probe(self, conn: sqlite3.Connection, now: float) -> None:
+        """Store a row that needs new pages, inside the caller's transaction: after write failures, only a
+        write that stored something shows the disk takes writes again (an empty COMMIT succeeds when full)."""
+        conn.execute("INSERT OR REPLACE INTO write_probe VALUES (1, ?, randomblob(?))", (now, PROBE_BYTES))
+
     def heads(self) -> list[OutboxRow]:
         """The oldest pending row of each receiver: one receiver's order is kept (firing before resolved)."""
         with self._lock:
@@ -131,6 +139,13 @@ class Outbox:
         with self._lock:
             self.conn.execute("UPDATE outbox SET status='dead', finished=?, last_error=? WHERE id=?",
                               (now, error[:500], row_id))
+
+    def oldest_pending(self) -> dict[str, float]:
+        """receiver -> creation time (wall clock) of its oldest pending row, for /healthz."""
+        with self._lock:
+            rows = self.conn.execute("SELECT receiver, MIN(created) FROM outbox WHERE status='pending' "
+                                     "GROUP BY receiver").fetchall()
+        return {r: c for r, c in rows}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """(receiver, status) -> rows, for /metrics."""
