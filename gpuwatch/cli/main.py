@@ -10,6 +10,7 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from gpuwatch import __version__
 from gpuwatch.cli.common import CliError
@@ -52,11 +53,19 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with the values quoted in its errors cut short: ``--pid`` given 5 000 digits must not
+    become a 5 000-character error line. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:40] + "...", message))
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that command is imported and registered, so a command does not pay
     the start-up time and memory of every other command's dependencies (aiohttp, textual, torch ...)."""
-    parser = argparse.ArgumentParser(prog="gpuwatch", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="gpuwatch", description=DESCRIPTION,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")

@@ -185,11 +185,13 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     env_where = _Where(None, "")
     for name, table in _env_overrides(env).items():
         current = sections.get(name) or SECTIONS[name]()
-        try:
-            parsed = _parse_table(SECTIONS[name], table, env_where, name)
-        except ConfigError as exc:
-            raise ConfigError(f"environment {ENV_PREFIX}{name.upper()}_...: {exc}") from None
-        sections[name] = dataclasses.replace(current, **{k: getattr(parsed, k) for k in table})
+        for key, value in table.items():  # one at a time, so an error names its variable
+            try:
+                parsed = _parse_table(SECTIONS[name], {key: value}, env_where, name)
+            except ConfigError as exc:
+                raise ConfigError(f"environment {ENV_PREFIX}{name.upper()}_{key.upper()}: {exc}") from None
+            current = dataclasses.replace(current, **{key: getattr(parsed, key)})
+        sections[name] = current
     raw_receivers = doc.get("receivers", [])
     if not isinstance(raw_receivers, list):
         raise where.error(None, "receivers", "write receivers as [[receivers]] tables")
@@ -255,9 +257,9 @@ def check_listen(config: Config, token: str | None) -> tuple[str, int]:
         raise ConfigError(f"{where}daemon.listen: {exc}") from None
     if not f.is_loopback(host):
         if not config.daemon.allow_remote:
-            raise ConfigError(f"{where}daemon.listen: {host} is reachable from other machines; pass --allow-remote "
+            raise ConfigError(f"{where}daemon.listen: {shown(host)} is reachable from other machines; pass --allow-remote "
                               f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
         if not token:
-            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
+            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({shown(host)}) needs a token: set token_file "
                               f"in [daemon] or pass --token-file FILE")
     return host, port
