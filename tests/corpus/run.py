@@ -273,7 +273,6 @@ class HttpDaemon:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=DEADLINE_S) as s:
                 s.sendall(HTTP[name])
-                s.shutdown(socket.SHUT_WR)
                 while b"\r\n" not in got and (chunk := s.recv(4096)):
                     got += chunk
         except TimeoutError:
