@@ -257,9 +257,9 @@ def check_listen(config: Config, token: str | None) -> tuple[str, int]:
         raise ConfigError(f"{where}daemon.listen: {exc}") from None
     if not f.is_loopback(host):
         if not config.daemon.allow_remote:
-            raise ConfigError(f"{where}daemon.listen: {shown(host)} is reachable from other machines; pass --allow-remote "
-                              f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
+            raise ConfigError(f"{where}daemon.listen: {shown(host)} is reachable from other machines; pass "
+                              f"--allow-remote (or allow_remote = true in [daemon]) to mean it, with a token_file")
         if not token:
-            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({shown(host)}) needs a token: set token_file "
-                              f"in [daemon] or pass --token-file FILE")
+            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({shown(host)}) needs a token: set "
+                              f"token_file in [daemon] or pass --token-file FILE")
     return host, port

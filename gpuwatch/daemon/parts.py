@@ -78,7 +78,8 @@ def open_outbox(config: Config, env: Mapping[str, str] | None = None) -> Outbox:
     try:
         return salvage.open_outbox(path)
     except (OSError, sqlite3.Error) as exc:
-        raise StartError(f"cannot open the outbox {path}: {exc} (set state_dir in [daemon] to a writable "
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise StartError(f"cannot open the outbox {path}: {why} (set state_dir in [daemon] to a writable "
                          f"directory)") from None
 
 

@@ -292,7 +292,8 @@ HTTP: dict[str, bytes] = {
     "http-0.9": b"GET /metrics\r\n\r\n",
     "http-version-99": b"GET /metrics HTTP/99.99\r\nHost: x\r\nConnection: close\r\n\r\n",
     "percent-garbage": b"GET /api/v1/diagnosis?window=%ff%fe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    "stream-huge-query": b"GET /api/v1/stream?" + b"a=1&" * 20_000 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "stream-huge-query": b"GET /api/v1/stream?" + b"a=1&" * 20_000
+    + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 }
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from corpus.cases import BUNDLED, DCGM_BEHAVIOURS, HTTP, RUNS, cases, materialise, special_files
+from corpus.cases import BUNDLED, HTTP, RUNS, cases, materialise, special_files
 
 MEMORY_LIMIT = 1 << 30  # address space, bytes: a gigabyte
 DEADLINE_S = 30.0
@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
     body = b""
     behaviour = ""
 
-    def do_GET(self) -> None:  # noqa: C901 - one branch per behaviour, each a few lines
+    def do_GET(self) -> None:
         b = self.behaviour
         if b == "never-answers":
             time.sleep(DEADLINE_S * 2)

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from gpuwatch.config import NotifyConfig
-from gpuwatch.notify import Notifier, Outbox, notifier as notifier_module
+from gpuwatch.notify import Notifier, Outbox
+from gpuwatch.notify import notifier as notifier_module
 from gpuwatch.notify.salvage import open_outbox
 from notify.disk import fill, small_tmpfs
 from notify.receiver import Receiver, Script
 from notify.test_delivery import make, queue, statuses
-from notify.test_notifier import alert, fire, queued, receiver as receiver_config, resolve
-
+from notify.test_notifier import alert, fire, queued, resolve
+from notify.test_notifier import receiver as receiver_config
 
 # --- 1. stopping never waits for a receiver ----------------------------------------------------------------
 
