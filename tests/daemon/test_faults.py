@@ -19,7 +19,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-import requests
 from notify.disk import fill, small_tmpfs
 from notify.receiver import Receiver, Script
 
