@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,13 @@ def url(value: Any) -> str:
     s = text(value)
     if not re.match(r"^https?://[^/\s]+", s):
         raise FieldError(f"'{shown(s)}' is not an http:// or https:// URL")
+    try:  # parsed now, not at the first delivery: a port of 99999 or a broken [IPv6] is a config error
+        parts = urllib.parse.urlsplit(s)
+        parts.port  # noqa: B018 - reading it is the check
+    except ValueError as exc:
+        raise FieldError(f"'{shown(s)}' is not a usable URL ({str(exc)[:80]})") from None
+    if not parts.hostname:
+        raise FieldError(f"'{shown(s)}' names no host")
     return s
 
 

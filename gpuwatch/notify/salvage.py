@@ -173,8 +173,10 @@ def _salvage(path: Path, exc: sqlite3.DatabaseError) -> Outbox:
     with outbox.transaction() as conn:
         saved = sum(conn.execute(f"INSERT OR IGNORE INTO outbox ({COLUMNS}) VALUES (?,?,?,?,?,?)", row).rowcount
                     for row in found.rows)
+    # A damaged page can also read as valid but different rows: never claim that nothing was lost.
     lost = (f"; {found.unreadable} part(s) could not be read ({'; '.join(found.problems)[:200]}): notifications "
-            f"pending in them are lost" if found.unreadable else "; nothing else was pending")
+            f"pending in them are lost" if found.unreadable else
+            f"; rows in the damaged page(s) may be lost without an error: {aside.name} is kept for inspection")
     log.error("the outbox %s is damaged (%s): moved it to %s and started a fresh one; saved %d pending "
               "notification(s) into it with their ids%s", path, " ".join(str(exc).split()), aside.name, saved, lost)
     return outbox

@@ -50,6 +50,9 @@ GENERATED: dict[str, dict[str, Callable[[], bytes]]] = {
         "two-megabytes.toml": lambda: b"# padding\n" * 210_000,
         "huge-listen-string.toml": lambda: b'[daemon]\nlisten = "' + b"a" * 1_000_000 + b'"\n',
         "huge-integer.toml": lambda: b"[daemon]\nmax_process_series = " + b"9" * 4_000 + b"\n",
+        "receiver-url-huge-port.toml": lambda: b'[[receivers]]\nname = "ops"\nkind = "slack"\nurl = "http://h:'
+        + b"9" * 5_000 + b'/"\n',
+        "listen-huge-port.toml": lambda: b'[daemon]\nlisten = "127.0.0.1:' + b"9" * 5_000 + b'"\n',
     },
     "rules": {
         "billion-laughs.yml": _billion_laughs,

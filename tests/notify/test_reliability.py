@@ -165,7 +165,7 @@ def test_a_damaged_outbox_is_salvaged_into_a_fresh_one_with_the_same_ids(
     assert len(saved) >= at_least, f"{variant}: only {len(saved)} of {len(pending)} saved"
     assert set(saved) <= set(pending) and "msg_0" not in saved  # never an id twice, never a delivered one
     if len(saved) < len(pending):  # what could not be read is said
-        assert "could not be read" in lines[0] and "lost" in lines[0]
+        assert "could not be read" in lines[0] or "may be lost" in lines[0]
     else:
         assert saved == pending
     assert len(list(tmp_path.glob("outbox.sqlite.corrupt-*"))) == 1
