@@ -27,7 +27,8 @@ class FileTooBig(OSError):
     """The file holds more than the reader's limit."""
 
 
-def _kind(mode: int) -> str:
+def kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words (for "X is a FIFO, not a regular file")."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -44,7 +45,7 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotARegularFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
+            raise NotARegularFile(errno.EINVAL, f"{kind(mode)}, not a regular file", str(path))
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

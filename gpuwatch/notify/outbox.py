@@ -8,14 +8,18 @@ Rows keep their ``webhook_id`` forever, so every retry (also after a restart) ca
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuwatch.model import files
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -56,9 +60,14 @@ class CorruptOutbox(sqlite3.DatabaseError):
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in WAL mode with a busy timeout (the alert worker and the deliverer share the file).
     The file is private to its owner: it holds alert labels and receiver names."""
+    if path.parent.exists() and not path.parent.is_dir():  # mkdir would say "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, "the state directory is not a directory", str(path.parent))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
     try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # SQLite would say only "disk I/O error"
+            raise files.NotARegularFile(errno.EINVAL, f"{files.kind(mode)}, not a regular file", str(path))
         os.fchmod(fd, 0o600)  # also a file created earlier with the umask's 0644
     finally:
         os.close(fd)

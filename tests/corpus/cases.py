@@ -181,6 +181,11 @@ def special_files(d: Path) -> None:
     if not (d / "fifo").exists():
         os.mkfifo(d / "fifo")
     (d / "adir").mkdir(exist_ok=True)
+    (d / "outbox.sqlite").mkdir(exist_ok=True)  # a state directory whose outbox is a directory
+    for name, target in (("fifo-outbox", None), ("zero-outbox", "/dev/zero")):  # ... a FIFO, a link to a device
+        (d / name).mkdir(exist_ok=True)
+        if not (d / name / "outbox.sqlite").is_symlink() and not (d / name / "outbox.sqlite").exists():
+            os.mkfifo(d / name / "outbox.sqlite") if target is None else os.symlink(target, d / name / "outbox.sqlite")
     (d / "ok.yml").write_text("groups: []\n")
     for name, path in SPECIAL.items():
         (d / f"token-{name}.toml").write_text(f'[daemon]\ntoken_file = "{path.format(d=d)}"\n')
@@ -242,6 +247,15 @@ def _runs() -> dict[str, Run]:
         runs[f"doctor-flag{flag}-{value[:8]}"] = Run(("doctor", "--replay", BUNDLED, flag, value), flag)
     for value in ("127.0.0.1:" + HUGE_DIGITS, "127.0.0.1:65536", "[::1:80", "127.0.0.1:-1", "a" * 5000 + ":1"):
         runs[f"daemon-listen-{value[-8:]}"] = Run(("daemon", "--check-config", "--listen", value), "listen")
+    runs["daemon-state-dir-dev-null"] = Run(("daemon", "--replay", BUNDLED, "--listen", "127.0.0.1:0",
+                                             "--state-dir", "/dev/null"), "/dev/null")
+    runs["daemon-state-dir-fifo"] = Run(("daemon", "--replay", BUNDLED, "--listen", "127.0.0.1:0",
+                                         "--state-dir", "{d}/fifo"), "fifo")
+    for name in ("fifo-outbox", "zero-outbox"):
+        runs[f"daemon-{name}"] = Run(("daemon", "--replay", BUNDLED, "--listen", "127.0.0.1:0", "--state-dir",
+                                      f"{{d}}/{name}"), "not a regular file")
+    runs["daemon-outbox-is-a-directory"] = Run(("daemon", "--replay", BUNDLED, "--listen", "127.0.0.1:0",
+                                                "--state-dir", "{d}"), "outbox")
     runs["snapshot-dcgm-bad-url"] = Run(("snapshot", "--dcgm", "http://[::1"), "dcgm")
     runs["snapshot-dcgm-file-url"] = Run(("snapshot", "--dcgm", "file:///etc/passwd"), "dcgm")
     runs["record-from-after-to"] = Run(("record", "--replay", BUNDLED, "--from", "5", "--to", "1", "-o",
