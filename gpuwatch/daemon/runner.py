@@ -4,8 +4,9 @@ Order at start: build every part once, in the constructor (a bad rule file or se
 anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait (briefly) for the first
 snapshot, then READY=1. A reload builds the new rules, receivers and token first and swaps them in through
 the methods their owners expose, or keeps the running ones. At stop: STOPPING=1,
-stop sampling and serving, then one last delivery attempt for every queued notification; whatever is
-still undelivered stays in the outbox and goes out after the next start.
+stop sampling and serving (an attempt in flight to a receiver is abandoned, not waited for), then one last
+delivery attempt for every queued notification, bounded to FLUSH_TIMEOUT_S whatever the receivers do;
+whatever is still undelivered stays in the outbox and goes out after the next start, with the same id.
 """
 
 from __future__ import annotations
