@@ -221,7 +221,14 @@ def test_a_receiver_down_then_up_shows_in_healthz_delivery_and_nothing_is_lost(t
         receiver.script.fail_until = 0
         wait_until(lambda: health(d)[0] == 200, 30, "healthy once the receiver takes them")
         _, up = health(d)
-        queued = {w for w, _ in rows(state / "outbox.sqlite")}
+        seen: list[list[tuple[str, str]]] = []  # one read of the outbox in which every row is delivered
+
+        def all_delivered() -> bool:
+            seen.append(rows(state / "outbox.sqlite"))
+            return bool(seen[-1]) and all(status == "delivered" for _, status in seen[-1])
+
+        wait_until(all_delivered, 30, "every queued notification delivered")
+        queued = {w for w, _ in seen[-1]}
         delivered = {r.webhook_id for r in receiver.delivered()}
     finally:
         assert d.stop() == 0
