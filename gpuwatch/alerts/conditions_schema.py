@@ -28,6 +28,9 @@ from gpuwatch.model.clock_events import NAME_TO_BIT
 from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.metrics import metric
 
+#: The sources a Snapshot can report on (each source's ``name``; a test checks them against the sources).
+SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet")
+
 KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # kind: (required fields, optional fields)
     "threshold": (("metric", "op", "value"), ("clear", "avg", "quantile")),
@@ -217,7 +220,17 @@ class _Fields:
         return names
 
     def sources(self) -> tuple[str, ...]:
-        return tuple(n for key in ("source", "sources") if key in self.body for n in self._names(key))
+        names = []
+        for key in ("source", "sources"):
+            if key not in self.body:
+                continue
+            for n in self._names(key):  # a misspelt source never reports stale: the rule could never fire
+                if n not in SOURCE_NAMES:
+                    near = difflib.get_close_matches(n, SOURCE_NAMES, n=1)
+                    self._bad(key, f"unknown source '{n[:60]}'" + (
+                        f" (did you mean '{near[0]}'?)" if near else f" (one of {', '.join(SOURCE_NAMES)})"))
+                names.append(n)
+        return tuple(names)
 
 
 def _quantile(f: _Fields, body: Any, report: Any) -> float | None:
