@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-recordings", type=Path, metavar="DIR",
                    help="with --doctor: run nothing; judge the fault recordings in DIR again with the current "
                    "doctor and write the table into --out")
+    p.add_argument("--recording", type=Path, metavar="FILE",
+                   help="with --from-details: judge each stage's window and each traffic phase again with the "
+                   "current doctor from the run's recording (validate-run.ndjson.gz)")
     p.add_argument("--from-details", type=Path, metavar="FILE",
                    help="run nothing: re-render VALIDATION.md and validation.json into --out from a finished "
                    "run's validation-details.json (same numbers, the current report's words)")
@@ -186,7 +189,7 @@ def _stage_extra(args: argparse.Namespace) -> list[str]:
             *(["--warmup", f"{args.warmup:g}"] if args.warmup is not None else []), "--slo", f"{args.slo:g}"]
 
 
-def rerender(details: Path, out: Path) -> int:
+def rerender(details: Path, out: Path, recording: Path | None = None) -> int:
     try:
         v, meta = report.from_details(json.loads(details.read_text()))
     except OSError as exc:
@@ -194,6 +197,14 @@ def rerender(details: Path, out: Path) -> int:
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(f"{details}: not a validation-details.json written by gpuwatch validate "
                        f"({type(exc).__name__}: {exc})") from None
+    if recording is not None:
+        from gpuwatch.model.recording import load
+        from gpuwatch.validate.rejudge import rejudge
+        from gpuwatch.workload.phases import Plan
+
+        judged = rejudge(v, load(recording), Plan(phases=()).settle_s)
+        meta["findings"] = (f"judged again by the current doctor from {recording.name} ({judged} runs), "
+                            "the numbers as the run measured them")
     paths = report.write(out, v, meta)
     print(f"wrote {paths['markdown']} and {paths['json']} from {details}", file=sys.stderr)
     return 0
@@ -228,7 +239,7 @@ def _plan(shapes: list[str], rate: float, capacity: float | None, phase_s: float
 
 def run(args: argparse.Namespace) -> int:
     if args.from_details is not None:
-        return rerender(args.from_details, args.out)
+        return rerender(args.from_details, args.out, args.recording)
     if args.doctor:
         return run_doctor(args)
     stages = _stages(args.stages)

@@ -117,6 +117,16 @@ def gil_bound(p: ProcessWindow) -> bool:
 
 
 WORK_WAITS = ("input", "lock", "sleep")
+#: A process under this share of a core, all threads together, whose main thread sleeps on a socket, a pipe
+#: or a queue in most samples, is idle waiting for work even where its busiest thread's samples are few.
+IDLE_PROCESS_CPU = 15.0
+MAIN_WAITING_SHARE = 0.6
+
+
+def idle_on_input(p: ProcessWindow) -> bool:
+    """The whole process nearly idle, its main thread asleep on input or a queue in most samples."""
+    main = p.main_waits.get("input", 0.0) + p.main_waits.get("lock", 0.0)
+    return p.cpu is not None and p.cpu < IDLE_PROCESS_CPU and main >= MAIN_WAITING_SHARE
 
 
 def waiting_for_work(p: ProcessWindow) -> float:

@@ -14,6 +14,7 @@ from gpuwatch.doctor.attribution import (
     gil_bound,
     host_line,
     host_saturated,
+    idle_on_input,
     starved,
     threads_line,
     top_cpu,
@@ -87,7 +88,8 @@ def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
     """Processes that use the GPU a little and whose feeding thread mostly sleeps waiting for work, moving
     no data while it waits: servers without requests."""
     return [p for p in g.processes
-            if p.top_waits and waiting_for_work(p) >= WAITING_EXPLAINS * (100.0 - (g.busy or 0.0))
+            if ((p.top_waits and waiting_for_work(p) >= WAITING_EXPLAINS * (100.0 - (g.busy or 0.0)))
+                or idle_on_input(p))
             and top_cpu(p) < IDLE_CPU
             and not _moves_data(p) and not starved(p) and not gil_bound(p)
             and not (p.workers and (p.workers_cpu or 0.0) >= 50.0)

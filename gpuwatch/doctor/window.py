@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.model.thread_wait import classify_wait
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -70,6 +71,8 @@ class ProcessWindow:
     threads_lock_share: float | None = None
     #: All threads' time runnable without a core, percent of one core.
     run_wait: float | None = None
+    #: Share of samples in each wait class of the main thread, from its wait channel (where it sleeps).
+    main_waits: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -122,6 +125,12 @@ def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
     return {w: c / n for w, c in tops.items()} if n else {}
 
 
+def _main_wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
+    waits = Counter(classify_wait("S", p.wait_channel) for p in procs if p.wait_channel)
+    n = len(procs)
+    return {w: c / n for w, c in waits.items()}
+
+
 def _lock_share(procs: list[ProcessSample]) -> float | None:
     waits = [w for p in procs for c, w in zip(p.thread_cpu_percents, p.thread_waits, strict=False)
              if c >= BUSY_THREAD_CPU]
@@ -163,7 +172,8 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         threads_cpu=m(lambda p: sum(p.thread_cpu_percents) if p.thread_cpu_percents else None),
         busy_threads=m(lambda p: sum(c >= BUSY_THREAD_CPU for c in p.thread_cpu_percents)
                        if p.thread_cpu_percents else None),
-        threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent))
+        threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent),
+        main_waits=_main_wait_shares(procs))
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:

@@ -211,7 +211,7 @@ class HostSource(Source):
         thread or the last scan is THREADS_EVERY_S old; otherwise the last scan's, the busiest thread
         capped at the whole process's share (it cannot use more)."""
         busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
-        if not busy and now - t.threads_at < THREADS_EVERY_S:
+        if not busy and now - t.threads_at < THREADS_EVERY_S and t.thread_fields:  # a new process: scan now
             held = dict(t.thread_fields)
             if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
                 held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)

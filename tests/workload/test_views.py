@@ -67,16 +67,33 @@ def test_a_tie_within_the_noise_is_called_a_tie_not_no_worse() -> None:
                                "the run-to-run noise of an open-loop p99)")
 
 
-def test_the_committed_validation_report_is_the_rendering_of_the_committed_run() -> None:
+def test_the_committed_validation_report_is_the_committed_run_judged_by_the_current_doctor() -> None:
     import json
     from pathlib import Path
 
+    from gpuwatch.model.recording import load
     from gpuwatch.validate import report
+    from gpuwatch.validate.rejudge import rejudge
+    from gpuwatch.workload.phases import Plan
 
     root = Path(__file__).resolve().parents[2]
     v, meta = report.from_details(json.loads((root / "docs/gpu-runs/validation-details-h200.json").read_text()))
+    numbers = report.rows(v)
+    judged = rejudge(v, load(root / "docs/gpu-runs/validate-h200.ndjson.gz"), Plan(phases=()).settle_s)
+    meta["findings"] = (f"judged again by the current doctor from validate-h200.ndjson.gz ({judged} runs), "
+                        "the numbers as the run measured them")
     assert (root / "VALIDATION.md").read_text() == report.markdown(v, meta)
     assert json.loads((root / "validation-h200.json").read_text()) == report.rows(v)
+    assert _numbers(numbers) == _numbers(report.rows(v))  # judged again: the words, never a number
+
+
+def _numbers(value: object) -> object:
+    """Everything but the doctor's findings, however deep."""
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items() if "finding" not in k}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
 
 
 @pytest.mark.parametrize(("p99", "dropped", "why"), [
