@@ -28,11 +28,10 @@ def small_tmpfs(mount: Path, size: str = "2m") -> Iterator[Path]:
 def fill(directory: Path) -> Path:
     """Write a file until the filesystem is full; delete it to give the space back."""
     filler = directory / "filler"
-    with filler.open("wb") as f:
+    with filler.open("wb", buffering=0) as f:  # unbuffered: nothing left for close() to fail on
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return filler
