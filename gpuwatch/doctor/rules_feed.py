@@ -71,14 +71,6 @@ _H2D_FIX = ("allocate host batches in pinned memory (pin_memory=True, or tensor.
             "the GPU (copy once); send compact inputs (token ids, uint8 images) and expand them on the GPU")
 
 
-_D2H_FIX = ("copy results back once per batch into a pinned buffer (torch.empty(..., pin_memory=True) and "
-            "out.copy_(y, non_blocking=True)) on a side stream; keep reductions and post-processing on the GPU "
-            "and bring back only what the caller needs (argmax ids, not logits)")
-_H2D_FIX = ("allocate host batches in pinned memory (pin_memory=True, or tensor.pin_memory()) and copy with "
-            "non_blocking=True on a side stream so copies overlap compute; keep weights and reused tensors on "
-            "the GPU (copy once); send compact inputs (token ids, uint8 images) and expand them on the GPU")
-
-
 def pcie_copies(g: GpuWindow) -> Finding | None:
     """Copies in either direction: pageable (staged by a CPU thread at a few GB/s) or pinned but not
     overlapped with compute."""

@@ -354,9 +354,9 @@ def healthy_fp16_mlp(torch: Any, dev: Any, duration: float, on_ready: Ready) -> 
     return loop.count
 
 
-def healthy_tf32(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """Look-alike: FP32 tensors with TF32 matmuls on, so the tensor cores do the work."""
-    torch.backends.cuda.matmul.allow_tf32 = True
+def fp32_square_matmuls(torch: Any, dev: Any, duration: float, on_ready: Ready, tf32: bool) -> int:
+    """8192x8192 FP32 matmuls, four per step, with TF32 on (tensor cores) or off (the FP32 pipe)."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     a = torch.randn(8192, 8192, device=dev)
     loop = Loop(duration, on_ready)
     for _ in loop:
@@ -364,6 +364,11 @@ def healthy_tf32(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
             a = (a @ a).clamp_(-1, 1)
         sync(torch, dev)
     return loop.count
+
+
+def healthy_tf32(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Look-alike: FP32 tensors with TF32 matmuls on, so the tensor cores do the work."""
+    return fp32_square_matmuls(torch, dev, duration, on_ready, tf32=True)
 
 
 def pinned_overlap(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:

@@ -103,40 +103,34 @@ class _HeavyItems:
         return torch.tensor(acc)
 
 
-def dataloader_workers(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+def _loader_loop(torch: Any, dev: Any, duration: float, on_ready: Ready, workers: int, batch: int,
+                 dtype: Any, width: int) -> int:
+    """The GPU loop fed by a DataLoader of ``workers`` spawned processes over :class:`_HeavyItems`: each
+    batch times a (256, ``width``) matrix, a few microseconds of GPU work."""
     from torch.utils.data import DataLoader
 
-    w = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(256, width, device=dev, dtype=dtype)
     dataset: Any = _HeavyItems()
-    loader: Any = DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    loader: Any = DataLoader(dataset, batch_size=batch, num_workers=workers, multiprocessing_context="spawn")
     batches = iter(loader)
     next(batches)
     loop = Loop(duration, on_ready)
     try:
         for _ in loop:
-            x = next(batches).to(dev, torch.bfloat16)
-            (x @ w).sum().item()
+            (next(batches).to(dev, dtype) @ w).sum().item()
     finally:
         batches._shutdown_workers()
     return loop.count
+
+
+def dataloader_workers(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Two DataLoader workers, batch 4, BF16 compute."""
+    return _loader_loop(torch, dev, duration, on_ready, 2, 4, torch.bfloat16, 4096)
 
 
 def dataloader_four(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """Four DataLoader workers with heavier items, batch 8, FP32 compute."""
-    from torch.utils.data import DataLoader
-
-    w = torch.randn(256, 4096, device=dev)
-    dataset: Any = _HeavyItems()
-    loader: Any = DataLoader(dataset, batch_size=8, num_workers=4, multiprocessing_context="spawn")
-    batches = iter(loader)
-    next(batches)
-    loop = Loop(duration, on_ready)
-    try:
-        for _ in loop:
-            (next(batches).to(dev) @ w[:, :256].T).sum().item()
-    finally:
-        batches._shutdown_workers()
-    return loop.count
+    """Four DataLoader workers, batch 8, FP32 compute."""
+    return _loader_loop(torch, dev, duration, on_ready, 4, 8, torch.float32, 256)
 
 
 def process_pool(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
@@ -188,14 +182,7 @@ def memory_churn(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
 
 
 def fp32_matmul(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(8192, 8192, device=dev)
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        for _ in range(4):
-            a = (a @ a).clamp_(-1, 1)
-        sync(torch, dev)
-    return loop.count
+    return fault_gpu.fp32_square_matmuls(torch, dev, duration, on_ready, tf32=False)
 
 
 def dram_bound(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
