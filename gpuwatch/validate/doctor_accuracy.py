@@ -139,7 +139,8 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              "host quiet or busy; FP32, FP16 or BF16). The thresholds were chosen from the numbers of the **fit** "
              "half only; the **check** half was never used to set one, so its column is how the doctor does "
              "on work it was not fitted to (its outcomes were printed by the same runs, and a change that "
-             "would have broken one was replaced by one that follows the mechanism). Each recording is a test fixture (`tests/doctor/fixtures/faults/`), "
+             "would have broken one was replaced by one that follows the mechanism). Each recording is a "
+             "test fixture (`tests/doctor/fixtures/faults/`), "
              "and a test renders this page again from them with the current doctor. Thermal or hardware "
              "slowdown is not injected (that would mean changing the GPU's clocks or power limit); synthetic "
              "windows test it.", "",
