@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class DiagnosisPublisher:
     """Keeps the findings of the last ``window`` seconds of ``history()``, refreshed every ``interval``."""
 
-    def __init__(self, history: Callable[[], Sequence[Snapshot]], interval: float = 15.0,
+    def __init__(self, history: Callable[[], Sequence[Snapshot]], interval: float,
                  window: float = RECENT_WINDOW_S) -> None:
         self.history = history
         self.interval = interval

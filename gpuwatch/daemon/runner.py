@@ -38,7 +38,7 @@ from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.exporter import Exporter, SnapshotCollector
 from gpuwatch.notify import Deliverer, Notifier, Target
-from gpuwatch.sampler.sampler import Producer, Sampler
+from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,10 @@ FLUSH_TIMEOUT_S = 5.0
 
 
 class Daemon:
-    """Every part built once from ``config``: the sampler over ``producer``, the alert engine, the notifier
-    and its outbox, the exporter and the HTTP app; :meth:`run` serves until stopped."""
+    """Every part built once from ``config`` around ``sampler`` (opened by ``runtime.build.open_sampler``): the
+    alert engine, the notifier and its outbox, the exporter and the HTTP app; :meth:`run` serves until stopped."""
 
-    def __init__(self, config: Config, producer: Producer, description: str, is_recording: bool,
+    def __init__(self, config: Config, sampler: Sampler, description: str, is_recording: bool,
                  reload_config: Callable[[], Config], notifier: SystemdNotifier | None = None) -> None:
         self.config = config
         self.description = description
@@ -66,7 +66,7 @@ class Daemon:
         self._warn_if_no_rules(config)
         targets = parts.build_targets(config)
         self.outbox = parts.open_outbox(config)
-        self.sampler = Sampler(producer, interval=config.sampler.interval)
+        self.sampler = sampler
         self.hub = StreamHub(config.daemon.stream_queue)
         self.notify = Notifier(self.outbox, config.receivers, parts.external_url(config, self.port),
                                config.alerts.resolve_grace)
@@ -112,7 +112,7 @@ class Daemon:
         age = time.monotonic() - p.last_received if p.latest is not None else None
         failed = self.sampler.error
         stalled = failed is not None or age is None or (
-            not finished and age > max(10.0, 5 * self.config.sampler.interval))
+            not finished and age > max(10.0, 5 * self.sampler.interval))
         notifier, delivery = self.notify.health, self.deliverer.health
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),

@@ -23,7 +23,7 @@ from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
-from gpuwatch.sampler.sampler import Producer, Sampler
+from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
@@ -184,11 +184,11 @@ class LocalFeed:
         closer.join(2.0)
 
 
-def local_feed(producer: Producer, description: str, is_recording: bool, *, interval: float = 1.0,
+def local_feed(sampler: Sampler, description: str, is_recording: bool, *,
                rule_paths: Sequence[Path] | None = None, run_sampler: bool = True,
                diagnosis_window_s: float = DIAGNOSIS_WINDOW_S) -> LocalFeed:
     """The feed ``gpuwatch tui`` builds for this machine or a recording; the tests and the screenshots build
     theirs here too, so what they show is what the command shows. No rules given: the shipped ones."""
     engine, note = analysis.load_engine(rule_paths)
-    return LocalFeed(Sampler(producer, interval=interval), description, is_recording, engine=engine,
+    return LocalFeed(sampler, description, is_recording, engine=engine,
                      alerts_note=note, run_sampler=run_sampler, diagnosis_window_s=diagnosis_window_s)
