@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gpuwatch.cli.common import CliError, add_sampling_args, options_from_args, positive_float
+from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.doctor import LIVE_WINDOW_S, diagnose
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
@@ -87,6 +88,19 @@ def collect(sampler: Sampler, duration: float, interval: float, is_recording: bo
     return list(snaps), read
 
 
+def judge(snaps: list[Snapshot], pid: int | None, stacks: StackSampler | None) -> list[Finding]:
+    """The daemon's path: one shared live-doctor evaluation of the window collected (so a finding reads the
+    same here, on /metrics and in the API). ``--stacks`` adds py-spy evidence, which only the doctor's full
+    pass reads."""
+    if stacks is not None:
+        return diagnose(snaps, pid=pid, stacks=stacks.profiles())
+    span = snaps[-1].time - snaps[0].time
+    evaluation = SharedDiagnosis(lambda: snaps, window_s=span).ask(span, pid)
+    if evaluation.findings is None:
+        raise CliError(evaluation.note)
+    return list(evaluation.findings)
+
+
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
     console.print(f"[bold]gpuwatch doctor[/] - {description}, {samples} samples")
     if not findings:
@@ -123,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("no samples to diagnose (an empty recording?)", exit_code=2)
     if stacks is not None and stacks.problem and stacks.exe is not None and not opened.is_recording:
         print(stacks.problem, file=sys.stderr)
-    findings = diagnose(snaps, pid=args.pid, stacks=stacks.profiles() if stacks else None)
+    findings = judge(snaps, args.pid, stacks)
     description = opened.description + (f" (the newest {len(snaps)} of {read} samples)" if read > len(snaps) else "")
     if args.json:
         print(json.dumps({"source": description, "samples": len(snaps),

@@ -32,10 +32,10 @@ from gpuwatch.daemon.connections import (
     quiet_accept_errors,
     raise_fd_limit,
 )
-from gpuwatch.daemon.diagnosis import DiagnosisPublisher
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier
 from gpuwatch.daemon.stream import StreamHub
+from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.exporter import Exporter, SnapshotCollector
 from gpuwatch.notify import Deliverer, Notifier, Target
 from gpuwatch.sampler.sampler import Sampler
@@ -75,8 +75,8 @@ class Daemon:
         counters = lambda: parts.DaemonCounters(  # noqa: E731
             self.deliverer.failed_attempts, self.pipeline.skipped, self.hub.dropped, self.hub.clients,
             len(self.engine.rules), outbox_write_failures=self.notify.health.failures + self.deliverer.health.failures)
-        self.diagnosis = DiagnosisPublisher(lambda: list(self.sampler.history),
-                                            max(1.0, config.exporter.diagnosis_interval))
+        self.diagnosis = SharedDiagnosis(lambda: list(self.sampler.history),
+                                         max(1.0, config.exporter.diagnosis_interval))
         self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
                                            config.daemon.max_process_series,
                                            extra=lambda: parts.daemon_families(self.outbox, counters()),
@@ -88,7 +88,8 @@ class Daemon:
         self.sampler.subscribe(self.collector.totals.observe)  # byte counters add up every Snapshot
         self.sampler.subscribe(self.pipeline.offer)
         reads = config.daemon.token_for_reads
-        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
+        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self.diagnosis,
+                                 self._health,
                                  self.reload, self.token,
                                  token_for_reads=not is_loopback(self.host) if reads is None else reads,
                                  max_stream_clients=config.daemon.max_stream_clients,

@@ -18,7 +18,8 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gpuwatch.alerts import AlertEngine
-from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor
+from gpuwatch.diagnosis import SharedDiagnosis
+from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -94,7 +95,7 @@ class LocalFeed:
         self.alerts_note = alerts_note
         self.diagnose_every_s = diagnose_every_s
         self.diagnosis_window_s = diagnosis_window_s
-        self._doctor = LiveDoctor(diagnosis_window_s)
+        self.diagnosis = SharedDiagnosis(self._recent, diagnose_every_s, diagnosis_window_s, judge=analysis.diagnose)
         self.run_sampler = run_sampler
         self._target: MessagePump | None = None
         self._last: SnapshotReady | None = None
@@ -119,12 +120,15 @@ class LocalFeed:
             self._target.post_message(msg)
 
     # -- doctor thread --------------------------------------------------------------------------------
-    def diagnose_now(self) -> DiagnosisReady:
+    def _recent(self) -> Sequence[Snapshot]:
         history = self.sampler.history
         latest = history.latest()
-        snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
-        findings, note = analysis.diagnose(snaps, self.diagnosis_window_s, self._doctor)
-        self._diagnosis = DiagnosisReady(LOCAL, findings, note)
+        return history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
+
+    def diagnose_now(self) -> DiagnosisReady:
+        evaluation = self.diagnosis.current()
+        findings = None if evaluation.findings is None else list(evaluation.findings)
+        self._diagnosis = DiagnosisReady(LOCAL, findings, evaluation.note)
         return self._diagnosis
 
     def _diagnose_loop(self) -> None:
