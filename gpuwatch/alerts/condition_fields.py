@@ -16,6 +16,8 @@ from gpuwatch.model.clock_events import NAME_TO_BIT
 from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.metrics import metric
 
+#: The sources a Snapshot can report on (each source's ``name``; a test checks them against the sources).
+SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet")
 #: Reasons a throttle condition watches unless told otherwise: everything but "idle".
 DEFAULT_THROTTLE_REASONS = tuple(n for n in NAME_TO_BIT if n != "gpu_idle")
 
@@ -104,5 +106,15 @@ class Fields:
         return names
 
     def sources(self) -> tuple[str, ...]:
-        return tuple(n for key in ("source", "sources") if key in self.body for n in self._names(key))
+        names = []
+        for key in ("source", "sources"):
+            if key not in self.body:
+                continue
+            for n in self._names(key):  # a misspelt source never reports stale: the rule could never fire
+                if n not in SOURCE_NAMES:
+                    near = difflib.get_close_matches(n, SOURCE_NAMES, n=1)
+                    self._bad(key, f"unknown source '{n[:60]}'" + (
+                        f" (did you mean '{near[0]}'?)" if near else f" (one of {', '.join(SOURCE_NAMES)})"))
+                names.append(n)
+        return tuple(names)
 

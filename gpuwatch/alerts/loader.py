@@ -27,6 +27,7 @@ from gpuwatch.alerts.rules import (
 )
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
+from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
 
 
@@ -216,15 +217,17 @@ def load_rules(paths: Iterable[Path | str]) -> RuleSet:
     groups: list[Group] = []
     for path in _expand([Path(p) for p in paths], errors):
         try:
-            if path.stat().st_size > MAX_RULE_FILE_BYTES:
-                errors.append(f"{path}: {path.stat().st_size} bytes is too big for a rule file (the limit is "
-                              f"{MAX_RULE_FILE_BYTES // 1024} KiB); split it or check it is the right file")
-                continue
-            groups.extend(parse_rules(path.read_text(encoding="utf-8"), str(path)).groups)
+            text = files.read_text(path, MAX_RULE_FILE_BYTES)  # a regular file, at most the limit read
+            groups.extend(parse_rules(text, str(path)).groups)
         except RuleError as exc:
             errors.extend(exc.errors)
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(f"{path}: cannot read ({exc})")
+        except files.FileTooBig:
+            errors.append(f"{path}: too big for a rule file (the limit is {MAX_RULE_FILE_BYTES // 1024} KiB); "
+                          f"split it or check it is the right file")
+        except OSError as exc:
+            errors.append(f"{path}: cannot read it ({files.describe(exc)})")
+        except UnicodeDecodeError as exc:
+            errors.append(f"{path}: cannot read it: not UTF-8 text ({exc.reason} at byte {exc.start})")
     seen: dict[str, str] = {}
     for g in groups:
         for r in g.rules:

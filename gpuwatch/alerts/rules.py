@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
 from gpuwatch.alerts.templates import ValueUnit
+from gpuwatch.model.errors import InputError
 from gpuwatch.model.metrics import METRICS
 
 Scope = Literal["host", "gpu", "process", "source"]
@@ -33,7 +34,7 @@ SCOPE_ORDER: dict[str, int] = {"host": 0, "source": 0, "gpu": 1, "process": 2}
 OPS = (">", ">=", "<", "<=", "==", "!=")
 
 
-class RuleError(ValueError):
+class RuleError(InputError):
     """Rule files that cannot be used. ``errors`` holds one ``file:line: rule 'X': what is wrong`` each."""
 
     def __init__(self, errors: list[str] | str) -> None:

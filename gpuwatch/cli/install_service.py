@@ -20,6 +20,7 @@ from gpuwatch.cli.common import CliError
 from gpuwatch.cli.service_unit import UnitSpec, exec_quote, render_unit
 from gpuwatch.config import DEFAULT_LISTEN
 from gpuwatch.config.fields import FieldError, is_loopback, listen_address
+from gpuwatch.model import files
 
 UNIT_PATH = Path("/etc/systemd/system/gpuwatch.service")
 TOKEN_PATH = Path("/etc/gpuwatch/token")
@@ -93,7 +94,12 @@ def _ensure_token(path: Path) -> str:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         mode = stat.S_IMODE(path.stat().st_mode)
-        if len(path.read_text(encoding="utf-8").strip()) < 16:
+        try:  # a regular file, read up to a token's size: a FIFO or /dev/zero here must not hang or fill memory
+            kept = files.read_text(path, 64 * 1024)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = files.describe(exc) if isinstance(exc, OSError) else "not UTF-8 text"
+            raise CliError(f"{path}: cannot read the token file ({why}); pass another --token-file") from None
+        if len(kept.strip()) < 16:
             raise CliError(f"{path}: the token is shorter than 16 characters; remove it and run again") from None
         return f"kept the token in {path}" + (f" (mode {mode:04o}: 'chmod 600 {path}')" if mode & 0o077 else "")
     except OSError as exc:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import re
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from gpuwatch import __version__
 from gpuwatch.cli.common import CliError
+from gpuwatch.model.errors import InputError
 
 #: Subcommand modules, in the order ``--help`` lists them. Each has ``register(subparsers)``.
 COMMANDS = ("tui", "snapshot", "record", "doctor", "rules", "daemon", "install_service", "workload", "validate")
@@ -49,11 +53,19 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with the values quoted in its errors cut short: ``--pid`` given 5 000 digits must not
+    become a 5 000-character error line. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:40] + "...", message))
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that command is imported and registered, so a command does not pay
     the start-up time and memory of every other command's dependencies (aiohttp, textual, torch ...)."""
-    parser = argparse.ArgumentParser(prog="gpuwatch", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="gpuwatch", description=DESCRIPTION,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -75,15 +87,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_command(args)
+
+
+#: Exit status of a bug (EX_SOFTWARE): told apart from a user's mistake (1) in scripts and tests.
+EXIT_BUG = 70
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the chosen command; every failure a user can meet ends here as one line on stderr, so no command
+    needs its own copy of this (a bad recording, a config, a special file, a full disk on output)."""
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk behind stdout (> /dev/full) fails here, not at exit
+        return code
     except CliError as exc:
-        print(f"gpuwatch: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(str(exc), exc.exit_code)
+    except InputError as exc:
+        return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
+    except OSError as exc:
+        _quiet_stdout()
+        output = getattr(args, "output", None)
+        where = f"{exc.filename}: " if exc.filename else f"{output}: " if output else ""
+        return _fail(f"{where}{exc.strerror or exc}", 1)
+    except MemoryError:
+        return _fail("out of memory (an input far bigger than it should be?)", 1)
+    except Exception as exc:  # a bug: one line that says so, the traceback with -v
+        if args.verbose:
+            traceback.print_exception(exc)
+        hint = "" if args.verbose else "; run with -v for the traceback"
+        return _fail(f"internal error: {type(exc).__name__}: {str(exc)[:300]} (this is a bug{hint})", EXIT_BUG)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"gpuwatch: {message}", file=sys.stderr)
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush at exit cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from gpuwatch.model import files
+
 PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 
 FIX = ("install gpuwatch where every user can read it, from a system Python, e.g. "
@@ -25,7 +27,7 @@ FIX = ("install gpuwatch where every user can read it, from a system Python, e.g
 def shebang_interpreter(script: Path) -> Path | None:
     """The interpreter a ``#!`` script names (console scripts of a venv point at its python)."""
     try:
-        with script.open("rb") as fh:
+        with files.open_binary(script) as fh:  # a regular file only: a FIFO here would block the read
             first = fh.readline(4096)
     except OSError:
         return None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
 from gpuwatch.config.model import DEFAULT_PORT
+from gpuwatch.model import files
 
 if TYPE_CHECKING:
     from gpuwatch.tui.feed import Feed
@@ -79,9 +80,11 @@ def _read_token(path: Path | None) -> str | None:
     if path is None:
         return None
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = files.read_text(path, 64 * 1024).strip()
     except OSError as exc:
-        raise CliError(f"{path}: cannot read the token file ({exc.strerror}); check --token-file") from None
+        raise CliError(f"{path}: cannot read the token file ({files.describe(exc)}); check --token-file") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: the token file is not UTF-8 text; check --token-file") from None
     if not token:
         raise CliError(f"{path}: the token file is empty; write the daemon's token into it")
     return token

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -116,13 +117,21 @@ def url(value: Any) -> str:
     s = text(value)
     if not re.match(r"^https?://[^/\s]+", s):
         raise FieldError(f"'{shown(s)}' is not an http:// or https:// URL")
+    try:  # parsed now, not at the first delivery: a port of 99999 or a broken [IPv6] is a config error
+        parts = urllib.parse.urlsplit(s)
+        parts.port  # noqa: B018 - reading it is the check
+    except ValueError as exc:
+        raise FieldError(f"'{shown(s)}' is not a usable URL ({str(exc)[:80]})") from None
+    if not parts.hostname:
+        raise FieldError(f"'{shown(s)}' names no host")
     return s
 
 
 def listen_address(value: Any) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:19464`` for IPv6) -> (host, port)."""
     s = text(value)
-    m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$", s) or re.match(r"^([^:\s]+):(\d+)$", s)
+    # At most 5 digits: a longer run is no port, and int() of thousands of digits raises ValueError.
+    m = re.match(r"^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$", s) or re.match(r"^([^:\s]+):(\d{1,5})$", s)
     if not m or not 0 <= int(m.group(2)) < 65536:  # port 0: the system picks a free one
         raise FieldError(f"'{shown(s)}' is not HOST:PORT; write e.g. \"127.0.0.1:19464\"")
     return m.group(1), int(m.group(2))

@@ -27,7 +27,9 @@ from gpuwatch.config.model import (
     Config,
     ReceiverConfig,
 )
+from gpuwatch.model import files
 from gpuwatch.model.durations import format_duration
+from gpuwatch.model.errors import InputError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,7 +44,7 @@ OTHER_ENV = ("GPUWATCH_CONFIG", "GPUWATCH_REQUIRE_TOOLS", "GPUWATCH_TEST_TORCH",
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config the daemon cannot start with; the message is one line a user can act on."""
 
 
@@ -151,15 +153,16 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     text = ""
     if path.exists() or explicit:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = files.read_text(path, MAX_CONFIG_BYTES)  # a regular file, never more than the limit read
         except FileNotFoundError:
             how = "--config" if path != default_config_path(env) else f"{ENV_PREFIX}CONFIG"
             raise ConfigError(f"{path}: no such config file (write one, or leave out {how})") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config file: {files.describe(exc)}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: cannot read the config file: not UTF-8 text ({exc.reason} at byte "
+                              f"{exc.start})") from None
     where = _Where(path if text else None, text)
-    if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: {len(text)} characters is not a config file (the limit is {MAX_CONFIG_BYTES})")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -182,11 +185,13 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     env_where = _Where(None, "")
     for name, table in _env_overrides(env).items():
         current = sections.get(name) or SECTIONS[name]()
-        try:
-            parsed = _parse_table(SECTIONS[name], table, env_where, name)
-        except ConfigError as exc:
-            raise ConfigError(f"environment {ENV_PREFIX}{name.upper()}_...: {exc}") from None
-        sections[name] = dataclasses.replace(current, **{k: getattr(parsed, k) for k in table})
+        for key, value in table.items():  # one at a time, so an error names its variable
+            try:
+                parsed = _parse_table(SECTIONS[name], {key: value}, env_where, name)
+            except ConfigError as exc:
+                raise ConfigError(f"environment {ENV_PREFIX}{name.upper()}_{key.upper()}: {exc}") from None
+            current = dataclasses.replace(current, **{key: getattr(parsed, key)})
+        sections[name] = current
     raw_receivers = doc.get("receivers", [])
     if not isinstance(raw_receivers, list):
         raise where.error(None, "receivers", "write receivers as [[receivers]] tables")
@@ -252,9 +257,9 @@ def check_listen(config: Config, token: str | None) -> tuple[str, int]:
         raise ConfigError(f"{where}daemon.listen: {exc}") from None
     if not f.is_loopback(host):
         if not config.daemon.allow_remote:
-            raise ConfigError(f"{where}daemon.listen: {host} is reachable from other machines; pass --allow-remote "
-                              f"(or allow_remote = true in [daemon]) to mean it, with a token_file")
+            raise ConfigError(f"{where}daemon.listen: {shown(host)} is reachable from other machines; pass "
+                              f"--allow-remote (or allow_remote = true in [daemon]) to mean it, with a token_file")
         if not token:
-            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({host}) needs a token: set token_file "
-                              f"in [daemon] or pass --token-file FILE")
+            raise ConfigError(f"{where}daemon.listen: a non-loopback address ({shown(host)}) needs a token: set "
+                              f"token_file in [daemon] or pass --token-file FILE")
     return host, port

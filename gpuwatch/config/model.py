@@ -88,6 +88,9 @@ class NotifyConfig:
     initial_backoff: float = _opt(f.duration_between(0.1, 3600), "first retry delay", default=1.0)
     max_backoff: float = _opt(f.duration_between(1, DAY), "longest retry delay (also caps Retry-After)", default=300.0)
     timeout: float = _opt(f.duration_between(0.1, 300), "HTTP timeout per delivery attempt", default=10.0)
+    unhealthy_after: float = _opt(f.duration_between(10, 7 * DAY), "/healthz turns unhealthy when a receiver has "
+                                  "failed every attempt, or held a pending notification, for this long",
+                                  default=900.0)
 
 
 #: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).

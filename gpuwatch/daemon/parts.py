@@ -19,12 +19,13 @@ from prometheus_client.core import Metric
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.config import Config
 from gpuwatch.exporter.gpu import family
-from gpuwatch.model import series
-from gpuwatch.notify import Outbox, SecretError, Target, load_secret
-from gpuwatch.notify.outbox import move_aside
+from gpuwatch.model import files, series
+from gpuwatch.notify import Outbox, SecretError, Target, load_secret, salvage
 
 log = logging.getLogger(__name__)
 OUTBOX_FILE = "outbox.sqlite"
+#: A token is a line of text; a bigger file is the wrong file.
+MAX_TOKEN_BYTES = 64 * 1024
 
 
 class StartError(RuntimeError):
@@ -71,21 +72,14 @@ def state_dir(config: Config, env: Mapping[str, str] | None = None) -> Path:
 
 
 def open_outbox(config: Config, env: Mapping[str, str] | None = None) -> Outbox:
-    """Open the outbox; a damaged one (failed integrity check, not a database) is moved aside, loudly,
-    and a fresh one started: notifying must not stop because of one bad page."""
+    """Open the outbox; a damaged one is moved aside, loudly, its readable pending rows saved into a fresh
+    one (:mod:`gpuwatch.notify.salvage`): notifying must not stop, nor forget, because of one bad page."""
     path = state_dir(config, env) / OUTBOX_FILE
     try:
-        try:
-            return Outbox(path)
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):
-                raise  # cannot open or write it: not damage, a setup problem
-            aside = move_aside(path)
-            log.error("the outbox %s is damaged (%s): moved it to %s and started a fresh one; notifications "
-                      "still pending in it are not sent", path, exc, aside.name)
-            return Outbox(path)
+        return salvage.open_outbox(path)
     except (OSError, sqlite3.Error) as exc:
-        raise StartError(f"cannot open the outbox {path}: {exc} (set state_dir in [daemon] to a writable "
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise StartError(f"cannot open the outbox {path}: {why} (set state_dir in [daemon] to a writable "
                          f"directory)") from None
 
 
@@ -107,9 +101,11 @@ def read_token(config: Config) -> str | None:
     path = Path(config.daemon.token_file)
     where = f"{config.path}: " if config.path else ""
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = files.read_text(path, MAX_TOKEN_BYTES).strip()
     except OSError as exc:
-        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({exc.strerror})") from None
+        raise StartError(f"{where}daemon.token_file {path}: cannot read it ({files.describe(exc)})") from None
+    except UnicodeDecodeError:
+        raise StartError(f"{where}daemon.token_file {path}: not UTF-8 text; write the token as text") from None
     if len(token) < 16:
         raise StartError(f"{where}daemon.token_file {path}: the token is shorter than 16 characters; make one with "
                          f"'head -c 32 /dev/urandom | base64 > {path}'")

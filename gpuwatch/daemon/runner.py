@@ -4,8 +4,9 @@ Order at start: build every part once, in the constructor (a bad rule file or se
 anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait (briefly) for the first
 snapshot, then READY=1. A reload builds the new rules, receivers and token first and swaps them in through
 the methods their owners expose, or keeps the running ones. At stop: STOPPING=1,
-stop sampling and serving, then one last delivery attempt for every queued notification; whatever is
-still undelivered stays in the outbox and goes out after the next start.
+stop sampling and serving (an attempt in flight to a receiver is abandoned, not waited for), then one last
+delivery attempt for every queued notification, bounded to FLUSH_TIMEOUT_S whatever the receivers do;
+whatever is still undelivered stays in the outbox and goes out after the next start, with the same id.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from gpuwatch.daemon.connections import (
     raise_fd_limit,
 )
 from gpuwatch.daemon.pipeline import Pipeline
-from gpuwatch.daemon.sd_notify import SystemdNotifier
+from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.exporter import Exporter, SnapshotCollector
@@ -114,16 +115,16 @@ class Daemon:
         failed = self.sampler.error
         stalled = failed is not None or age is None or (
             not finished and age > max(10.0, 5 * self.sampler.interval))
-        notifier, delivery = self.notify.health, self.deliverer.health
+        notifier, delivery = self.notify.health, self.deliverer.health_report()
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),
                 "sampler": "failed" if failed else "finished" if finished else "running", "alerts": len(p.alerts),
                 "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules),
-                "notifier": notifier.to_dict(), "delivery": delivery.to_dict(), "stalled": stalled,
+                "notifier": self.notify.health_report(), "delivery": delivery, "stalled": stalled,
                 **({"sampler_error": failed} if failed else {})}
         if not info["rules"]:
             info["warning"] = "no alert rules loaded: no alert can fire"
-        return not stalled and notifier.healthy and delivery.healthy, info
+        return not stalled and notifier.healthy and delivery["ok"], info
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""
@@ -149,6 +150,7 @@ class Daemon:
 
         await self.pipeline.call(swap)
         self.deliverer.set_targets(targets)
+        self.deliverer.set_config(new.notify)
         self.services.token = token
         self.collector.max_process_series = new.daemon.max_process_series
         self.collector.process_min_age = new.daemon.process_series_min_age
@@ -167,17 +169,26 @@ class Daemon:
         interval = self.sd.watchdog_interval()
         if interval is None:
             return
+        started, pinging = time.monotonic(), True
         while not stop.is_set():
-            _, info = self._health()
-            # Only a sampling stall stops the pings: a restart would not mend a full disk.
-            if not info["stalled"] or self.pipeline.latest is None:
+            ok = self._watchdog_ok(time.monotonic() - started)
+            if ok:
                 self.sd.watchdog()
-            else:
-                log.error("no snapshot for a while: not pinging the systemd watchdog")
+            if ok != pinging:  # said once per change, not every interval
+                log.log(logging.WARNING if ok else logging.ERROR, "%s", "healthy again: pinging the systemd "
+                        "watchdog" if ok else "the daemon is unhealthy (see /healthz): not pinging the watchdog")
+                pinging = ok
             try:
                 await asyncio.wait_for(stop.wait(), interval)
             except asyncio.TimeoutError:
                 pass
+
+    def _watchdog_ok(self, since_start_s: float) -> bool:
+        """Healthy apart from receivers (a restart does not mend a receiver), or still starting."""
+        _, info = self._health()
+        healthy = not info["stalled"] and info["notifier"]["ok"] and info["delivery"]["outbox"]["ok"]
+        return watchdog_may_ping(healthy, since_start_s, self.pipeline.latest is not None,
+                                 self.sampler.error is not None)
 
     def request_stop(self) -> None:
         """Stop from any thread (what SIGTERM does)."""

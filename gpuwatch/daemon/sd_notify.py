@@ -3,6 +3,12 @@ unix socket named by ``$NOTIFY_SOCKET`` (a path, or ``@name`` for the abstract n
 
 Outside systemd ``$NOTIFY_SOCKET`` is unset and every call is a no-op, so the daemon runs the same way
 from a shell, a container or a unit with ``Type=notify``.
+
+The watchdog (``WatchdogSec=``) is pinged only while the daemon is healthy: sampling delivers snapshots
+and the outbox takes writes (what /healthz reports, less the receivers: a receiver that is down is not
+mended by restarting us, and /healthz still says so). A start-up grace of :data:`WATCHDOG_STARTUP_GRACE_S`
+covers the time before the first snapshot (opening NVML or a DCGM endpoint can take seconds); sampling that
+fails within it ends the grace at once, so systemd restarts a daemon that never got going.
 """
 
 from __future__ import annotations
@@ -13,6 +19,17 @@ import socket
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
+
+#: Seconds after start during which the watchdog is pinged before the first snapshot has arrived.
+WATCHDOG_STARTUP_GRACE_S = 30.0
+
+
+def watchdog_may_ping(healthy: bool, since_start_s: float, has_snapshot: bool, sampling_failed: bool) -> bool:
+    """Ping only a healthy daemon, or one still starting: within the grace, with no snapshot yet and
+    sampling not failed."""
+    if healthy:
+        return True
+    return since_start_s < WATCHDOG_STARTUP_GRACE_S and not has_snapshot and not sampling_failed
 
 
 class SystemdNotifier:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from gpuwatch.model.errors import InputError
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import (
     SCHEMA_VERSION,
@@ -26,8 +27,21 @@ from gpuwatch.model.snapshot import (
 
 T = TypeVar("T")
 
+#: No reading gpuwatch keeps comes near this (bytes of memory are ~1e12, energy in joules ~1e10); a value past
+#: it is damage, and letting 1e308 through turns into inf, then OverflowError, deep in a consumer.
+MAX_MAGNITUDE = 1e18
+#: Snapshot times are Unix seconds; past the year 9999 no date can be formatted.
+MAX_TIME = 253_402_300_799.0
+#: GPUs one Snapshot may hold (the DCGM page reader's cap); more is not one machine, and would make every
+#: /metrics scrape and every evaluation pay for all of them. The rest are dropped and said so.
+MAX_GPUS = 256
+#: Processes one Snapshot may hold (a machine with 8 GPUs has a few hundred at most); the rest are dropped.
+MAX_PROCESSES = 8192
+#: The SourceStatus a capped Snapshot carries, naming what was dropped.
+CAP_SOURCE = "snapshot-cap"
 
-class SnapshotFormatError(ValueError):
+
+class SnapshotFormatError(InputError):
     """A document that is not a Snapshot this version of gpuwatch can read."""
 
 
@@ -79,12 +93,16 @@ def _checked(value: Any, kind: str, where: str) -> Any:
     if base == "float":
         if not number:
             raise SnapshotFormatError(f"{where}: expected a number, got {type(value).__name__}")
-        if not math.isfinite(value):  # NaN/Infinity are not JSON; as in the writer, a missing value
-            if optional:
+        if isinstance(value, float) and not math.isfinite(value):  # NaN/Infinity are not JSON; as in the
+            if optional:  # writer, a missing value
                 return None
             raise SnapshotFormatError(f"{where}: expected a finite number, got {value}")
+        if not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:  # also a 5 000-digit int, before float() overflows
+            raise SnapshotFormatError(f"{where}: {_short(value)} is out of range (at most {MAX_MAGNITUDE:g})")
         return float(value)
     if base == "int":
+        if number and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
+            raise SnapshotFormatError(f"{where}: {_short(value)} is out of range (at most {MAX_MAGNITUDE:g})")
         if number and isinstance(value, float) and value.is_integer():
             return int(value)
         if not number or not isinstance(value, int):
@@ -100,6 +118,11 @@ def _checked(value: Any, kind: str, where: str) -> Any:
         item = base[len("tuple["):].split(",", 1)[0]
         return tuple(_checked(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, float) else str(value) if abs(value) < 10**40 else "a huge number"
+    return text[:40]
 
 
 def _build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
@@ -161,15 +184,30 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
     for key in ("time", "host"):
         if key not in data:
             raise SnapshotFormatError(f"snapshot has no '{key}'")
+    time = _checked(data["time"], "float", "time")
+    if not 0 <= time <= MAX_TIME:
+        raise SnapshotFormatError(f"time: {time!r} is not a Unix time in seconds (0 to {MAX_TIME:.0f})")
+    gpus, procs = _list(data, "gpus"), _list(data, "processes")
+    sources = [_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))]
+    dropped = [f"{len(items) - cap} {what} past the first {cap}" for items, cap, what in
+               ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)")) if len(items) > cap]
+    if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
+        sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
     return Snapshot(
-        time=_checked(data["time"], "float", "time"),
+        time=time,
         seq=_checked(data.get("seq", 0), "int", "seq"),
         origin=_checked(data.get("origin", "live"), "str", "origin"),
         host=_build(HostSample, data["host"], "host"),
-        gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(_list(data, "gpus"))),
-        processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(_list(data, "processes"))),
-        sources=tuple(_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))),
+        gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
+        processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(procs[:MAX_PROCESSES])),
+        sources=tuple(sources),
     )
+
+
+def dropped_by_cap(snap: Snapshot) -> str | None:
+    """What the caps dropped from this Snapshot when it was read (None: nothing)."""
+    status = snap.source(CAP_SOURCE)
+    return None if status is None else status.message
 
 
 def dumps(snap: Snapshot, *, indent: int | None = None) -> str:

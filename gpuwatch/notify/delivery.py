@@ -4,6 +4,10 @@ Per receiver the oldest pending row goes first and alone, so a receiver sees fir
 receivers do not wait on each other. 2xx is delivered. 408/409/425/429, 5xx and network errors are
 retried (the same ``webhook-id`` every time). Other 4xx mean the request itself is wrong: dead-lettered
 at once. A row not delivered within ``max_age`` of being queued is dead-lettered.
+
+Stopping never waits for a receiver: an attempt in flight when the daemon stops is abandoned (its row stays
+pending, unchanged, and goes out with the same ``webhook-id`` after the next start), so a receiver that
+accepts and never answers cannot hold the daemon past systemd's stop timeout.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import logging
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -24,9 +30,11 @@ from gpuwatch.config.model import ALERTMANAGER_API
 from gpuwatch.notify.alertmanager_api import post_url
 from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox, OutboxRow
+from gpuwatch.notify.receiver_health import ReceiverHealth
 from gpuwatch.notify.signing import Secret, signed_headers
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 PRUNE_EVERY_S = 3600.0
@@ -76,6 +84,22 @@ class Deliverer:
         self.wake = asyncio.Event()
         self.failed_attempts = 0
         self.health = FailureTracker("delivering notifications from the outbox", log)
+        self.receivers = ReceiverHealth(cfg.unhealthy_after)
+
+    def set_config(self, cfg: NotifyConfig) -> None:
+        """New timeouts and back-off (a reload); attempts already waiting keep their time."""
+        self.cfg = cfg
+        self.receivers.unhealthy_after_s = cfg.unhealthy_after
+
+    def health_report(self) -> dict[str, Any]:
+        """/healthz's ``delivery``: reading the outbox (``outbox``) and each receiver's results; ``ok`` is
+        False when either fails (a receiver failing longer than ``[notify] unhealthy_after``)."""
+        try:
+            oldest = self.outbox.oldest_pending()
+        except sqlite3.Error:  # the outbox health says why
+            oldest = {}
+        report = self.receivers.report(self.targets, oldest, self.clock())
+        return {**report, "ok": report["ok"] and self.health.healthy, "outbox": self.health.to_dict()}
 
     def set_targets(self, targets: Mapping[str, Target]) -> None:
         """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
@@ -102,8 +126,10 @@ class Deliverer:
         now = self.clock()
         if 200 <= status < 300:
             self.outbox.mark_delivered(row.id, now)
+            self.receivers.succeeded(row.receiver, now)
             return
         error = error or f"HTTP {status}"
+        self.receivers.failed(row.receiver, now, error)
         if 300 <= status < 400:
             error += " (a redirect; it is not followed: configure the final URL)"
         if 300 <= status < 500 and status not in RETRYABLE_4XX:
@@ -151,9 +177,11 @@ class Deliverer:
                     self.outbox.prune(self.clock())
                     last_prune = self.clock()
                 try:
-                    while await self.deliver_due(session):
+                    while await until_stopped(self.deliver_due(session), stop):
                         if stop.is_set():
                             return
+                    if stop.is_set():
+                        return
                     wait = min(self.next_due_in(), 5.0)
                 except Exception as exc:  # the outbox cannot be read or written (disk, damage), or a bug
                     self.health.failed(exc, with_traceback=not isinstance(exc, sqlite3.Error))
@@ -181,3 +209,20 @@ class Deliverer:
                 if after == 0 or after >= before:
                     break
         return sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
+
+
+async def until_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """``work``'s result, or None once ``stop`` is set first: then ``work`` is cancelled. An attempt cancelled
+    mid-request marks nothing, so its row stays pending and keeps its id for the next start."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
+    return None

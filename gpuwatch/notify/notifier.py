@@ -25,7 +25,8 @@ from gpuwatch.notify.outbox import Outbox
 from gpuwatch.notify.payloads import build_body
 
 log = logging.getLogger(__name__)
-#: Transitions kept in memory while the outbox cannot be written (one per alert; alerts are few).
+#: Transitions kept in memory while the outbox cannot be written, every one in order (an alert that fires
+#: and resolves while the disk is full owes both notifications); past this the oldest go, counted and logged.
 MAX_UNSAVED = 10_000
 
 
@@ -52,9 +53,21 @@ class Notifier:
         # In-memory mirror of the database, so the common tick (nothing changed, nothing due) costs no I/O.
         self._firing: set[str] | None = None
         self._next_due = float("-inf")
-        #: Transitions whose write failed (disk full, I/O error), latest per alert: retried every evaluation.
-        self._unsaved: dict[str, Transition] = {}
+        #: Evaluations whose write failed (disk full, I/O error): (time, transitions), oldest first, each
+        #: replayed in order by the next write that succeeds.
+        self._unsaved: list[tuple[float, list[Transition]]] = []
+        #: Transitions dropped because more than MAX_UNSAVED waited (the disk was full for that long).
+        self.unsaved_dropped = 0
         self.health = FailureTracker("storing alert transitions in the outbox", log)
+
+    def health_report(self) -> dict[str, Any]:
+        """/healthz's ``notifier``: outbox writes, and transitions waiting in memory or dropped meanwhile."""
+        return {**self.health.to_dict(), "unsaved_transitions": self.unsaved, "unsaved_dropped": self.unsaved_dropped}
+
+    @property
+    def unsaved(self) -> int:
+        """Transitions waiting in memory for the outbox to take writes again."""
+        return sum(len(ts) for _, ts in self._unsaved)
 
     def set_receivers(self, receivers: Sequence[ReceiverConfig]) -> None:
         """New receivers (a reload): the next evaluation re-checks every group against them."""
@@ -76,42 +89,69 @@ class Notifier:
         """Record firing/resolved changes and queue what they cause, in one transaction; returns rows queued."""
         if self._first_time is None:
             self._first_time = now
-        latest = dict(self._unsaved)
-        latest.update((t.alert.fingerprint, t) for t in transitions)
-        transitions, active = list(latest.values()), list(active)
-        if not self._unsaved and self._quiet(transitions, active, now):
+        transitions, active = list(transitions), list(active)
+        # After a failed write every evaluation writes again (a probe at least): health must come back
+        # only when the disk takes writes, not on a quiet tick that wrote nothing.
+        if not self._unsaved and not self.health.consecutive and self._quiet(transitions, active, now):
             return 0
+        batches = [*self._unsaved, (now, transitions)]
         try:
-            queued = self._store(transitions, active, now)
+            queued = self._store(batches, active)
         except sqlite3.Error as exc:
-            # Nothing was written (one transaction): keep the transitions and try again next evaluation.
-            self._unsaved = dict(list(latest.items())[-MAX_UNSAVED:])
+            # Nothing was written (one transaction): keep every transition and try again next evaluation.
+            self._keep_unsaved(batches)
             self._next_due = float("-inf")
             self.health.failed(exc)
             return 0
-        self._unsaved = {}
+        self._unsaved = []
+        return queued
+
+    def _keep_unsaved(self, batches: list[tuple[float, list[Transition]]]) -> None:
+        batches = [(t, ts) for t, ts in batches if ts]
+        total = sum(len(ts) for _, ts in batches)
+        while total > MAX_UNSAVED and batches:
+            _, oldest = batches.pop(0)
+            total -= len(oldest)
+            self.unsaved_dropped += len(oldest)
+            log.error("the outbox has not taken a write for a long time: dropped %d unsaved alert transition(s) "
+                      "(%d so far); their notifications are lost", len(oldest), self.unsaved_dropped)
+        self._unsaved = batches
+
+    def _store(self, batches: list[tuple[float, list[Transition]]], active: list[Alert]) -> int:
+        """Every evaluation's transitions in order, in one transaction. Health comes back only with a write
+        that stored rows: an empty transaction succeeds on a full disk too, so then a probe row is written."""
+        queued = 0
+        with self.outbox.transaction() as conn:
+            before = conn.total_changes
+            for i, (now, transitions) in enumerate(batches):
+                queued += self._apply(conn, transitions, active if i == len(batches) - 1 else None, now)
+            if self.health.consecutive and conn.total_changes == before:
+                self.outbox.probe(conn, batches[-1][0])
         self.health.succeeded()
         return queued
 
-    def _store(self, transitions: list[Transition], active: list[Alert], now: float) -> int:
+    def _apply(self, conn: sqlite3.Connection, transitions: list[Transition], active: list[Alert] | None,
+               now: float) -> int:
+        """One evaluation: store firing/resolved changes and queue what they cause (``active`` None: an
+        evaluation replayed after a failed write, whose orphans the latest one judges)."""
         assert self._first_time is not None
-        with self.outbox.transaction() as conn:
-            stored = {fp: (state, json.loads(data)) for fp, state, data in
-                      conn.execute("SELECT fingerprint, state, data FROM alert_state")}
-            changed: dict[str, dict[str, Any]] = {}
-            for t in transitions:
-                a = t.alert
-                was = stored.get(a.fingerprint, ("inactive", None))[0]
-                if (a.state == "firing") != (was == "firing") and a.state in ("firing", "resolved"):
-                    changed[a.fingerprint] = a.to_dict()  # newly firing, or resolved after firing
-            if now - self._first_time >= self.resolve_grace_s:
-                changed.update(self._orphans(stored, active, changed, now))
-            for fp, data in changed.items():
-                conn.execute("INSERT OR REPLACE INTO alert_state VALUES (?,?,?,?)",
-                             (fp, data["state"], json.dumps(data), now))
-                stored[fp] = (data["state"], data)
-            queued = self._queue(conn, stored, changed, now)
-            conn.execute("DELETE FROM alert_state WHERE state != 'firing'")
+        stored = {fp: (state, json.loads(data)) for fp, state, data in
+                  conn.execute("SELECT fingerprint, state, data FROM alert_state")}
+        changed: dict[str, dict[str, Any]] = {}
+        for t in transitions:
+            a = t.alert
+            was = changed[a.fingerprint]["state"] if a.fingerprint in changed else \
+                stored.get(a.fingerprint, ("inactive", None))[0]
+            if (a.state == "firing") != (was == "firing") and a.state in ("firing", "resolved"):
+                changed[a.fingerprint] = a.to_dict()  # newly firing, or resolved after firing
+        if active is not None and now - self._first_time >= self.resolve_grace_s:
+            changed.update(self._orphans(stored, active, changed, now))
+        for fp, data in changed.items():
+            conn.execute("INSERT OR REPLACE INTO alert_state VALUES (?,?,?,?)",
+                         (fp, data["state"], json.dumps(data), now))
+            stored[fp] = (data["state"], data)
+        queued = self._queue(conn, stored, changed, now)
+        conn.execute("DELETE FROM alert_state WHERE state != 'firing'")
         self._firing = {fp for fp, (state, _) in stored.items() if state == "firing"}
         return queued
 

@@ -8,14 +8,18 @@ Rows keep their ``webhook_id`` forever, so every retry (also after a restart) ca
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuwatch.model import files
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -29,7 +33,10 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_attempt REAL NOT NULL, status TEXT NOT NULL DEFAULT 'pending', last_error TEXT,
     finished REAL);
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, receiver, id);
+CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, at REAL NOT NULL, pad BLOB NOT NULL);
 """
+#: Bytes a write probe stores: a few pages, so a disk that cannot take them does not pass for healthy.
+PROBE_BYTES = 16 * 1024
 
 #: Delivered and dead-lettered rows are kept this long for inspection, then deleted (the file stays small).
 KEEP_FINISHED_S = 7 * 86400.0
@@ -53,9 +60,14 @@ class CorruptOutbox(sqlite3.DatabaseError):
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in WAL mode with a busy timeout (the alert worker and the deliverer share the file).
     The file is private to its owner: it holds alert labels and receiver names."""
+    if path.parent.exists() and not path.parent.is_dir():  # mkdir would say "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, "the state directory is not a directory", str(path.parent))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
     try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # SQLite would say only "disk I/O error"
+            raise files.NotARegularFile(errno.EINVAL, f"{files.kind(mode)}, not a regular file", str(path))
         os.fchmod(fd, 0o600)  # also a file created earlier with the umask's 0644
     finally:
         os.close(fd)
@@ -109,6 +121,11 @@ class Outbox:
         conn.execute("INSERT INTO outbox (webhook_id, receiver, body, created, next_attempt) VALUES (?,?,?,?,?)",
                      (webhook_id, receiver, body, now, now))
 
+    def probe(self, conn: sqlite3.Connection, now: float) -> None:
+        """Store a row that needs new pages, inside the caller's transaction: after write failures, only a
+        write that stored something shows the disk takes writes again (an empty COMMIT succeeds when full)."""
+        conn.execute("INSERT OR REPLACE INTO write_probe VALUES (1, ?, randomblob(?))", (now, PROBE_BYTES))
+
     def heads(self) -> list[OutboxRow]:
         """The oldest pending row of each receiver: one receiver's order is kept (firing before resolved)."""
         with self._lock:
@@ -131,6 +148,13 @@ class Outbox:
         with self._lock:
             self.conn.execute("UPDATE outbox SET status='dead', finished=?, last_error=? WHERE id=?",
                               (now, error[:500], row_id))
+
+    def oldest_pending(self) -> dict[str, float]:
+        """receiver -> creation time (wall clock) of its oldest pending row, for /healthz."""
+        with self._lock:
+            rows = self.conn.execute("SELECT receiver, MIN(created) FROM outbox WHERE status='pending' "
+                                     "GROUP BY receiver").fetchall()
+        return {r: c for r, c in rows}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """(receiver, status) -> rows, for /metrics."""

@@ -15,12 +15,16 @@ import hmac
 import os
 import secrets
 from collections.abc import Mapping
-from pathlib import Path
+
+from gpuwatch.model import files
+from gpuwatch.model.errors import InputError
 
 PREFIX = "whsec_"
+#: A secret is one line; a bigger file is the wrong file.
+MAX_SECRET_BYTES = 64 * 1024
 
 
-class SecretError(ValueError):
+class SecretError(InputError):
     """A receiver whose secret cannot be read; the message names where it was looked for."""
 
 
@@ -59,11 +63,13 @@ def load_secret(secret_file: str | None, secret_env: str | None, env: Mapping[st
     env = os.environ if env is None else env
     if secret_file:
         try:
-            return parse_secret(Path(secret_file).read_text(encoding="utf-8"))
+            return parse_secret(files.read_text(secret_file, MAX_SECRET_BYTES))
         except FileNotFoundError:
             raise SecretError(f"secret_file {secret_file}: no such file") from None
         except OSError as exc:
-            raise SecretError(f"secret_file {secret_file}: cannot read it ({exc.strerror})") from None
+            raise SecretError(f"secret_file {secret_file}: cannot read it ({files.describe(exc)})") from None
+        except UnicodeDecodeError:
+            raise SecretError(f"secret_file {secret_file}: not UTF-8 text") from None
         except SecretError as exc:
             raise SecretError(f"secret_file {secret_file}: {exc}") from None
     if secret_env:

@@ -1,12 +1,15 @@
-"""Runs one corpus case through the command a user would run on such a file, in a child process with a
-memory limit and a deadline, and classifies the outcome. ``python -m corpus.run`` (from tests/) runs them
-all and prints the counts: runs, clean errors, tracebacks, hangs."""
+"""Runs the corpus: each case through the commands a user would run on it, in child processes with a memory
+limit and a deadline, and classifies every run as a clean error, a traceback, a hang or accepted (exit 0
+where an error was due). ``python -m corpus.run`` (from tests/) runs them all and prints the counts."""
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,12 +21,15 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from corpus.cases import cases, materialise
+from corpus.cases import BUNDLED, HTTP, RUNS, cases, materialise, special_files
 
 MEMORY_LIMIT = 1 << 30  # address space, bytes: a gigabyte
 DEADLINE_S = 30.0
 MAX_LINES = 3
 MAX_LINE_CHARS = 500
+#: What the command line prints for an exception it did not expect: a bug, counted with the tracebacks.
+INTERNAL_ERROR = "internal error:"
+VALID_PAGE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",modelName="H200"} 50\n' * 40
 
 
 @dataclass(frozen=True)
@@ -35,19 +41,31 @@ class Outcome:
     seconds: float
     max_rss_mib: float
     hung: bool
+    names: str = ""
 
     @property
     def traceback(self) -> bool:
-        return "Traceback" in self.output or "MemoryError" in self.output
+        return any(s in self.output for s in ("Traceback", "MemoryError", INTERNAL_ERROR, "Exception ignored"))
 
     @property
     def lines(self) -> list[str]:
-        return [line for line in self.output.splitlines() if line.strip()]
+        """The message lines; argparse's usage block (``usage:`` and its indented continuation) is not
+        counted: it comes before the one error line of every flag mistake."""
+        out, in_usage = [], False
+        for line in self.output.splitlines():
+            in_usage = line.startswith("usage:") or (in_usage and line.startswith(" "))
+            if line.strip() and not in_usage:
+                out.append(line)
+        return out
 
     @property
     def names_the_input(self) -> bool:
-        """The message says which file (or, for a page, which exporter) is wrong."""
-        return ("127.0.0.1" if self.kind == "dcgm" else self.name) in self.output
+        """The message says which file, flag, variable (or, for a page, which exporter) is wrong."""
+        return (self.names or ("127.0.0.1" if self.kind.startswith("dcgm") else self.name)) in self.output
+
+    @property
+    def accepted(self) -> bool:
+        return not self.hung and self.returncode == 0
 
     @property
     def clean(self) -> bool:
@@ -55,23 +73,99 @@ class Outcome:
         return (not self.hung and not self.traceback and self.returncode not in (None, 0) and self.names_the_input
                 and 1 <= len(self.lines) <= MAX_LINES and all(len(x) <= MAX_LINE_CHARS for x in self.lines))
 
+    @property
+    def verdict(self) -> str:
+        return ("hang" if self.hung else "traceback" if self.traceback else "accepted" if self.accepted
+                else "clean" if self.clean else "unclear")
 
-@contextmanager
-def serving(body: bytes) -> Iterator[str]:
-    """A dcgm-exporter stand-in on 127.0.0.1 that answers every GET with ``body``."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
+class _Handler(BaseHTTPRequestHandler):
+    body = b""
+    behaviour = ""
+
+    def do_GET(self) -> None:
+        b = self.behaviour
+        if b == "never-answers":
+            time.sleep(DEADLINE_S * 2)
+            return
+        if b == "redirect-loop":
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.send_header("Content-Length", "0")
             self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
+            return
+        if b == "error-500-html":
+            page = b"<html><body><h1>500 Internal Server Error</h1></body></html>"
+            self.send_response(500)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
+        if b == "huge-header":
+            self.send_response(200)
+            self.send_header("X-Big", "a" * (1 << 20))
+            self.send_header("Content-Length", str(len(VALID_PAGE)))
+            try:
+                self.end_headers()
+                self.wfile.write(VALID_PAGE)
+            except OSError:  # the client stopped reading the header, as it should
+                pass
+            return
+        body = self.body if not b else VALID_PAGE
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        if b == "gzip-bomb":
+            body = gzip_bomb()
+            self.send_header("Content-Encoding", "gzip")
+        if b == "content-length-lies":
+            self.send_header("Content-Length", "100000")
+        elif b != "endless-body":
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            if b == "headers-then-silence":
+                time.sleep(DEADLINE_S * 2)
+            elif b == "drips-a-byte-a-second":
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
+            elif b == "endless-body":
+                while True:
+                    self.wfile.write(b"# more\n" * 1000)
+            elif b == "content-length-lies":
+                self.wfile.write(body[:10])
+                self.wfile.flush()
+                time.sleep(DEADLINE_S * 2)
+            elif b == "closes-mid-body":
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+            else:
+                self.wfile.write(body)
+        except OSError:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+_BODY_CACHE: dict[str, bytes] = {}
+
+
+def gzip_bomb() -> bytes:
+    """256 MiB of comment lines in about 250 KiB, made once (before the server answers, not per request)."""
+    if "bomb" not in _BODY_CACHE:
+        _BODY_CACHE["bomb"] = gzip.compress(b"#" * (256 << 20), compresslevel=9)
+    return _BODY_CACHE["bomb"]
+
+
+@contextmanager
+def serving(body: bytes, behaviour: str = "") -> Iterator[str]:
+    """A dcgm-exporter stand-in on 127.0.0.1: answers every GET with ``body``, or misbehaves as named."""
+    handler = type("Handler", (_Handler,), {"body": body, "behaviour": behaviour})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -81,64 +175,158 @@ def serving(body: bytes) -> Iterator[str]:
         server.server_close()
 
 
-def _command(kind: str, path: Path, url: str | None) -> list[str]:
+def _commands(kind: str, path: Path, url: str | None) -> list[list[str]]:
     gw = [sys.executable, "-m", "gpuwatch"]
     if kind == "config":
-        return [*gw, "daemon", "--check-config", "--config", str(path)]
+        return [[*gw, "daemon", "--check-config", "--config", str(path)]]
     if kind == "rules":
-        return [*gw, "rules", "check", str(path)]
-    if kind == "recordings":
-        return [*gw, "rules", "test", "--replay", str(path)]
-    return [*gw, "snapshot", "--json", "--interval", "0.1", "--dcgm", str(url)]
+        return [[*gw, "rules", "check", str(path)]]
+    if kind == "recordings":  # every command that reads a recording
+        return [[*gw, "rules", "test", "--replay", str(path)], [*gw, "doctor", "--json", "--replay", str(path)],
+                [*gw, "snapshot", "--json", "--replay", str(path), "--at", "3600"]]
+    return [[*gw, "snapshot", "--json", "--interval", "0.1", "--dcgm", str(url)]]
 
 
 def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def run_case(kind: str, name: str, workdir: Path) -> Outcome:
-    path = materialise(kind, name, workdir)
+def _env(workdir: Path, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUWATCH_")}
     env["XDG_STATE_HOME"] = str(workdir / "state")
-    with serving(path.read_bytes() if kind == "dcgm" else b"") as url, tempfile.TemporaryFile() as out:
+    env["XDG_CONFIG_HOME"] = str(workdir / "config-home")  # no user config is read by accident
+    env.update(extra)
+    return env
+
+
+def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str, str], names: str = "",
+            stdout: str | None = None) -> Outcome:
+    """One child process, classified."""
+    out_fd = os.open(stdout, os.O_WRONLY) if stdout else subprocess.DEVNULL
+    try:
+        with tempfile.TemporaryFile() as err:
+            started = time.monotonic()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err, env=env,
+                                    preexec_fn=_limit, cwd=workdir, start_new_session=True)
+            hung = threading.Event()
+
+            def kill() -> None:
+                hung.set()
+                os.killpg(proc.pid, signal.SIGKILL)
+
+            timer = threading.Timer(DEADLINE_S, kill)
+            timer.start()
+            _, status, usage = os.wait4(proc.pid, 0)
+            timer.cancel()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            seconds = time.monotonic() - started
+            err.seek(0)
+            output = err.read().decode("utf-8", "replace")
+    finally:
+        if isinstance(out_fd, int) and out_fd >= 0:
+            os.close(out_fd)
+    return Outcome(kind, name, None if hung.is_set() else proc.returncode, output, seconds, usage.ru_maxrss / 1024,
+                   hung.is_set(), names)
+
+
+def run_case(kind: str, name: str, workdir: Path) -> list[Outcome]:
+    """Every run of one case (a recording is read by three commands)."""
+    if kind == "commands":
+        run = RUNS[name]
+        d = workdir / "special"
+        special_files(d)
+        argv = [sys.executable, "-m", "gpuwatch", *(a.replace("{d}", str(d)) for a in run.argv)]
+        env = _env(workdir, tuple((k, v.replace("{d}", str(d))) for k, v in run.env))
+        names = run.names.replace("{d}", str(d))
+        return [run_one(kind, name, argv, workdir, env, names, run.stdout)]
+    if kind == "dcgm-behaviours":
+        if name == "gzip-bomb":
+            gzip_bomb()
+        with serving(b"", name) as url:
+            argv = [sys.executable, "-m", "gpuwatch", "snapshot", "--json", "--interval", "0.1", "--dcgm", url]
+            return [run_one(kind, name, argv, workdir, _env(workdir))]
+    path = materialise(kind, name, workdir)
+    with serving(path.read_bytes() if kind == "dcgm" else b"") as url:
+        return [run_one(kind, name, argv, workdir, _env(workdir)) for argv in _commands(kind, path, url)]
+
+
+# --- HTTP: one daemon, every request; a 5xx or a traceback in its log is a failure -------------------------
+
+@dataclass(frozen=True)
+class HttpOutcome:
+    name: str
+    status: int | None  # None: no answer (closed), or the deadline passed
+    hung: bool
+    seconds: float
+
+    @property
+    def verdict(self) -> str:
+        return "hang" if self.hung else "traceback" if self.status is not None and self.status >= 500 else "clean"
+
+
+class HttpDaemon:
+    """``gpuwatch daemon`` on the bundled recording, on a free loopback port, with its log kept."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.log = workdir / "http-daemon.log"
+        argv = [sys.executable, "-m", "gpuwatch", "daemon", "--replay", BUNDLED, "--listen", "127.0.0.1:0",
+                "--state-dir", str(workdir / "http-state"), "--speed", "10"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"),
+                                     env=_env(workdir), cwd=workdir)
+        deadline = time.monotonic() + DEADLINE_S
+        while not (m := re.search(r"serving on http://[\d.]+:(\d+)", self.log.read_text(errors="replace"))):
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.05)
+        self.port = int(m.group(1))
+
+    def send(self, name: str) -> HttpOutcome:
         started = time.monotonic()
-        proc = subprocess.Popen(_command(kind, path, url), stdout=subprocess.DEVNULL, stderr=out, env=env,
-                                preexec_fn=_limit, cwd=workdir)
-        hung = threading.Event()
+        got = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=DEADLINE_S) as s:
+                s.sendall(HTTP[name])
+                while b"\r\n" not in got and (chunk := s.recv(4096)):
+                    got += chunk
+        except TimeoutError:
+            return HttpOutcome(name, None, True, time.monotonic() - started)
+        except OSError:
+            pass  # reset: the daemon refused to read more, which is an answer
+        m = re.match(rb"HTTP/\d\.\d (\d{3})", got)
+        return HttpOutcome(name, int(m.group(1)) if m else None, False, time.monotonic() - started)
 
-        def kill() -> None:
-            hung.set()
-            proc.send_signal(signal.SIGKILL)
-
-        timer = threading.Timer(DEADLINE_S, kill)
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.monotonic() - started
-        out.seek(0)
-        output = out.read().decode("utf-8", "replace")
-    return Outcome(kind, name, None if hung.is_set() else proc.returncode, output, seconds,
-                   usage.ru_maxrss / 1024, hung.is_set())
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.log.read_text(errors="replace")
 
 
 def main() -> int:
-    outcomes = []
+    outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind, name in cases():
-            o = run_case(kind, name, Path(tmp))
-            outcomes.append(o)
-            verdict = "hang" if o.hung else "traceback" if o.traceback else "clean" if o.clean else "unclear"
-            first = o.lines[0][:150] if o.lines else ""
-            print(f"{verdict:9} {o.seconds:5.1f}s {o.max_rss_mib:6.0f}MiB rc={o.returncode} {kind}/{name}: {first}")
-    runs = len(outcomes)
-    clean = sum(o.clean for o in outcomes)
-    tracebacks = sum(o.traceback and not o.hung for o in outcomes)
-    hangs = sum(o.hung for o in outcomes)
-    print(f"runs {runs}, clean errors {clean}, tracebacks {tracebacks}, hangs {hangs}, "
-          f"other {runs - clean - tracebacks - hangs}; slowest {max(o.seconds for o in outcomes):.1f} s, "
-          f"largest {max(o.max_rss_mib for o in outcomes):.0f} MiB")
-    return 0 if clean == runs else 1
+            for o in run_case(kind, name, Path(tmp)):
+                outcomes.append(o)
+                first = o.lines[0][:150] if o.lines else ""
+                print(f"{o.verdict:9} {o.seconds:5.1f}s {o.max_rss_mib:6.0f}MiB rc={o.returncode} {kind}/{name}: "
+                      f"{first}")
+        daemon = HttpDaemon(Path(tmp))
+        http = [daemon.send(name) for name in sorted(HTTP)]
+        log = daemon.stop()
+    for h in http:
+        print(f"{h.verdict:9} {h.seconds:5.1f}s status={h.status} http/{h.name}")
+    counts = {v: sum(o.verdict == v for o in outcomes) + sum(h.verdict == v for h in http)
+              for v in ("clean", "traceback", "hang", "accepted", "unclear")}
+    if "Traceback" in log:
+        counts["traceback"] += 1
+        print(log)
+    print(f"runs {len(outcomes) + len(http)}, " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          + f"; slowest {max(o.seconds for o in outcomes):.1f} s, largest "
+          f"{max(o.max_rss_mib for o in outcomes):.0f} MiB")
+    return 0 if counts["clean"] == len(outcomes) + len(http) else 1
 
 
 if __name__ == "__main__":

@@ -33,12 +33,16 @@ class Script:
     fail_until: float = 0.0
     fail_status: int = 503
     retry_after: str | None = None
+    #: Accept each request, then answer nothing for this long (a receiver that hangs).
+    hang_s: float = 0.0
 
 
 @dataclass
 class Receiver:
     script: Script = field(default_factory=Script)
     requests: list[Received] = field(default_factory=list)
+    #: Requests taken while hanging (never answered).
+    hung: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         receiver = self
@@ -46,6 +50,12 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if receiver.script.hang_s:
+                    with receiver.lock:
+                        receiver.hung.append(Received({k.lower(): v for k, v in self.headers.items()}, body, 0,
+                                                      time.time(), self.path))
+                    time.sleep(receiver.script.hang_s)
+                    return
                 with receiver.lock:
                     failing = (len(receiver.requests) < receiver.script.fail_first
                                or time.time() < receiver.script.fail_until)
