@@ -55,6 +55,10 @@ class Services:
     #: Seconds a stream client may go without reading before it is dropped.
     write_timeout: float = 30.0
 
+    def set_token(self, token: str | None) -> None:
+        """A reload's token: requests from now on are checked against it."""
+        self.token = token
+
 
 SERVICES = web.AppKey("services", Services)
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S

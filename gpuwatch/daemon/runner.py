@@ -1,9 +1,10 @@
 """The daemon's life: bind, sample, tell systemd, serve, reload on SIGHUP, stop cleanly on SIGTERM.
 
-Order at start: build every part once, in the constructor (a bad rule file or secret stops us before
-anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait (briefly) for the first
-snapshot, then READY=1. A reload builds the new rules, receivers and token first and swaps them in through
-the methods their owners expose, or keeps the running ones. At stop: STOPPING=1,
+Order at start: build every part once, in :func:`~gpuwatch.daemon.assembly.assemble` (a bad rule file or
+secret stops us before anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait
+(briefly) for the first snapshot, then READY=1. A reload builds the new rules, receivers and token first
+and swaps them in through the methods their owners expose (:meth:`Parts.reload`), or keeps the running
+ones. At stop: STOPPING=1,
 stop sampling and serving (an attempt in flight to a receiver is abandoned, not waited for), then one last
 delivery attempt for every queued notification, bounded to FLUSH_TIMEOUT_S whatever the receivers do;
 whatever is still undelivered stays in the outbox and goes out after the next start, with the same id.
@@ -20,11 +21,12 @@ from typing import Any
 
 from aiohttp import web
 
-from gpuwatch.alerts import AlertEngine, RuleSet
+from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import parts
 from gpuwatch.daemon.app import Services, build_app
+from gpuwatch.daemon.assembly import assemble
 from gpuwatch.daemon.connections import (
     ConnectionGuard,
     GuardedSite,
@@ -33,12 +35,8 @@ from gpuwatch.daemon.connections import (
     quiet_accept_errors,
     raise_fd_limit,
 )
-from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
-from gpuwatch.daemon.stream import StreamHub
-from gpuwatch.diagnosis import SharedDiagnosis
-from gpuwatch.exporter import Exporter, SnapshotCollector
-from gpuwatch.notify import Deliverer, Notifier, Target
+from gpuwatch.notify import Target
 from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
@@ -63,35 +61,14 @@ class Daemon:
             self.host, self.port = check_listen(config, self.token)
         except ConfigError as exc:
             raise parts.StartError(str(exc)) from None
-        self.engine = AlertEngine(parts.build_rules(config))
+        self.parts = assemble(config, sampler, self.port)
+        p = self.parts
+        self.sampler, self.engine, self.outbox, self.hub = p.sampler, p.engine, p.outbox, p.hub
+        self.notify, self.deliverer, self.pipeline, self.diagnosis = p.notify, p.deliverer, p.pipeline, p.diagnosis
         self._warn_if_no_rules(config)
-        targets = parts.build_targets(config)
-        self.outbox = parts.open_outbox(config)
-        self.sampler = sampler
-        self.hub = StreamHub(config.daemon.stream_queue)
-        self.notify = Notifier(self.outbox, config.receivers, parts.external_url(config, self.port),
-                               config.alerts.resolve_grace)
-        self.deliverer = Deliverer(self.outbox, targets, config.notify)
-        self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
-        counters = lambda: parts.DaemonCounters(  # noqa: E731
-            self.deliverer.failed_attempts, self.pipeline.skipped, self.hub.dropped, self.hub.clients,
-            len(self.engine.rules), outbox_write_failures=self.notify.health.failures + self.deliverer.health.failures)
-        self.diagnosis = SharedDiagnosis(lambda: list(self.sampler.history),
-                                         max(1.0, config.exporter.diagnosis_interval))
-        self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
-                                           config.daemon.max_process_series,
-                                           extra=lambda: parts.daemon_families(self.outbox, counters()),
-                                           names=config.exporter.names,
-                                           findings=lambda: self.diagnosis.findings,
-                                           process_min_age=config.daemon.process_series_min_age)
-        self.exporter = Exporter(self.collector)
-        self.sampler.observe_tick_duration(self.exporter.observe_tick)
-        self.sampler.subscribe(self.collector.totals.observe)  # byte counters add up every Snapshot
-        self.sampler.subscribe(self.pipeline.offer)
         reads = config.daemon.token_for_reads
-        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self.diagnosis,
-                                 self._health,
-                                 self.reload, self.token,
+        self.services = Services(p.pipeline, p.exporter, lambda: list(p.sampler.history), p.diagnosis,
+                                 self._health, self.reload, self.token,
                                  token_for_reads=not is_loopback(self.host) if reads is None else reads,
                                  max_stream_clients=config.daemon.max_stream_clients,
                                  write_timeout=config.daemon.request_timeout)
@@ -144,16 +121,8 @@ class Daemon:
             self.sd.ready(f"reload failed: {exc}")
             return False, str(exc)
 
-        def swap() -> None:
-            self.engine.replace_rules(rules)
-            self.notify.set_receivers(new.receivers)
-
-        await self.pipeline.call(swap)
-        self.deliverer.set_targets(targets)
-        self.deliverer.set_config(new.notify)
-        self.services.token = token
-        self.collector.max_process_series = new.daemon.max_process_series
-        self.collector.process_min_age = new.daemon.process_series_min_age
+        await self.parts.reload(new, rules, targets)
+        self.services.set_token(token)
         for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
                                           ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
             if old_value != new_value:
