@@ -28,6 +28,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from daemon.incident import write_recording, write_rules
+from healthz import wait_healthy
 from notify.receiver import Receiver
 
 from gpuwatch.notify import new_secret
@@ -74,14 +75,7 @@ def measure(ticks: int, cycle: int, workdir: Path, warmup: int, min_evaluated: i
     scrape_bytes = 0
     try:
         ps = psutil.Process(proc.pid)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(url + "/healthz", timeout=2)
-                break
-            except requests.RequestException:
-                assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-                time.sleep(0.1)
+        wait_healthy(url, proc, 30, any_answer=True)
         reader = threading.Thread(target=_stream_reader, args=(url, stop), daemon=True)
         reader.start()
         start = time.monotonic()

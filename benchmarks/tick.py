@@ -35,9 +35,9 @@ def _nvml_source(nvml: Any) -> Any:
 def _live_sampler(nvml: Any | None, interval: float = 1.0) -> Sampler:
     """The sampler the daemon runs: built by the runtime for the real driver, by hand around a fake."""
     if nvml is None:
-        from gpuwatch.runtime.build import SamplingOptions, open_producer
+        from gpuwatch.runtime.build import SamplingOptions, open_sampler
 
-        return Sampler(open_producer(SamplingOptions(interval=interval)).producer, interval=interval)
+        return open_sampler(SamplingOptions(interval=interval)).sampler
     return Sampler(LiveCollector([_nvml_source(nvml), HostSource()]), interval=interval)
 
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from gpuwatch.data import bundled_recording  # noqa: E402
 from gpuwatch.model.recording import iter_snapshots  # noqa: E402
 from gpuwatch.model.snapshot import Snapshot  # noqa: E402
+from gpuwatch.sampler.sampler import Sampler  # noqa: E402
 from gpuwatch.tui.app import make_app  # noqa: E402
 from gpuwatch.tui.feed import local_feed  # noqa: E402
 
@@ -70,7 +71,7 @@ class RecordingProducer:
 
 
 async def take(shot: Shot, recording: Path) -> str:
-    feed = local_feed(RecordingProducer(recording), f"recording: {recording.name}", True, run_sampler=False)
+    feed = local_feed(Sampler(RecordingProducer(recording)), f"recording: {recording.name}", True, run_sampler=False)
     feed.prime(shot.ticks)
     app = make_app(feed)
     async with app.run_test(size=shot.size) as pilot:

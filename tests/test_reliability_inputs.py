@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuwatch.alerts import RuleError
-from gpuwatch.alerts.conditions_schema import SOURCE_NAMES
+from gpuwatch.alerts.condition_fields import SOURCE_NAMES
 from gpuwatch.alerts.loader import parse_rules
 from gpuwatch.cli import main as cli_main
 from gpuwatch.daemon.sd_notify import WATCHDOG_STARTUP_GRACE_S, watchdog_may_ping

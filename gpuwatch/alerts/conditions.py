@@ -1,8 +1,8 @@
 """Evaluators: one per condition of a rule, each keeping its own per-entity state (hysteresis latches,
 sliding windows), fed one :class:`Frame` per Snapshot and answering which entities the condition holds
 for right now, with the condition's value. This module has the base and the instant conditions (threshold,
-stale) and all/any; :mod:`gpuwatch.alerts.windows` has the ones over a time window, and the engine's
-:func:`~gpuwatch.alerts.engine.build` picks the evaluator of each condition.
+stale) and all/any; :mod:`gpuwatch.alerts.windows` has the ones over a time window, and the kinds table
+(:mod:`gpuwatch.alerts.kinds`) names the evaluator of each kind.
 
 Missing data (None, NaN, an entity absent from the snapshot) never makes a condition true: like an
 absent series in Prometheus, it simply has no result. Hysteresis (a threshold's ``clear``, flapping's

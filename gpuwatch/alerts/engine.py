@@ -18,11 +18,10 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from gpuwatch.alerts.conditions import CompoundEval, Evaluator, StaleEval, ThresholdEval
 from gpuwatch.alerts.entities import Frame, Key
-from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, Rule, RuleSet, Stale, Threshold, value_unit
+from gpuwatch.alerts.kinds import build
+from gpuwatch.alerts.rules import Rule, RuleSet, value_unit
 from gpuwatch.alerts.templates import render
-from gpuwatch.alerts.windows import WINDOWED, AverageThresholdEval
 from gpuwatch.model.alert import Alert, AlertState, Transition, fingerprint
 from gpuwatch.model.snapshot import Snapshot
 
@@ -30,17 +29,6 @@ log = logging.getLogger(__name__)
 
 MAX_GAP_S = 300.0
 RESOLVED_RETENTION_S = 900.0
-
-
-def build(cond: Condition) -> Evaluator:
-    """The evaluator of ``cond`` (and of its children), each with fresh state."""
-    if isinstance(cond, Threshold):
-        return AverageThresholdEval(cond) if cond.avg_s else ThresholdEval(cond)
-    if isinstance(cond, (AllOf, AnyOf)):
-        return CompoundEval(cond, [build(c) for c in cond.conditions])
-    if isinstance(cond, Stale):
-        return StaleEval(cond)
-    return WINDOWED[type(cond)](cond)
 
 
 @dataclass

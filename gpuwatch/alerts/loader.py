@@ -15,6 +15,7 @@ import yaml
 
 from gpuwatch.alerts.conditions_schema import ConditionParser
 from gpuwatch.alerts.entities import SCOPE_LABELS
+from gpuwatch.alerts.kinds import names
 from gpuwatch.alerts.rules import (
     Group,
     Rule,
@@ -133,8 +134,8 @@ def _rule(errors: _Errors, raw: Any, line: int, group: str) -> Rule | None:
     labels = _string_map(errors, raw, "labels", where, templates=False)
     annotations = _string_map(errors, raw, "annotations", where, templates=True)
     if "condition" not in raw:
-        errors.add(raw.line, where, "missing 'condition' (threshold, all, any, jitter, volatility, flapping, "
-                   "throttle, climb or stale)")
+        *others, last = names()
+        errors.add(raw.line, where, f"missing 'condition' ({', '.join(others)} or {last})")
         return None
     condition = ConditionParser(lambda ln, msg: errors.add(ln, where, msg)).parse(
         raw["condition"], line_of(raw, "condition"))

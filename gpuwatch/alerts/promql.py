@@ -15,6 +15,8 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
               and max without (reason) (... offset w)`` (a full window of history)
   climb       ``(m - m offset w) >= rise and predict_linear(m[w], within) >= limit``
   stale       ``gpuwatch_source_up{source=~".."} == 0``
+Each leaf kind's expression is a method of :class:`Leaves`, named in the kinds table; ``all``/``any``, the
+rule around it and the rule file are put together in :mod:`gpuwatch.alerts.export`.
 Hysteresis (``clear``, flapping's ``low``) holds while the rule's own alert is active, which Prometheus
 keeps in ``ALERTS``: ``(m > value or (m > clear and ignoring(alertname, alertstate, ...) ALERTS{...}))``.
 What PromQL cannot say is reported, not approximated: a metric without a series, a stale source's age.
@@ -22,29 +24,7 @@ What PromQL cannot say is reported, not approximated: a metric without a series,
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import yaml
-
-from gpuwatch.alerts.rules import (
-    AllOf,
-    AnyOf,
-    Climb,
-    Condition,
-    Flapping,
-    Jitter,
-    Rule,
-    RuleSet,
-    Stale,
-    Threshold,
-    Throttle,
-    Volatility,
-    scope_of,
-    value_unit,
-)
-from gpuwatch.alerts.templates import to_go
+from gpuwatch.alerts.rules import Climb, Flapping, Jitter, Stale, Threshold, Throttle, Volatility
 from gpuwatch.model.durations import format_duration
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
@@ -54,20 +34,10 @@ from gpuwatch.model.series import CLOCK_EVENT_ACTIVE, SOURCE_UP
 JOIN_LABELS = {("process", "gpu"): "instance, gpu", ("process", "host"): "instance", ("gpu", "host"): "instance"}
 #: The window ``rate()`` reads a byte counter over when a threshold gives none (four 15 s scrapes).
 RATE_WINDOW = "1m"
-#: A rule's ``{{ $labels.hostname }}`` reads the scrape target in Prometheus (only gpuwatch_host_info has it).
-_HOSTNAME_IN_TEMPLATE = re.compile(r"\$labels\.hostname\b")
 
 
 class Unexpressible(Exception):
     """This rule has no faithful PromQL; the message says why."""
-
-
-@dataclass
-class Export:
-    text: str
-    exported: list[str] = field(default_factory=list)
-    #: (rule name, ``file:line``, why it cannot be exported)
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _num(x: float) -> str:
@@ -103,10 +73,14 @@ def _regex(names: tuple[str, ...]) -> str:
     return "|".join(sorted(names))
 
 
-def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
-    """PromQL for ``cond``; ``step`` is the subquery resolution (empty: the evaluation interval); ``latch``
-    the selector of the rule's own active alerts (``ALERTS``), which hysteresis needs."""
-    if isinstance(cond, Threshold):
+class Leaves:
+    """The PromQL of each leaf kind (the kinds table, :mod:`gpuwatch.alerts.kinds`, names one per kind);
+    ``step`` is the subquery resolution (empty: the evaluation interval), ``latch`` the selector of the
+    rule's own active alerts (``ALERTS``), which hysteresis needs. ``all``/``any`` join them in
+    :func:`gpuwatch.alerts.export.to_promql`."""
+
+    @staticmethod
+    def threshold(cond: Threshold, step: str, latch: str) -> str:
         name, scale = _threshold_series(cond.metric, cond.avg_s, cond.quantile)
         expr = f"{name} {cond.op} {_num(cond.value * scale)}"
         if cond.clear is None:
@@ -114,27 +88,21 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
         if not latch:
             raise Unexpressible("its 'clear' level is hysteresis, which needs the rule's ALERTS state")
         return f"{expr} or ({name} {cond.op[0]} {_num(cond.clear * scale)} and {latch})"
-    if isinstance(cond, AllOf):
-        scope = scope_of(cond)
-        lead = next(c for c in cond.conditions if scope_of(c) == scope)
-        expr = _wrap(to_promql(lead, step, latch))
-        for c in cond.conditions:
-            if c is lead:
-                continue
-            on = JOIN_LABELS.get((scope, scope_of(c)))
-            expr += f" and{f' on ({on})' if on else ''} {_wrap(to_promql(c, step, latch))}"
-        return expr
-    if isinstance(cond, AnyOf):
-        return " or ".join(_wrap(to_promql(c, step, latch)) for c in cond.conditions)
-    if isinstance(cond, Jitter):
+
+    @staticmethod
+    def jitter(cond: Jitter, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
         w = format_duration(cond.window_s)
         return (f"(max_over_time({name}[{w}]) - {name}) >= {_num(cond.fall * scale)} and "
                 f"(max_over_time({name}[{w}]) - {name} offset {w}) >= {_num(cond.rise * scale)}")
-    if isinstance(cond, Volatility):
+
+    @staticmethod
+    def volatility(cond: Volatility, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
         return f"stddev_over_time({name}[{format_duration(cond.window_s)}]) >= {_num(cond.stddev * scale)}"
-    if isinstance(cond, Flapping):
+
+    @staticmethod
+    def flapping(cond: Flapping, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
         state = f"({name} {cond.op} bool {_num(cond.value * scale)})[{format_duration(cond.window_s)}:{step}]"
         pct = f"changes({state}) / (count_over_time({state}) - 1)"
@@ -144,73 +112,22 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
                 raise Unexpressible("its 'low' threshold is hysteresis, which needs the rule's ALERTS state")
             flapping = f"{flapping} or ({pct} >= {_num(cond.low / 100)} and {latch})"
         return f"({flapping}) and {name} offset {format_duration(cond.window_s)}"
-    if isinstance(cond, Throttle):
+
+    @staticmethod
+    def throttle(cond: Throttle, step: str, latch: str) -> str:
         sel = f'{CLOCK_EVENT_ACTIVE.name}{{reason=~"{_regex(cond.reasons)}"}}'
         w = format_duration(cond.window_s)
         return (f"(avg_over_time((max without (reason) ({sel}))[{w}:{step}]) >= {_num(cond.percent / 100)}) "
                 f"and max without (reason) ({sel} offset {w})")
-    if isinstance(cond, Climb):
+
+    @staticmethod
+    def climb(cond: Climb, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
         w = format_duration(cond.window_s)
         return (f"({name} - {name} offset {w}) >= {_num(cond.rise * scale)} and "  # the rise is $value
                 f"predict_linear({name}[{w}], {_num(cond.within_s)}) >= {_num(cond.limit * scale)}")
-    if isinstance(cond, Stale):
+
+    @staticmethod
+    def stale(cond: Stale, step: str, latch: str) -> str:
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
         return f"{SOURCE_UP.name}{sel} == 0"
-    raise Unexpressible(f"condition '{cond.kind}' has no PromQL form")
-
-
-def _wrap(expr: str) -> str:
-    simple = " and " not in expr and " or " not in expr
-    return expr if simple else f"({expr})"
-
-
-def rule_to_prometheus(rule: Rule, step: str = "") -> dict[str, object]:
-    """One Prometheus alerting rule (a mapping ready for YAML); Unexpressible when it has none."""
-    unit = value_unit(rule.condition)
-    ignored = ", ".join(["alertname", "alertstate", *sorted(rule.labels)])
-    latch = f'ignoring ({ignored}) ALERTS{{alertname="{rule.name}"}}'
-    out: dict[str, object] = {"alert": rule.name, "expr": to_promql(rule.condition, step, latch)}
-    if rule.for_s:
-        out["for"] = format_duration(rule.for_s)
-    if rule.keep_firing_for_s:
-        out["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
-    if rule.labels:
-        out["labels"] = dict(rule.labels)
-    if rule.annotations:
-        if not unit.exportable and any("$value" in v for v in rule.annotations.values()):
-            raise Unexpressible("its annotations use {{ $value }}, which has no Prometheus equivalent here")
-        out["annotations"] = {k: _HOSTNAME_IN_TEMPLATE.sub("$labels.instance", to_go(v, unit))
-                              for k, v in rule.annotations.items()}
-    return out
-
-
-def export_prometheus(rules: RuleSet) -> Export:
-    """The whole rule file: every expressible rule, and the reasons for the others as comments."""
-    export = Export(text="")
-    groups = []
-    for g in rules.groups:
-        step = format_duration(g.interval_s) if g.interval_s else ""
-        items = []
-        for r in g.rules:
-            try:
-                items.append(rule_to_prometheus(r, step))
-                export.exported.append(r.name)
-            except Unexpressible as exc:
-                export.skipped.append((r.name, r.origin, str(exc)))
-        if items:
-            group: dict[str, object] = {"name": g.name}
-            if g.interval_s:
-                group["interval"] = format_duration(g.interval_s)
-            group["rules"] = items
-            groups.append(group)
-    sources = sorted({Path(g.origin.rsplit(":", 1)[0]).name for g in rules.groups if g.origin})
-    head = [f"# Generated by 'gpuwatch rules export --format prometheus' from {', '.join(sources) or 'no rules'}.",
-            "# Do not edit: change the gpuwatch rules and export again.",
-            "# Series: the gpuwatch exporter's /metrics (gpuwatch_gpu_*{gpu,uuid,name},",
-            "# gpuwatch_process_*{pid,gpu,user,command}, gpuwatch_gpu_clock_event_active{gpu,uuid,name,reason},",
-            "# gpuwatch_source_up{source}); Prometheus's instance label tells hosts apart."]
-    head += [f"# Not exported: {name} ({origin.rsplit('/', 1)[-1]}): {why}" for name, origin, why in export.skipped]
-    body = yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True, width=10_000)
-    export.text = "\n".join(head) + "\n" + body
-    return export

@@ -13,12 +13,16 @@ Condition kinds (each names what it measures, so a rule reads like the sentence 
   * ``climb``: a least-squares line over ``window`` reaches ``limit`` within ``within`` and the metric rose
     at least ``rise`` over the window (a leak heading for full; Prometheus' ``predict_linear``);
   * ``stale``: a source (or any source) not ``ok``.
+
+Each kind is one entry of the kinds table (:mod:`gpuwatch.alerts.kinds`): its dataclass here, its keys,
+parser, evaluator and PromQL there. A dataclass says what it speaks about through ``metric`` (the
+catalogue's scope and unit), or, without one, through ``SCOPE`` and ``VALUE_UNIT``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
 
 from gpuwatch.alerts.templates import ValueUnit
 from gpuwatch.model.errors import InputError
@@ -90,6 +94,7 @@ class Flapping:
     high: float
     low: float
     kind: str = field(default="flapping", init=False)
+    VALUE_UNIT: ClassVar[ValueUnit] = ValueUnit("percent", 0.01)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class Throttle:
     percent: float
     window_s: float
     kind: str = field(default="throttle", init=False)
+    SCOPE: ClassVar[Scope] = "gpu"
+    VALUE_UNIT: ClassVar[ValueUnit] = ValueUnit("percent", 0.01)
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,8 @@ class Stale:
     #: Source names; empty means any source.
     sources: tuple[str, ...] = ()
     kind: str = field(default="stale", init=False)
+    SCOPE: ClassVar[Scope] = "source"
+    VALUE_UNIT: ClassVar[ValueUnit] = ValueUnit("seconds", 1.0, exportable=False)
 
 
 Condition: TypeAlias = "Threshold | AllOf | AnyOf | Jitter | Volatility | Flapping | Throttle | Climb | Stale"
@@ -160,11 +169,8 @@ def scope_of(cond: Condition) -> Scope:
     """Which entity a condition speaks about: the finest scope among its parts."""
     if isinstance(cond, (AllOf, AnyOf)):
         return max((scope_of(c) for c in cond.conditions), key=lambda s: SCOPE_ORDER[s])
-    if isinstance(cond, Throttle):
-        return "gpu"
-    if isinstance(cond, Stale):
-        return "source"
-    return METRICS[cond.metric].scope
+    fixed: Scope | None = getattr(cond, "SCOPE", None)
+    return fixed if fixed is not None else METRICS[cond.metric].scope  # type: ignore[union-attr]
 
 
 def value_unit(cond: Condition) -> ValueUnit:
@@ -174,11 +180,10 @@ def value_unit(cond: Condition) -> ValueUnit:
         return value_unit(next(c for c in cond.conditions if scope_of(c) == scope))
     if isinstance(cond, AnyOf):
         return value_unit(cond.conditions[0])
-    if isinstance(cond, (Flapping, Throttle)):
-        return ValueUnit("percent", 0.01)
-    if isinstance(cond, Stale):
-        return ValueUnit("seconds", 1.0, exportable=False)
-    spec = METRICS[cond.metric]
+    fixed: ValueUnit | None = getattr(cond, "VALUE_UNIT", None)
+    if fixed is not None:
+        return fixed
+    spec = METRICS[cond.metric]  # type: ignore[union-attr]
     return ValueUnit(spec.unit, spec.prom_scale)
 
 

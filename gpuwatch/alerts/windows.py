@@ -213,8 +213,3 @@ class ClimbEval(WindowEval):
         projected = my - slope * mx + slope * self.cond.within_s
         rise = points[-1][1] - base
         return rise if projected >= self.cond.limit and rise >= self.cond.rise else None
-
-
-#: The evaluator of each windowed kind of condition (a threshold's ``avg`` is :class:`AverageThresholdEval`).
-WINDOWED: dict[type, type[WindowEval]] = {Jitter: JitterEval, Volatility: VolatilityEval, Flapping: FlappingEval,
-                                          Throttle: ThrottleEval, Climb: ClimbEval}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from gpuwatch.config import fields
 from gpuwatch.config.fields import FieldError, sampling_interval, shown
+from gpuwatch.model.interval import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
-from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_producer
+from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_sampler
 
 MAX_SPEED = 10_000.0
 
@@ -69,10 +70,10 @@ def dcgm_url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = 1.0) -> None:
+def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = DEFAULT_INTERVAL_S) -> None:
     g = parser.add_argument_group("what to sample")
     g.add_argument("--interval", type=interval_seconds, default=interval, metavar="S",
-                   help=f"seconds between samples, 0.05 or more (default {interval:g})")
+                   help=f"seconds between samples, {MIN_INTERVAL_S:g} or more (default {interval:g})")
     g.add_argument("--replay", type=Path, metavar="FILE",
                    help="play a recording made by 'gpuwatch record' instead of sampling this machine")
     g.add_argument("--speed", type=replay_speed, default=1.0, metavar="X",
@@ -89,14 +90,14 @@ def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) 
 
 
 def open_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> Opened:
-    """Open the producer the arguments ask for, turning known failures into CliErrors (exit 2: no GPU)."""
+    """Open the sources and the Sampler the arguments ask for; known failures become CliErrors (exit 2)."""
     return open_options(options_from_args(args, allow_bundled=allow_bundled))
 
 
 def open_options(options: SamplingOptions) -> Opened:
-    """Open the producer ``options`` describe; known failures become CliErrors (exit 2: no GPU)."""
+    """Open the sources and the Sampler ``options`` describe; known failures become CliErrors (exit 2: no GPU)."""
     try:
-        return open_producer(options)
+        return open_sampler(options)
     except NoGpuError as exc:
         raise CliError(str(exc), exit_code=2) from None
     except RecordingError as exc:

@@ -22,6 +22,7 @@ from gpuwatch.config import (
 from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
+from gpuwatch.runtime.build import SamplingOptions
 
 DESCRIPTION = f"""\
 Sample the GPUs (or play --replay FILE), evaluate the alert rules, deliver signed webhooks from a durable
@@ -63,6 +64,14 @@ def _configure(args: argparse.Namespace) -> Config:
     return override(config, "sources", dcgm_url=args.dcgm)
 
 
+def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOptions:
+    """The daemon's road: its flags went into the Config (``_configure``); what to sample comes from there."""
+    return dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
+                               dcgm_url=config.sources.dcgm_url,
+                               kubelet_socket=config.sources.kubelet_socket or None,
+                               kubelet_interval=config.sources.kubelet_interval)
+
+
 def _check(config: Config) -> int:
     rules = build_rules(config)
     build_targets(config)
@@ -89,12 +98,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), exit_code=2) from None
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
-    opened = open_options(dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
-                                              dcgm_url=config.sources.dcgm_url,
-                                              kubelet_socket=config.sources.kubelet_socket or None,
-                                              kubelet_interval=config.sources.kubelet_interval))
+    opened = open_options(options_from_config(config, args))
     try:
-        daemon = Daemon(config, opened.producer, opened.description, opened.is_recording,
+        daemon = Daemon(config, opened.sampler, opened.description, opened.is_recording,
                         reload_config=lambda: _configure(args))
         return asyncio.run(daemon.run())
     except StartError as exc:

@@ -14,11 +14,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gpuwatch.cli.common import CliError, add_sampling_args, options_from_args, positive_float
+from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.doctor import LIVE_WINDOW_S, diagnose
 from gpuwatch.model.finding import Finding
+from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
 from gpuwatch.model.snapshot import Snapshot
-from gpuwatch.runtime.build import NoGpuError, open_producer
+from gpuwatch.runtime.build import NoGpuError, open_sampler
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.stacks import StackSampler
 
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sample the Python stacks of busy GPU threads with py-spy (needs py-spy and ptrace "
                    "permission) and name the functions they spend their time in")
     p.add_argument("--json", action="store_true", help='print {"source", "samples", "findings": [...]} as JSON')
-    add_sampling_args(p, interval=0.5)  # short spikes (memory churn) need more than one look a second
+    add_sampling_args(p, interval=DOCTOR_INTERVAL_S)
     p.set_defaults(func=run)
 
 
@@ -86,6 +88,19 @@ def collect(sampler: Sampler, duration: float, interval: float, is_recording: bo
     return list(snaps), read
 
 
+def judge(snaps: list[Snapshot], pid: int | None, stacks: StackSampler | None) -> list[Finding]:
+    """The daemon's path: one shared live-doctor evaluation of the window collected (so a finding reads the
+    same here, on /metrics and in the API). ``--stacks`` adds py-spy evidence, which only the doctor's full
+    pass reads."""
+    if stacks is not None:
+        return diagnose(snaps, pid=pid, stacks=stacks.profiles())
+    span = snaps[-1].time - snaps[0].time
+    evaluation = SharedDiagnosis(lambda: snaps, window_s=span).ask(span, pid)
+    if evaluation.findings is None:
+        raise CliError(evaluation.note)
+    return list(evaluation.findings)
+
+
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
     console.print(f"[bold]gpuwatch doctor[/] - {description}, {samples} samples")
     if not findings:
@@ -103,7 +118,7 @@ def render(findings: Sequence[Finding], description: str, samples: int, console:
 def run(args: argparse.Namespace) -> int:
     opts = dataclasses.replace(options_from_args(args, allow_bundled=True), loop_bundled=False)
     try:
-        opened = open_producer(opts)
+        opened = open_sampler(opts)
     except (NoGpuError, RecordingError) as exc:
         raise CliError(str(exc), exit_code=2) from None
     duration = args.duration if args.duration is not None else (float("inf") if opened.is_recording else LIVE_WINDOW_S)
@@ -112,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print("--stacks samples live processes: a recording has none; carrying on without stacks", file=sys.stderr)
     elif stacks is not None and stacks.problem:
         print(stacks.problem, file=sys.stderr)  # said now; a problem met while sampling is said at the end
-    sampler = Sampler(opened.producer, interval=args.interval)
+    sampler = opened.sampler
     try:
         snaps, read = collect(sampler, duration, args.interval, opened.is_recording,
                               sys.stderr.isatty() and duration != float("inf"), stacks, args.pid)
@@ -122,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("no samples to diagnose (an empty recording?)", exit_code=2)
     if stacks is not None and stacks.problem and stacks.exe is not None and not opened.is_recording:
         print(stacks.problem, file=sys.stderr)
-    findings = diagnose(snaps, pid=args.pid, stacks=stacks.profiles() if stacks else None)
+    findings = judge(snaps, args.pid, stacks)
     description = opened.description + (f" (the newest {len(snaps)} of {read} samples)" if read > len(snaps) else "")
     if args.json:
         print(json.dumps({"source": description, "samples": len(snaps),

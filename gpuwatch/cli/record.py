@@ -12,7 +12,6 @@ from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float, seconds_offset
 from gpuwatch.model.recording import RecordingError, RecordingHeader, RecordingWriter, iter_snapshots, read_header
-from gpuwatch.sampler.sampler import Sampler
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         writer = RecordingWriter(args.output, header)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror}") from None
-    sampler = Sampler(opened.producer, interval=args.interval)
+    sampler = opened.sampler
     sampler.subscribe(writer.write)
     start = time.monotonic()
     sampler.start()

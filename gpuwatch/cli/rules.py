@@ -11,8 +11,9 @@ import yaml
 
 from gpuwatch.alerts import DEFAULT_RULES, RuleError, RuleSet, load_rules
 from gpuwatch.alerts.backtest import format_timeline, run_backtest
+from gpuwatch.alerts.export import export_prometheus
+from gpuwatch.alerts.kinds import kinds_markdown
 from gpuwatch.alerts.loader import lint
-from gpuwatch.alerts.promql import export_prometheus
 from gpuwatch.cli.common import CliError
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
@@ -58,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--all", action="store_true",
                    help="every series /metrics serves, as the README's markdown table")
     m.set_defaults(func=run_metrics)
+    k = rsub.add_parser("kinds", help="list the kinds of condition a rule can use (alerts/README.md's table)",
+                        description="Every kind of condition, its fields (? = optional) and when it holds, as the "
+                        "markdown table of alerts/README.md.")
+    k.set_defaults(func=run_kinds)
     s = rsub.add_parser("show", help="print the shipped rules (a starting point for your own file)",
                         description="Print the shipped rule file, to copy and edit: "
                         "'gpuwatch rules show > my-rules.yml', then point [alerts] rule_paths at it.")
@@ -156,6 +161,11 @@ def series_markdown() -> str:
     rows += [f"| `{s.name}` | {s.kind} | {', '.join(s.labels) or '-'} | {s.help.replace('|', '/')} |"
              for s in CATALOGUE]
     return "\n".join(rows)
+
+
+def run_kinds(args: argparse.Namespace) -> int:
+    print(kinds_markdown())
+    return 0
 
 
 def run_show(args: argparse.Namespace) -> int:

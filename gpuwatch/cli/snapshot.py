@@ -10,7 +10,6 @@ import time
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, seconds_offset
 from gpuwatch.cli.table import render_snapshot
 from gpuwatch.model.codec import dumps
-from gpuwatch.sampler.sampler import Sampler
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     opened = open_from_args(args)
     if args.at and not opened.is_recording:
         raise CliError("--at picks a moment of a recording: give --replay FILE", exit_code=2)
-    sampler = Sampler(opened.producer, interval=args.interval)
+    sampler = opened.sampler
     try:
         snap = sampler.tick()
         if opened.is_recording and snap is not None:

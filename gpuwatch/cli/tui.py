@@ -67,7 +67,7 @@ def build_feed(args: argparse.Namespace) -> Feed:
             raise CliError(note)
     opened = open_from_args(args, allow_bundled=True)
     window = getattr(args, "diagnosis_window", None)
-    feed = local_feed(opened.producer, opened.description, opened.is_recording, interval=args.interval,
+    feed = local_feed(opened.sampler, opened.description, opened.is_recording,
                       rule_paths=rules, **({"diagnosis_window_s": window} if window else {}))
     if opened.is_recording and (args.replay is None or args.replay.resolve() == bundled_recording().resolve()):
         skipped = feed.skip_idle()  # the bundled recording's service starts after ~10 idle seconds

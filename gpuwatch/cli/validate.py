@@ -15,11 +15,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from gpuwatch.cli.common import CliError, positive_float
 from gpuwatch.doctor import top_problem
+from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.runtime.build import NoGpuError, SamplingOptions, open_producer
-from gpuwatch.sampler.collector import LiveCollector
-from gpuwatch.sampler.sampler import Producer, Sampler
-from gpuwatch.sources.host import HostSource
+from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_sampler
 from gpuwatch.validate import report, views
 from gpuwatch.validate.doctor_accuracy import FaultRun, judge_recordings, run_fault, write_recording, write_report
 from gpuwatch.validate.runner import StageRun, diagnose_phases, run_stage
@@ -106,14 +104,12 @@ def _stages(text: str) -> list[str]:
     return names
 
 
-def _producer(device: str, interval: float) -> tuple[Producer, str]:
+def _open(device: str, interval: float) -> Opened:
+    """The sources and the Sampler; without a driver, ``--device cpu`` samples the host alone."""
     try:
-        opened = open_producer(SamplingOptions(interval=interval, slow_interval=interval))
-        return opened.producer, opened.description
+        return open_sampler(SamplingOptions(interval=interval, slow_interval=interval, host_only=device != "cuda"))
     except NoGpuError as exc:
-        if device == "cuda":
-            raise CliError(f"--device cuda needs an NVIDIA driver to sample: {exc}", exit_code=2) from None
-        return LiveCollector([HostSource()]), "live via host only (no NVIDIA driver: GPU columns stay empty)"
+        raise CliError(f"--device cuda needs an NVIDIA driver to sample: {exc}", exit_code=2) from None
 
 
 def _check_torch() -> None:
@@ -149,9 +145,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     _check_torch()
     duration = args.duration if args.duration is not None else 30.0
     window = min(args.window, duration)
-    interval = 0.5  # what gpuwatch doctor uses live: the doctor is judged as users run it
-    producer, description = _producer(args.device, interval)
-    sampler = Sampler(producer, interval=interval)
+    interval = DOCTOR_INTERVAL_S  # what gpuwatch doctor uses live: the doctor is judged as users run it
+    opened = _open(args.device, interval)
+    sampler, description = opened.sampler, opened.description
     (args.out / "faults").mkdir(parents=True, exist_ok=True)
     runs: list[FaultRun] = []
     try:
@@ -264,7 +260,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"gpuwatch validate: {len(stages)} stages, capacity {duration:g} s each (naive {args.repeats}x), "
           f"traffic {', '.join(shapes)}: up to {n_phases} phases of {phase_s:g} s per stage: at most about "
           f"{estimate / 60:.1f} min", file=sys.stderr)
-    producer, description = _producer(args.device, interval)
+    opened = _open(args.device, interval)
+    sampler, description = opened.sampler, opened.description
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         writer = RecordingWriter(args.out / RECORDING, RecordingHeader(
@@ -273,7 +270,6 @@ def run(args: argparse.Namespace) -> int:
             meta={"source": description, "stages": stages, "shapes": shapes}))
     except OSError as exc:
         raise CliError(f"cannot write to --out {args.out}: {exc.strerror}") from None
-    sampler = Sampler(producer, interval=interval)
     sampler.subscribe(writer.write)
     v = views.Validation(stages, shapes=shapes, mix=mix if "mixed" in shapes else {})
     started = time.monotonic()

@@ -14,15 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwatch.model.durations import format_duration, parse_duration
+from gpuwatch.model.interval import MAX_INTERVAL_S, MIN_INTERVAL_S
 
 
 class FieldError(ValueError):
     """A value of the wrong shape; the message says what a good one looks like."""
 
-
-#: Sampling interval bounds, shared by the config file and the command line's --interval.
-MIN_INTERVAL_S = 0.05
-MAX_INTERVAL_S = 3600.0
 
 def shown(value: Any, limit: int = 60) -> str:
     """``value`` as an error message quotes it: never more than ``limit`` characters, whatever was given."""
@@ -172,5 +169,5 @@ def listen_text(value: Any) -> str:
 
 
 def sampling_interval(value: Any) -> float:
-    """Seconds between samples: 0.05 (what a tick can do) to an hour."""
+    """Seconds between samples, within the bounds of ``model/interval.py`` (the config file and --interval)."""
     return float_between(MIN_INTERVAL_S, MAX_INTERVAL_S)(value)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.config import fields as f
+from gpuwatch.model.interval import DEFAULT_INTERVAL_S, describe_bounds
 
 DEFAULT_PORT = 19464
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -21,7 +22,8 @@ def _opt(parse: Any, help: str, **kw: Any) -> Any:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    interval: float = _opt(f.sampling_interval, "seconds between samples (0.05 to 3600)", default=1.0)
+    interval: float = _opt(f.sampling_interval, f"seconds between samples ({describe_bounds()})",
+                           default=DEFAULT_INTERVAL_S)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
     GET  /api/v1/stream       NDJSON: the latest Snapshot, then one per tick
     GET  /api/v1/alerts       {"alerts": [...]} pending, firing and recently resolved
     GET  /api/v1/diagnosis    {"findings": [...]} over the last ?window=S seconds (default 30), each with
-                              "since" (Unix time it has held from), ?pid=N
+                              "since" (Unix time it has held from), ?pid=N; the default question is the
+                              daemon's one shared evaluation (the one /metrics serves), made at most once
+                              per snapshot however many clients ask
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
 """
 
@@ -28,7 +30,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from gpuwatch.daemon.pipeline import Pipeline
-from gpuwatch.doctor import RECENT_WINDOW_S, diagnose_current
+from gpuwatch.diagnosis import SharedDiagnosis
+from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.exporter import CONTENT_TYPE, Exporter, render
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.model.snapshot import Snapshot
@@ -41,6 +44,8 @@ class Services:
     pipeline: Pipeline
     exporter: Exporter
     history: Callable[[], list[Snapshot]]
+    #: The one live-doctor evaluation, shared with /metrics.
+    diagnosis: SharedDiagnosis
     health: Callable[[], tuple[bool, dict[str, Any]]]
     reload: Callable[[], Awaitable[tuple[bool, str]]]
     token: str | None = None
@@ -49,6 +54,10 @@ class Services:
     max_stream_clients: int = 64
     #: Seconds a stream client may go without reading before it is dropped.
     write_timeout: float = 30.0
+
+    def set_token(self, token: str | None) -> None:
+        """A reload's token: requests from now on are checked against it."""
+        self.token = token
 
 
 SERVICES = web.AppKey("services", Services)
@@ -118,10 +127,6 @@ async def alerts(request: web.Request) -> web.Response:
     return _json({"alerts": [a.to_dict() for a in request.app[SERVICES].pipeline.alerts]})
 
 
-def _diagnose(history: list[Snapshot], window: float, pid: int | None) -> list[dict[str, Any]]:
-    return [f.to_dict() for f in diagnose_current(history, window, pid=pid)]
-
-
 async def diagnosis(request: web.Request) -> web.Response:
     s = request.app[SERVICES]
     try:
@@ -131,12 +136,13 @@ async def diagnosis(request: web.Request) -> web.Response:
         return _json({"error": "pid must be a whole number and window a number of seconds"}, 400)
     if not math.isfinite(window) or window <= 0:
         return _json({"error": "window must be a positive number of seconds"}, 400)
-    history = s.history()
-    if not history:
+    if not s.history():
         return _json({"error": "no snapshot yet"}, 503)
-    recent = sum(1 for snap in history if snap.time >= history[-1].time - window)
-    findings = await asyncio.get_running_loop().run_in_executor(None, _diagnose, history, window, pid)
-    return _json({"findings": findings, "snapshots": recent, "window_s": window})
+    evaluation = await asyncio.get_running_loop().run_in_executor(None, s.diagnosis.ask, window, pid)
+    if evaluation.findings is None:
+        return _json({"error": evaluation.note}, 500)
+    return _json({"findings": [f.to_dict() for f in evaluation.findings], "snapshots": evaluation.snapshots,
+                  "window_s": window})
 
 
 async def reload(request: web.Request) -> web.Response:

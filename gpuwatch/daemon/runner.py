@@ -1,9 +1,10 @@
 """The daemon's life: bind, sample, tell systemd, serve, reload on SIGHUP, stop cleanly on SIGTERM.
 
-Order at start: build every part once, in the constructor (a bad rule file or secret stops us before
-anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait (briefly) for the first
-snapshot, then READY=1. A reload builds the new rules, receivers and token first and swaps them in through
-the methods their owners expose, or keeps the running ones. At stop: STOPPING=1,
+Order at start: build every part once, in :func:`~gpuwatch.daemon.assembly.assemble` (a bad rule file or
+secret stops us before anything runs), then in :meth:`Daemon.run` bind the socket, start the sampler, wait
+(briefly) for the first snapshot, then READY=1. A reload builds the new rules, receivers and token first
+and swaps them in through the methods their owners expose (:meth:`Parts.reload`), or keeps the running
+ones. At stop: STOPPING=1,
 stop sampling and serving (an attempt in flight to a receiver is abandoned, not waited for), then one last
 delivery attempt for every queued notification, bounded to FLUSH_TIMEOUT_S whatever the receivers do;
 whatever is still undelivered stays in the outbox and goes out after the next start, with the same id.
@@ -20,11 +21,12 @@ from typing import Any
 
 from aiohttp import web
 
-from gpuwatch.alerts import AlertEngine, RuleSet
+from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import parts
 from gpuwatch.daemon.app import Services, build_app
+from gpuwatch.daemon.assembly import assemble
 from gpuwatch.daemon.connections import (
     ConnectionGuard,
     GuardedSite,
@@ -33,14 +35,10 @@ from gpuwatch.daemon.connections import (
     quiet_accept_errors,
     raise_fd_limit,
 )
-from gpuwatch.daemon.diagnosis import DiagnosisPublisher
-from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
-from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.efficiency.install import install as install_efficiency
-from gpuwatch.exporter import Exporter, SnapshotCollector
-from gpuwatch.notify import Deliverer, Notifier, Target
-from gpuwatch.sampler.sampler import Producer, Sampler
+from gpuwatch.notify import Target
+from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +47,10 @@ FLUSH_TIMEOUT_S = 5.0
 
 
 class Daemon:
-    """Every part built once from ``config``: the sampler over ``producer``, the alert engine, the notifier
-    and its outbox, the exporter and the HTTP app; :meth:`run` serves until stopped."""
+    """Every part built once from ``config`` around ``sampler`` (opened by ``runtime.build.open_sampler``): the
+    alert engine, the notifier and its outbox, the exporter and the HTTP app; :meth:`run` serves until stopped."""
 
-    def __init__(self, config: Config, producer: Producer, description: str, is_recording: bool,
+    def __init__(self, config: Config, sampler: Sampler, description: str, is_recording: bool,
                  reload_config: Callable[[], Config], notifier: SystemdNotifier | None = None) -> None:
         self.config = config
         self.description = description
@@ -64,34 +62,15 @@ class Daemon:
             self.host, self.port = check_listen(config, self.token)
         except ConfigError as exc:
             raise parts.StartError(str(exc)) from None
-        self.engine = AlertEngine(parts.build_rules(config))
+        self.parts = assemble(config, sampler, self.port)
+        p = self.parts
+        self.sampler, self.engine, self.outbox, self.hub = p.sampler, p.engine, p.outbox, p.hub
+        self.notify, self.deliverer, self.pipeline, self.diagnosis = p.notify, p.deliverer, p.pipeline, p.diagnosis
+        self.exporter = p.exporter
         self._warn_if_no_rules(config)
-        targets = parts.build_targets(config)
-        self.outbox = parts.open_outbox(config)
-        self.sampler = Sampler(producer, interval=config.sampler.interval)
-        self.hub = StreamHub(config.daemon.stream_queue)
-        self.notify = Notifier(self.outbox, config.receivers, parts.external_url(config, self.port),
-                               config.alerts.resolve_grace)
-        self.deliverer = Deliverer(self.outbox, targets, config.notify)
-        self.pipeline = Pipeline(self.engine, self.hub, self.notify, on_queued=self.deliverer.wake.set)
-        counters = lambda: parts.DaemonCounters(  # noqa: E731
-            self.deliverer.failed_attempts, self.pipeline.skipped, self.hub.dropped, self.hub.clients,
-            len(self.engine.rules), outbox_write_failures=self.notify.health.failures + self.deliverer.health.failures)
-        self.diagnosis = DiagnosisPublisher(lambda: list(self.sampler.history),
-                                            max(1.0, config.exporter.diagnosis_interval))
-        self.collector = SnapshotCollector(lambda: self.pipeline.latest, lambda: self.pipeline.alerts,
-                                           config.daemon.max_process_series,
-                                           extra=lambda: parts.daemon_families(self.outbox, counters()),
-                                           names=config.exporter.names,
-                                           findings=lambda: self.diagnosis.findings,
-                                           process_min_age=config.daemon.process_series_min_age)
-        self.exporter = Exporter(self.collector)
-        self.sampler.observe_tick_duration(self.exporter.observe_tick)
-        self.sampler.subscribe(self.collector.totals.observe)  # byte counters add up every Snapshot
-        self.sampler.subscribe(self.pipeline.offer)
         reads = config.daemon.token_for_reads
-        self.services = Services(self.pipeline, self.exporter, lambda: list(self.sampler.history), self._health,
-                                 self.reload, self.token,
+        self.services = Services(p.pipeline, p.exporter, lambda: list(p.sampler.history), p.diagnosis,
+                                 self._health, self.reload, self.token,
                                  token_for_reads=not is_loopback(self.host) if reads is None else reads,
                                  max_stream_clients=config.daemon.max_stream_clients,
                                  write_timeout=config.daemon.request_timeout)
@@ -115,7 +94,7 @@ class Daemon:
         age = time.monotonic() - p.last_received if p.latest is not None else None
         failed = self.sampler.error
         stalled = failed is not None or age is None or (
-            not finished and age > max(10.0, 5 * self.config.sampler.interval))
+            not finished and age > max(10.0, 5 * self.sampler.interval))
         notifier, delivery = self.notify.health, self.deliverer.health_report()
         info = {"source": self.description, "ticks": p.received, "evaluated": p.evaluated,
                 "last_snapshot_age_s": None if age is None else round(age, 3),
@@ -145,16 +124,8 @@ class Daemon:
             self.sd.ready(f"reload failed: {exc}")
             return False, str(exc)
 
-        def swap() -> None:
-            self.engine.replace_rules(rules)
-            self.notify.set_receivers(new.receivers)
-
-        await self.pipeline.call(swap)
-        self.deliverer.set_targets(targets)
-        self.deliverer.set_config(new.notify)
-        self.services.token = token
-        self.collector.max_process_series = new.daemon.max_process_series
-        self.collector.process_min_age = new.daemon.process_series_min_age
+        await self.parts.reload(new, rules, targets)
+        self.services.set_token(token)
         for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
                                           ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
             if old_value != new_value:

@@ -70,6 +70,10 @@ class SnapshotCollector:
         self._dropped_seq: int | None = None
         self._lock = threading.Lock()
 
+    def set_process_limits(self, max_series: int, min_age: float) -> None:
+        """A reload's cap on process series and the age a process needs before it gets series."""
+        self.max_process_series, self.process_min_age = max_series, min_age
+
     def _count_dropped(self, snap: Snapshot | None, dropped: dict[str, int]) -> Metric:
         fam = family(series.PROCESS_SERIES_DROPPED)
         with self._lock:  # once per Snapshot, however often it is scraped

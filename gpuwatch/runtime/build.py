@@ -1,5 +1,9 @@
-"""Open the right producer for a command: a recording, live NVML (+DCGM) and host sources, DCGM alone,
-or, where the command allows it and there is no driver, the bundled H200 recording."""
+"""The one road from options to a running Sampler: every command fills a :class:`SamplingOptions` (from its
+flags, or from a Config for the daemon) and calls :func:`open_sampler`, the only place a Sampler is built.
+
+It opens the right producer: a recording, live NVML (+DCGM) and host sources, DCGM alone, the host alone
+(``validate`` without a driver), or, where the command allows it and there is no driver, the bundled H200
+recording."""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwatch.data import bundled_recording
+from gpuwatch.model.interval import DEFAULT_INTERVAL_S
 from gpuwatch.sampler.collector import LiveCollector
-from gpuwatch.sampler.sampler import Producer
+from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.base import Source, SourceUnavailable
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.replay import ReplayProducer
@@ -26,7 +31,7 @@ class SamplingOptions:
     replay: Path | None = None
     speed: float = 1.0
     loop: bool = False
-    interval: float = 1.0
+    interval: float = DEFAULT_INTERVAL_S
     dcgm_url: str | None = None
     #: Play the bundled H200 recording when there is no driver (the dashboard does; ``snapshot`` does not).
     allow_bundled: bool = False
@@ -39,14 +44,28 @@ class SamplingOptions:
     #: The kubelet's PodResources socket (the daemon's; None: no pod labels) and how often to ask it.
     kubelet_socket: str | None = None
     kubelet_interval: float = 10.0
+    #: No GPU source: sample the host alone instead of failing (``validate --device cpu``).
+    host_only: bool = False
 
 
 @dataclass
 class Opened:
-    producer: Producer
+    """A Sampler over the opened producer (not started: the command starts it or ticks it itself)."""
+
+    sampler: Sampler
     #: What is being shown, in words: "live: 1 GPU via NVML", "recording: h200-incident.ndjson.gz" ...
     description: str
     is_recording: bool
+
+    @property
+    def producer(self) -> Producer:
+        return self.sampler.producer
+
+
+def open_sampler(opts: SamplingOptions) -> Opened:
+    """Open the sources ``opts`` name and the Sampler over them, at ``opts.interval``."""
+    producer, description, is_recording = _open_producer(opts)
+    return Opened(Sampler(producer, interval=opts.interval), description, is_recording)
 
 
 def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:
@@ -87,19 +106,22 @@ def _label_sources(opts: SamplingOptions) -> list[Source]:
     return [KubeletSource(opts.kubelet_socket, interval=interval, timeout=min(5.0, interval))]
 
 
-def open_producer(opts: SamplingOptions) -> Opened:
+def _open_producer(opts: SamplingOptions) -> tuple[Producer, str, bool]:
     if opts.replay is not None:
         rp = ReplayProducer(opts.replay, speed=opts.speed, loop=opts.loop)
-        return Opened(rp, f"recording: {Path(opts.replay).name}", True)
+        return rp, f"recording: {Path(opts.replay).name}", True
     gpu_sources, problems = _gpu_sources(opts)
     if gpu_sources:
         names = "+".join(s.name.upper() for s in gpu_sources)
-        return Opened(LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)]), f"live via {names}", False)
+        return LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)]), f"live via {names}", False
     reason = problems[0] if problems else "no GPU source"
+    if opts.host_only:
+        return (LiveCollector([HostSource()]),
+                "live via host only (no NVIDIA driver: GPU columns stay empty)", False)
     if opts.allow_bundled and bundled_recording().exists():
         log.warning("%s; playing the bundled H200 recording", reason)
         rp = ReplayProducer(bundled_recording(), speed=opts.speed, loop=opts.loop_bundled)
-        return Opened(rp, f"recording (no NVIDIA driver here): {bundled_recording().name}", True)
+        return rp, f"recording (no NVIDIA driver here): {bundled_recording().name}", True
     raise NoGpuError(f"{reason}. Run it on a machine with an NVIDIA driver, point it at a dcgm-exporter "
                      f"with --dcgm URL, or play a recording with --replay FILE "
                      f"(the bundled one: {bundled_recording()})")

@@ -12,12 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from gpuwatch.model.interval import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 
 log = logging.getLogger(__name__)
-
-MIN_INTERVAL_S = 0.05
 
 Subscriber = Callable[[Snapshot], None]
 
@@ -33,7 +32,8 @@ class Producer(Protocol):
 class Sampler:
     """Runs a Producer every ``interval`` seconds on its own thread."""
 
-    def __init__(self, producer: Producer, interval: float = 1.0, history: History | None = None) -> None:
+    def __init__(self, producer: Producer, interval: float = DEFAULT_INTERVAL_S,
+                 history: History | None = None) -> None:
         if interval < MIN_INTERVAL_S:
             raise ValueError(f"interval must be at least {MIN_INTERVAL_S} s, got {interval}")
         self.producer = producer

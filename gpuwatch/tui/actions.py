@@ -1,35 +1,35 @@
-"""What the keys and the mouse do, and the view state they change.
+"""What the keys and the mouse do on the dashboard: :class:`DashboardScreen`, the dashboard's screen.
 
-The view (sort, filter, tree, which GPU) is reactive state of the app: the process table is bound to it
-with ``data_bind`` and the status line and panels redraw from watchers, so a key handler only sets a value.
-A mixin of the app, kept apart so the app module stays about data flow and drawing.
+The view state (sort, filter, tree, which GPU) is reactive state of the screen's view
+(:class:`gpuwatch.tui.screen.DashboardView`): the process table is bound to it with ``data_bind`` and the
+status line and panels redraw from watchers, so a key handler here only sets a value. F1 is htop's help; F10
+(htop's quit) and Ctrl-C quit from any screen (the app binds them).
 """
 
 from __future__ import annotations
 
 import signal
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import on
-from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.reactive import reactive
 from textual.widgets import Input
 
 from gpuwatch.tui import signals
-from gpuwatch.tui.feed import Feed
+from gpuwatch.tui.screen import DashboardView
 from gpuwatch.tui.status import kill_refusal
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
 from gpuwatch.tui.widgets.fleet_table import FleetTable
 from gpuwatch.tui.widgets.help_screen import HelpScreen
 from gpuwatch.tui.widgets.kill_dialog import KillDialog
 from gpuwatch.tui.widgets.process_screen import ProcessScreen
-from gpuwatch.tui.widgets.process_table import ProcessTable, Sort
+from gpuwatch.tui.widgets.process_table import ProcessTable
 from gpuwatch.tui.widgets.row_table import RowTable
 
 KEYS: list[BindingType] = [
-    Binding("q", "quit", "quit"),
+    Binding("q", "app.quit", "quit"),
     Binding("question_mark,h", "help", "help", key_display="?"),
+    Binding("f1", "help", "help", show=False),
     Binding("slash", "filter", "filter", key_display="/"),
     Binding("s", "step_sort(1)", "sort"),
     Binding("full_stop", "step_sort(1)", "next sort column", show=False),
@@ -48,54 +48,10 @@ KEYS: list[BindingType] = [
 ]
 
 
-class Controls(App[None]):
-    """The view state and the key and mouse handlers; the app provides the two render methods."""
+class DashboardScreen(DashboardView):
+    """The dashboard: the view's widgets and state, and what each key and click does to them."""
 
     BINDINGS: ClassVar[list[BindingType]] = KEYS
-
-    paused: reactive[bool] = reactive(False)
-    sort: reactive[Sort] = reactive(Sort, init=False)
-    filter_text: reactive[str] = reactive("", init=False)
-    tree_view: reactive[bool] = reactive(False, init=False)
-    #: Only this GPU's processes in the table (``None``: all); keys 1-9 and 0.
-    gpu_filter: reactive[int | None] = reactive(None, init=False)
-    #: The GPU the panel and the plot show.
-    selected_gpu: reactive[int | None] = reactive(None, init=False)
-
-    feed: Feed
-    sources: dict[str, Any]
-    selected_source: str | None
-
-    def _render_selected(self) -> None:
-        raise NotImplementedError
-
-    def _render_status(self) -> None:
-        raise NotImplementedError
-
-    def _relayout(self) -> None:
-        raise NotImplementedError
-
-    # -- state changes redraw what shows them ------------------------------------------------------------
-    def watch_sort(self) -> None:
-        self._render_status()
-
-    def watch_filter_text(self) -> None:
-        self._render_status()
-
-    def watch_tree_view(self) -> None:
-        self._render_status()
-
-    def watch_gpu_filter(self) -> None:
-        self._render_status()
-
-    def watch_selected_gpu(self) -> None:
-        self._render_selected()
-
-    def watch_paused(self, paused: bool) -> None:
-        self.feed.pause(paused)
-        if not paused:
-            self._render_selected()
-        self._render_status()
 
     # -- mouse -------------------------------------------------------------------------------------------
     @on(RowTable.HeaderClicked, "#procs")
@@ -171,14 +127,14 @@ class Controls(App[None]):
 
     # -- screens -----------------------------------------------------------------------------------------
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen())
 
     def action_details(self) -> None:
         proc = self.query_one(ProcessTable).selected()
         if proc is None:
             self.notify("no process selected", severity="warning", timeout=3)
             return
-        self.push_screen(ProcessScreen(proc))
+        self.app.push_screen(ProcessScreen(proc))
 
     def action_kill(self) -> None:
         self._confirm_signal((signal.SIGTERM, signal.SIGKILL))
@@ -206,4 +162,4 @@ class Controls(App[None]):
             sent, message = signals.send(target, sig)
             self.notify(message, severity="information" if sent else "error", timeout=5)
 
-        self.push_screen(KillDialog(target, offer), done)
+        self.app.push_screen(KillDialog(target, offer), done)

@@ -1,7 +1,9 @@
 """The dashboard app and its factory (tests build it exactly as the CLI does).
 
-The app only draws: snapshots, alerts and findings arrive as messages from the feed's threads. Each
-message updates the widgets that show its source; each widget redraws only what changed.
+The app owns the feed: snapshots, alerts and findings arrive as messages from the feed's threads, the app
+keeps what it heard per source (:class:`~gpuwatch.tui.screen.SourceState`) and tells its one screen, the
+dashboard (:class:`~gpuwatch.tui.actions.DashboardScreen`: widgets and keys), which source changed. Each
+widget redraws only what changed.
 """
 
 from __future__ import annotations
@@ -9,56 +11,21 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from rich.text import Text
-from textual import on
-from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, Static
+from textual.screen import Screen
 
-from gpuwatch.model.alert import Alert
-from gpuwatch.model.finding import Finding
-from gpuwatch.model.snapshot import Snapshot
-from gpuwatch.sampler.history import History
-from gpuwatch.tui.actions import Controls
+from gpuwatch.tui.actions import DashboardScreen
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
-from gpuwatch.tui.layout import Plan, plan
-from gpuwatch.tui.status import banner_text, status_line
+from gpuwatch.tui.screen import SourceState
 from gpuwatch.tui.terminal_output import install as write_changed_cells_only
-from gpuwatch.tui.widgets.alerts_pane import AlertsPane
-from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
-from gpuwatch.tui.widgets.fleet_table import FleetTable
-from gpuwatch.tui.widgets.gpu_panel import GpuPanel
-from gpuwatch.tui.widgets.history_plot import HistoryPlot
-from gpuwatch.tui.widgets.lines import TextLine
-from gpuwatch.tui.widgets.process_table import ProcessTable
-from gpuwatch.tui.widgets.row_table import RowTable
 
-#: Rows of the GPU panel row (the -tall screen adds the host and "more" lines), and the fleet table's cap.
-TOP, TALL_TOP = 7, 9
-FLEET_MAX, FLEET_MAX_SHORT = 10, 5
 #: Seconds after start-up when the objects alive then (modules, widgets, styles: nearly all of them) leave the
 #: garbage collector's care: its full collections no longer walk them, which cost the dashboard every few ticks.
 FREEZE_AFTER_S = 3.0
-#: Below NARROW columns the history plot is hidden; below WIDE the GPU panel keeps a fixed 80 columns.
-NARROW, WIDE = 120, 160
-
-
-@dataclass
-class SourceState:
-    """What the dashboard last heard from one source (this machine, or one daemon)."""
-
-    snapshot: Snapshot | None = None
-    history: History | None = None
-    alerts: tuple[Alert, ...] | None = None
-    findings: list[Finding] | None = None
-    diagnosis_note: str = ""
-    status: str = "waiting for the first sample"
-    problem: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWatchApp, Any], None]:
@@ -67,7 +34,7 @@ def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWa
     @functools.wraps(handler)
     def guarded(app: GpuWatchApp, msg: Any) -> None:
         try:
-            handler(app, msg)
+            handler(app, msg)  # before the dashboard is up, only the state changes: it draws that on mount
         except NoMatches:
             if app.is_running and not app._closing:
                 raise
@@ -75,92 +42,31 @@ def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWa
     return guarded
 
 
-class GpuWatchApp(Controls):
+class GpuWatchApp(App[None]):
     CSS_PATH = "gpuwatch.tcss"
     TITLE = "gpuwatch"
+    #: F10 and Ctrl-C quit from any screen, the filter box and the dialogs included, as in htop and nvitop
+    #: (Textual's own Ctrl-C only says how to quit).
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True)]
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
         write_changed_cells_only()
         self.feed = feed
         self.sources: dict[str, SourceState] = {}
-        self.selected_source: str | None = None
-        self.rendered = 0
-        self._banner = ""
-        self.layout_plan: Plan | None = None
+        #: The dashboard screen: the widgets, the view state and the keys.
+        self.dashboard = DashboardScreen(feed, self.sources)
 
-    # -- layout ----------------------------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield TextLine(id="status")
-        yield Static(id="banner")
-        yield FleetTable(id="fleet")
-        with Horizontal(id="top"):
-            yield GpuPanel(id="gpu")
-            yield HistoryPlot(id="plot")
-        yield Input(placeholder="filter: pid, user or command (Enter keeps, Esc clears)", id="filter")
-        yield ProcessTable(id="procs").data_bind(GpuWatchApp.sort, GpuWatchApp.filter_text, GpuWatchApp.tree_view,
-                                                 GpuWatchApp.gpu_filter)
-        with Horizontal(id="bottom"):
-            yield AlertsPane(id="alerts")
-            yield DiagnosisPane(id="diagnosis")
-        yield Footer()
+    def get_default_screen(self) -> Screen[Any]:
+        return self.dashboard
 
     def on_mount(self) -> None:
-        if self.feed.mode == "recording":
-            self._show_banner(self.feed.description)
-        fleet = self.query_one(FleetTable)
-        fleet.set_class(self.feed.mode == "remote", "-shown")
-        fleet.set_source_order(getattr(self.feed, "urls", []))
-        self._fit(self.size.width, self.size.height)
-        waiting = Text(f" gpuwatch · {self.feed.description} · waiting for the first sample")
-        self.query_one("#status", TextLine).show(waiting)
-        self.query_one(ProcessTable).focus()
         self.feed.start(self)
         if not self.is_headless:  # a test process runs many apps: its garbage is its own business
             self.set_timer(FREEZE_AFTER_S, gc.freeze)
 
-
     def on_unmount(self) -> None:
         self.feed.stop()
-
-    def on_resize(self, event: Any) -> None:
-        self._fit(event.size.width, event.size.height)
-
-    def _fit(self, width: int, height: int) -> None:
-        self.screen.set_class(width < NARROW, "-narrow")
-        self.screen.set_class(NARROW <= width < WIDE, "-medium")
-        self.screen.set_class(height < 36, "-short")
-        self.screen.set_class(height >= 45, "-tall")
-        self.query_one(ProcessTable).fit(width)
-        self._render_selected()
-        self._relayout()
-
-    def _relayout(self) -> None:
-        """Share the rows under the GPU panel by content (see :mod:`gpuwatch.tui.layout`)."""
-        width, height = self.size
-        fleet = self.query_one(FleetTable)
-        top = TALL_TOP if height >= 45 else TOP
-        fixed = 1 + 1 + top  # status line, footer, GPU panel
-        fixed += self.query_one("#banner").has_class("-shown") + self.query_one("#filter").display
-        if fleet.has_class("-shown"):
-            fixed += min(FLEET_MAX_SHORT if height < 36 else FLEET_MAX, fleet.row_count + 1)
-        diagnosis = self.query_one(DiagnosisPane)
-        new = plan(height - fixed, width, self.query_one(ProcessTable).row_count,
-                   self.query_one(AlertsPane).row_count, diagnosis.lines_at, plot_shown=width >= NARROW)
-        if new == self.layout_plan:
-            return
-        self.layout_plan = new
-        self.query_one("#top").styles.height = top + new.top_extra
-        self.query_one(ProcessTable).styles.height = new.procs
-        bottom = self.query_one("#bottom")
-        bottom.set_class(new.stacked, "-stacked")
-        bottom.styles.height = new.bottom
-        self.query_one(AlertsPane).styles.height = new.alerts
-        diagnosis.styles.height = new.diagnosis
-
-    @on(RowTable.RowCountChanged, "#procs, #alerts, #fleet")
-    def _rows_changed(self) -> None:
-        self._relayout()
 
     # -- messages from the feed -----------------------------------------------------------------------
     @_while_shown
@@ -168,92 +74,24 @@ class GpuWatchApp(Controls):
         state = self.sources.setdefault(msg.source, SourceState())
         state.snapshot, state.alerts, state.history = msg.snapshot, msg.alerts, msg.history
         state.status, state.problem = ("ok", False) if not state.problem else (state.status, state.problem)
-        if self.selected_source is None:
-            self.selected_source = msg.source
-        if self.selected_gpu is None and msg.snapshot.gpus:
-            self.selected_gpu = msg.snapshot.gpus[0].index
-        self._update_fleet(msg.source, state)
-        if msg.source == self.selected_source and not self.paused:
-            self._render_selected()
+        if self.dashboard.is_mounted:
+            self.dashboard.snapshot_arrived(msg.source, state)
 
     @_while_shown
     def on_diagnosis_ready(self, msg: DiagnosisReady) -> None:
         state = self.sources.setdefault(msg.source, SourceState())
         state.findings, state.diagnosis_note = msg.findings, msg.note
-        if msg.source == self.selected_source:
-            self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
-            self._relayout()
+        if self.dashboard.is_mounted:
+            self.dashboard.diagnosis_arrived(msg.source, state)
 
     @_while_shown
     def on_feed_status(self, msg: FeedStatus) -> None:
         state = self.sources.setdefault(msg.source, SourceState())
         state.status, state.problem = msg.text, msg.state != "ok"
-        if self.selected_source is None:
-            self.selected_source = msg.source
-        self._update_fleet(msg.source, state)
         if msg.state != "ok":
             self.notify(msg.text, severity="warning" if msg.state == "ended" else "error", timeout=4)
-        self._render_status()
-
-    # -- drawing -----------------------------------------------------------------------------------------
-    def _update_fleet(self, source: str, state: SourceState) -> None:
-        fleet = self.query_one(FleetTable)
-        snap = state.snapshot
-        if self.feed.mode != "remote" and snap is not None and len(snap.gpus) > 1 and not fleet.has_class("-shown"):
-            fleet.add_class("-shown")
-            self._relayout()
-        if fleet.has_class("-shown"):
-            address = source.split("://", 1)[-1]
-            host = snap.host.hostname if snap is not None else address
-            twins = [s for k, s in self.sources.items() if k != source and s.snapshot is not None
-                     and s.snapshot.host.hostname == host]
-            if twins and host != address:  # two daemons report the same hostname: say which is which
-                host = f"{host}@{address}"
-            status = "ok" if not state.problem else state.status.removeprefix(f"{source}: ")
-            fleet.show(source, host, snap, state.alerts, status)
-
-    def _render_selected(self) -> None:
-        state = self.sources.get(self.selected_source or "")
-        if state is None or state.snapshot is None:
-            return
-        snap = state.snapshot
-        self.rendered += 1
-        with self.batch_update():  # one frame for all the widgets a tick touches
-            self._render_status()
-            if self.feed.mode == "remote" and snap.is_recording:
-                self._show_banner(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}")
-            gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
-            self.query_one(GpuPanel).show(gpu, snap.host, snap.time)
-            if state.history is not None and self.selected_gpu is not None:
-                self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
-            self.query_one(ProcessTable).show(snap.processes)
-            self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
-
-    def _show_banner(self, description: str) -> None:
-        text = banner_text(description)
-        if text != self._banner:
-            self._banner = text
-            banner = self.query_one("#banner", Static)
-            banner.update(text)
-            banner.add_class("-shown")
-            self._relayout()
-
-    def _render_status(self) -> None:
-        state = self.sources.get(self.selected_source or "")
-        if state is None:
-            return
-        # A recording's name is on the banner already; the status line keeps its room for numbers.
-        description = "" if self.feed.mode == "recording" else self.feed.description
-        text = status_line(state.snapshot, description, paused=self.paused, sort=self.sort.key,
-                           reverse=self.sort.reverse, tree=self.tree_view, gpu_filter=self.gpu_filter,
-                           filter_text=self.filter_text, problem=state.status if state.problem else "")
-        self.query_one("#status", TextLine).show(text)
-
-    def on_screen_resume(self) -> None:
-        self.query_one(HistoryPlot).invalidate()
-        self._render_selected()
-
-    # -- user input --------------------------------------------------------------------------------------
+        if self.dashboard.is_mounted:
+            self.dashboard.status_changed(msg.source, state)
 
 
 def make_app(feed: Feed) -> GpuWatchApp:

@@ -18,12 +18,13 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from gpuwatch.alerts import AlertEngine
-from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor
+from gpuwatch.diagnosis import SharedDiagnosis
+from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
-from gpuwatch.sampler.sampler import Producer, Sampler
+from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.tui import analysis
 
 Mode = Literal["live", "recording", "remote"]
@@ -94,7 +95,7 @@ class LocalFeed:
         self.alerts_note = alerts_note
         self.diagnose_every_s = diagnose_every_s
         self.diagnosis_window_s = diagnosis_window_s
-        self._doctor = LiveDoctor(diagnosis_window_s)
+        self.diagnosis = SharedDiagnosis(self._recent, diagnose_every_s, diagnosis_window_s, judge=analysis.diagnose)
         self.run_sampler = run_sampler
         self._target: MessagePump | None = None
         self._last: SnapshotReady | None = None
@@ -119,12 +120,15 @@ class LocalFeed:
             self._target.post_message(msg)
 
     # -- doctor thread --------------------------------------------------------------------------------
-    def diagnose_now(self) -> DiagnosisReady:
+    def _recent(self) -> Sequence[Snapshot]:
         history = self.sampler.history
         latest = history.latest()
-        snaps: Sequence[Snapshot] = history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
-        findings, note = analysis.diagnose(snaps, self.diagnosis_window_s, self._doctor)
-        self._diagnosis = DiagnosisReady(LOCAL, findings, note)
+        return history.since(latest.time - DIAGNOSIS_HISTORY_S) if latest else []
+
+    def diagnose_now(self) -> DiagnosisReady:
+        evaluation = self.diagnosis.current()
+        findings = None if evaluation.findings is None else list(evaluation.findings)
+        self._diagnosis = DiagnosisReady(LOCAL, findings, evaluation.note)
         return self._diagnosis
 
     def _diagnose_loop(self) -> None:
@@ -184,11 +188,11 @@ class LocalFeed:
         closer.join(2.0)
 
 
-def local_feed(producer: Producer, description: str, is_recording: bool, *, interval: float = 1.0,
+def local_feed(sampler: Sampler, description: str, is_recording: bool, *,
                rule_paths: Sequence[Path] | None = None, run_sampler: bool = True,
                diagnosis_window_s: float = DIAGNOSIS_WINDOW_S) -> LocalFeed:
     """The feed ``gpuwatch tui`` builds for this machine or a recording; the tests and the screenshots build
     theirs here too, so what they show is what the command shows. No rules given: the shipped ones."""
     engine, note = analysis.load_engine(rule_paths)
-    return LocalFeed(Sampler(producer, interval=interval), description, is_recording, engine=engine,
+    return LocalFeed(sampler, description, is_recording, engine=engine,
                      alerts_note=note, run_sampler=run_sampler, diagnosis_window_s=diagnosis_window_s)

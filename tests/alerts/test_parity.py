@@ -21,7 +21,7 @@ from tools import require_tool
 
 from alerts.build import GIB, T0
 from gpuwatch.alerts import AlertEngine, RuleSet, parse_rules
-from gpuwatch.alerts.promql import export_prometheus
+from gpuwatch.alerts.export import export_prometheus
 from gpuwatch.model.clock_events import NAME_TO_BIT
 from gpuwatch.model.metrics import METRICS, read_metric
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus

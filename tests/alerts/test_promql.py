@@ -10,7 +10,8 @@ import pytest
 from tools import require_tool
 
 from gpuwatch.alerts import DEFAULT_RULES, load_rules, parse_rules
-from gpuwatch.alerts.promql import Unexpressible, export_prometheus, to_promql
+from gpuwatch.alerts.export import export_prometheus, to_promql
+from gpuwatch.alerts.promql import Unexpressible
 
 PROM_DIR = Path(__file__).resolve().parents[2] / "alerts" / "prometheus"
 GENERATED = PROM_DIR / "gpuwatch-rules.yml"

@@ -40,7 +40,7 @@ def test_the_composition_roots_may_import_sources(composer: str) -> None:
 # The reference workload stands apart: it imports nothing of gpuwatch, and loads torch only to run a stage.
 
 PACKAGE = ROOT / "gpuwatch"
-CONSUMERS = ("alerts", "doctor", "exporter", "tui", "daemon", "notify", "validate", "efficiency")
+CONSUMERS = ("alerts", "diagnosis", "doctor", "exporter", "tui", "daemon", "notify", "validate", "efficiency")
 COMPOSERS = ("cli", "runtime")
 
 

@@ -14,6 +14,7 @@ from notify.receiver import Receiver
 from daemon.incident import write_recording
 from gpuwatch.config import Config, DaemonConfig
 from gpuwatch.daemon.runner import Daemon
+from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.replay import ReplayProducer
 
 
@@ -21,8 +22,8 @@ class RunningDaemon:
     """``Daemon.run()`` on its own thread and event loop, serving on 127.0.0.1 at a free port."""
 
     def __init__(self, config: Config, recording: Path, speed: float = 0.0) -> None:
-        producer = ReplayProducer(recording, speed=speed)
-        self.daemon = Daemon(config, producer, f"recording: {recording.name}", True, reload_config=lambda: config)
+        sampler = Sampler(ReplayProducer(recording, speed=speed), interval=config.sampler.interval)
+        self.daemon = Daemon(config, sampler, f"recording: {recording.name}", True, reload_config=lambda: config)
         self.result: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import requests
+from healthz import wait_healthy
 
 
 class DaemonProcess:
@@ -43,10 +44,7 @@ class DaemonProcess:
 
     def wait_healthy(self, timeout: float = 20.0) -> None:
         """Until /healthz answers 200 (a snapshot is flowing); serving starts before the first tick."""
-        deadline = time.monotonic() + timeout
-        while self.healthz().status_code != 200:
-            assert time.monotonic() < deadline, f"the daemon never became healthy: {self.log.read_text()}"
-            time.sleep(0.1)
+        wait_healthy(self.url, self.proc, timeout, log=self.log.read_text)
 
     @property
     def port(self) -> int:

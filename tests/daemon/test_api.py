@@ -154,11 +154,12 @@ def test_a_non_loopback_address_needs_allow_remote_and_a_token(tmp_path: Path, r
                                                                allow_remote: bool, token: bool,
                                                                message: str) -> None:
     from gpuwatch.daemon.runner import Daemon
+    from gpuwatch.sampler.sampler import Sampler
     from gpuwatch.sources.replay import ReplayProducer
 
     config = Config(daemon=DaemonConfig(listen=listen, allow_remote=allow_remote, state_dir=str(tmp_path)))
     with pytest.raises(StartError, match=message):
-        Daemon(config, ReplayProducer(recording), "r", True, reload_config=lambda: config)
+        Daemon(config, Sampler(ReplayProducer(recording)), "r", True, reload_config=lambda: config)
 
 
 @pytest.mark.parametrize(("listen", "token_for_reads", "guarded"), [

@@ -1,7 +1,7 @@
 """``[exporter] names = "dcgm"``: a dashboard or rule written for dcgm-exporter finds the same series, units and
 labels on gpuwatch's /metrics.
 
-The round trip: a real dcgm-exporter page (the samples in tests/dcgm/fixtures) is read into Snapshot GPUs by
+The round trip: a real dcgm-exporter page (the samples in tests/sources/dcgm/fixtures) is read into Snapshot GPUs by
 the DCGM source's parser, served by the exporter in dcgm mode, and the scrape is compared with the page, field
 by field: the same name, the same labels with the same values, the same number in the same unit.
 """
@@ -24,7 +24,7 @@ from gpuwatch.model.snapshot import HostSample, Snapshot
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
 
-FIXTURES = Path(__file__).resolve().parents[1] / "dcgm" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "sources" / "dcgm" / "fixtures"
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 #: dcgm-exporter default fields gpuwatch has no reading for (NVML calls it does not make).
 NOT_READ = {f"DCGM_FI_DEV_{n}" for n in ("NVLINK_BANDWIDTH_TOTAL", "VGPU_LICENSE_STATUS")}

@@ -18,6 +18,7 @@ from tools import require_tool
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.replay import ReplayProducer
 from gpuwatch.tui.app import GpuWatchApp, make_app
 from gpuwatch.tui.feed import local_feed
@@ -57,7 +58,7 @@ def recording_2gpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def replay_app(path: Path, ticks: int) -> GpuWatchApp:
     """The dashboard over ``path`` after ``ticks`` snapshots, with the shipped alert rules."""
-    feed = local_feed(ReplayProducer(path, speed=0), f"recording: {path.name}", True, run_sampler=False)
+    feed = local_feed(Sampler(ReplayProducer(path, speed=0)), f"recording: {path.name}", True, run_sampler=False)
     feed.prime(ticks)
     return make_app(feed)
 
@@ -80,7 +81,8 @@ class SyntheticLive:
 
 
 def live_app(extra_pids: tuple[int, ...] = (), gpus: int = 1, ticks: int = 3) -> GpuWatchApp:
-    feed = local_feed(SyntheticLive(extra_pids, gpus), "live via NVML", False, rule_paths=[], run_sampler=False)
+    feed = local_feed(Sampler(SyntheticLive(extra_pids, gpus)), "live via NVML", False, rule_paths=[],
+                      run_sampler=False)
     feed.prime(ticks)
     return make_app(feed)
 

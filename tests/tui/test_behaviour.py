@@ -43,7 +43,7 @@ async def test_opens_sorted_by_gpu_memory_largest_first(recording: Path) -> None
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         table = app.query_one(ProcessTable)
-        assert table.sort == app.sort == Sort("gmem", reverse=True)
+        assert table.sort == app.dashboard.sort == Sort("gmem", reverse=True)
         values = column_values(table, "gmem")
         assert values == sorted(values, reverse=True) and len(values) == 3
 
@@ -53,7 +53,7 @@ async def test_s_cycles_the_sort_column_from_the_current_one(recording: Path, pr
     app = replay_app(recording, 5)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(ProcessTable)
-        app.sort = Sort("pid", reverse=False)
+        app.dashboard.sort = Sort("pid", reverse=False)
         for _ in range(presses):
             await pilot.press("s")
         assert table.sort.key == expected_key
@@ -124,7 +124,7 @@ async def test_number_keys_pick_a_gpu_and_show_only_its_processes(recording_2gpu
     app = replay_app(recording_2gpu, 5)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(key)
-        assert app.selected_gpu == expected_gpu
+        assert app.dashboard.selected_gpu == expected_gpu
         table = app.query_one(ProcessTable)
         assert table.gpu_filter == expected_filter
         assert sorted(pids_in_order(table)) == expected_pids
@@ -137,7 +137,7 @@ async def test_a_gpu_that_does_not_exist_is_refused_with_a_message(recording: Pa
     app = replay_app(recording, 5)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("9")
-        assert app.selected_gpu == 0
+        assert app.dashboard.selected_gpu == 0
         assert any("no GPU 8" in str(n.message) for n in app._notifications)
 
 
@@ -145,10 +145,10 @@ async def test_p_pauses_sampling_and_says_so_and_p_again_resumes() -> None:
     app = live_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("p")
-        assert app.paused and app.feed.sampler.paused  # type: ignore[attr-defined]
+        assert app.dashboard.paused and app.feed.sampler.paused  # type: ignore[attr-defined]
         assert "PAUSED" in app.query_one("#status", TextLine).plain
         await pilot.press("p")
-        assert not app.paused and not app.feed.sampler.paused  # type: ignore[attr-defined]
+        assert not app.dashboard.paused and not app.feed.sampler.paused  # type: ignore[attr-defined]
         assert "PAUSED" not in app.query_one("#status", TextLine).plain
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from healthz import wait_healthy
 from pilot_wait import wait_for
 
 from gpuwatch.tui.app import make_app
@@ -37,15 +36,7 @@ def daemon(bundled: Path, tmp_path: Path) -> Iterator[str]:
                              "--state-dir", str(tmp_path / "state")], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError((tmp_path / "daemon.log").read_text()) from None
-                time.sleep(0.2)
+        wait_healthy(url, proc, 30, log=(tmp_path / "daemon.log").read_text, any_answer=True)
         yield url
     finally:
         proc.terminate()

@@ -106,7 +106,8 @@ async def test_comma_and_full_stop_step_the_sort_column(recording: Path) -> None
 async def test_the_view_is_the_apps_state_bound_to_the_table_and_the_status_line(recording: Path) -> None:
     app = replay_app(recording, 5)
     async with app.run_test(size=SIZE) as pilot:
-        app.sort, app.tree_view, app.filter_text = Sort("cpu", reverse=False), True, "serve"
+        view = app.dashboard
+        view.sort, view.tree_view, view.filter_text = Sort("cpu", reverse=False), True, "serve"
         await pilot.pause()
         table = app.query_one(ProcessTable)
         assert (table.sort, table.tree_view, table.filter_text) == (Sort("cpu", False), True, "serve")

@@ -57,7 +57,8 @@ async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Pat
         assert alerts.row_count == 3 and alerts.size.height >= 1 + alerts.row_count
         assert table.size.height == 1 + table.row_count == 3
         if size[0] >= 120:  # stacked: alerts at full width, the diagnosis gets every row left
-            assert alerts.size.width > size[0] - 6 and app.layout_plan is not None and app.layout_plan.stacked
+            shown = app.dashboard.layout_plan
+            assert alerts.size.width > size[0] - 6 and shown is not None and shown.stacked
             # at 160x50 and larger the whole diagnosis is on screen; at 120x40 all but a few lines
             assert diagnosis.max_scroll_y == 0 if size[0] >= 160 else diagnosis.size.height >= 19
         else:

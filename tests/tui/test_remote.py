@@ -114,7 +114,7 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
         await wait_for(pilot, lambda: "CPU-bound" in app.query_one("#diagnosis .body", LinesWidget).plain)
         fleet.focus()
         await pilot.press("down", "down")
-        await wait_for(pilot, lambda: app.selected_source == b.url)
+        await wait_for(pilot, lambda: app.dashboard.selected_source == b.url)
         await wait_for(pilot, lambda: {p.pid for p in app.query_one(ProcessTable).samples.values()}
                        == {4100, 4101, 4102})
         assert "node-b" in app.query_one("#status", TextLine).plain

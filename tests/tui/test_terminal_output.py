@@ -99,14 +99,14 @@ async def test_between_column_ends_a_tick_leaves_the_plot_alone(bundled: Path) -
         assert span >= 3
         for _ in range(int(span) - 1):  # fewer ticks than a column lasts: at most one column ends
             feed.sampler.tick()  # type: ignore[attr-defined]
-            app._render_selected()
+            app.dashboard._render_selected()
             await pilot.pause()
         assert plot.redraws - redraws <= 1
         if plot.redraws == redraws:
             assert plot.plain == before
         for _ in range(int(span) + 1):  # a whole column's time: one ends, and the plot moves on
             feed.sampler.tick()  # type: ignore[attr-defined]
-            app._render_selected()
+            app.dashboard._render_selected()
             await pilot.pause()
         assert plot.redraws > redraws and plot.plain != before
 

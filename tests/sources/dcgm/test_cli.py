@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dcgm.exporter import FakeExporter, fixture, unused_port
+from sources.dcgm.exporter import FakeExporter, fixture, unused_port
 
 H100_UUIDS = ["GPU-5a3c1f2e-8d47-4b9e-a1c3-7f20e6d94b18", "GPU-c0e9b6a4-21f3-4d8a-9e57-3b6d0a8f1c22"]
 H200_UUIDS = ["GPU-9e1d7c30-4b2a-4f6e-8c15-d2a7b3e04f91", "GPU-3f8b21d6-7ac4-49e0-b6d2-15c9e7a0d384"]

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from dcgm.conftest import ManualClock
-from dcgm.exporter import FakeExporter, fixture, unused_port
 from gpuwatch.sources.dcgm import DcgmError, DcgmSource
+from sources.dcgm.conftest import ManualClock
+from sources.dcgm.exporter import FakeExporter, fixture, unused_port
 
 KIB = 1024
 H100 = fixture("dcgm-exporter-sample.prom")

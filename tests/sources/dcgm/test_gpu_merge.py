@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from dcgm.exporter import FakeExporter, fixture
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.dcgm import DcgmSource
+from sources.dcgm.exporter import FakeExporter, fixture
 
 pytestmark = pytest.mark.gpu
 

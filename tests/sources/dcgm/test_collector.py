@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from fakes.fake_pynvml import make_fake_nvml
 
-from dcgm.conftest import ManualClock
-from dcgm.exporter import FakeExporter, fixture
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.dcgm import DcgmSource
 from gpuwatch.sources.nvml import NvmlSource
+from sources.dcgm.conftest import ManualClock
+from sources.dcgm.exporter import FakeExporter, fixture
 
 H100 = fixture("dcgm-exporter-sample.prom")
 UUIDS = ["GPU-5a3c1f2e-8d47-4b9e-a1c3-7f20e6d94b18", "GPU-c0e9b6a4-21f3-4d8a-9e57-3b6d0a8f1c22"]

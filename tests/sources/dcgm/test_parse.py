@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dcgm.exporter import fixture
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import DcgmParseError, parse_body
+from sources.dcgm.exporter import fixture
 
 H100 = fixture("dcgm-exporter-sample.prom").decode()
 H200_K8S = fixture("dcgm-exporter-sample-h200-k8s.prom").decode()

@@ -23,7 +23,7 @@ from gpuwatch.runtime.build import SamplingOptions, _label_sources
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.kubelet.source import KubeletSource
-from kubelet.server import PodResourcesServer, answer, wait_for
+from sources.kubelet.server import PodResourcesServer, answer, wait_for
 
 UUID0, UUID1, UUID2 = "GPU-aaaa", "GPU-bbbb", "GPU-cccc"
 LLAMA = ("inference", "llama-70b-0", "vllm", [UUID0])

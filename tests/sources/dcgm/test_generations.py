@@ -11,10 +11,10 @@ import dataclasses
 
 import pytest
 
-from dcgm.exporter import fixture
 from gpuwatch.model.snapshot import GpuSample
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import parse_body
+from sources.dcgm.exporter import fixture
 
 
 def gpus(name: str) -> tuple[GpuSample, ...]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dcgm.exporter import FakeExporter, fixture
-from dcgm.test_cli import gpuwatch
 from gpuwatch.sources.dcgm import DcgmError, DcgmSource
+from sources.dcgm.exporter import FakeExporter, fixture
+from sources.dcgm.test_cli import gpuwatch
 
 
 def test_a_scrape_whose_headers_drip_ends_at_the_deadline_and_the_source_recovers(exporter: FakeExporter) -> None:

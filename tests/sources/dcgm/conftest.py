@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dcgm.exporter import FakeExporter
+from sources.dcgm.exporter import FakeExporter
 
 
 @pytest.fixture

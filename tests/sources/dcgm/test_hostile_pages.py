@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from dcgm.exporter import FakeExporter
 from gpuwatch.sources.dcgm import DcgmParseError, DcgmSource
 from gpuwatch.sources.dcgm.convert import to_gpu_samples
 from gpuwatch.sources.dcgm.parse import MAX_GPUS, parse_body
+from sources.dcgm.exporter import FakeExporter
 
 PAGE = """\
 DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} 40

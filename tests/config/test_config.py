@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from daemon.incident import write_recording
+
 from gpuwatch.config import Config, ConfigError, default_config_path, load_config, override
 from gpuwatch.config.example import render_example
 

@@ -10,10 +10,11 @@ import time
 import pynvml
 import pytest
 from fakes.fake_pynvml import FakeClock, make_fake_nvml
-from test_nvml_health import health_of, worker
 
 from gpuwatch.sources.nvml import NvmlSource
 from gpuwatch.sources.nvml.health_worker import EVENT_WAIT_S
+
+from .test_health import health_of, worker
 
 
 def test_an_xid_reaches_the_snapshot_through_the_worker_thread() -> None:
