@@ -7,12 +7,13 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
               ``rate(metric_bytes_total[avg, else 1m]) op value``
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
-  volatility  ``stddev_over_time(m[w]) >= x``
+  volatility  ``stddev_over_time(m[w/2]) >= x and stddev_over_time(m[w/2] offset w/2) >= x`` (both halves)
   flapping    ``(changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high)
               and m offset w`` (a full window of history; ``low`` as hysteresis below)
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
               and max without (reason) (... offset w)`` (a full window of history)
-  climb       ``(m - m offset w) >= rise and predict_linear(m[w], within) >= limit``
+  climb       ``(m - m offset w) >= rise and (m - m offset w/2) >= rise/2 and (m offset w/2 - m offset w)
+              >= rise/2 and predict_linear(m[w], within) >= limit`` (rising in both halves)
   stale       ``gpuwatch_source_up{source=~".."} == 0``
 Hysteresis (``clear``, flapping's ``low``) holds while the rule's own alert is active, which Prometheus
 keeps in ``ALERTS``: ``(m > value or (m > clear and ignoring(alertname, alertstate, ...) ALERTS{...}))``.
@@ -128,7 +129,8 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
                 f"(max_over_time({name}[{w}]) - {name} offset {w}) >= {_num(cond.rise * scale)}")
     if isinstance(cond, Volatility):
         name, scale = _series(cond.metric)
-        return f"stddev_over_time({name}[{format_duration(cond.window_s)}]) >= {_num(cond.stddev * scale)}"
+        half, x = format_duration(cond.window_s / 2), _num(cond.stddev * scale)
+        return f"stddev_over_time({name}[{half}]) >= {x} and stddev_over_time({name}[{half}] offset {half}) >= {x}"
     if isinstance(cond, Flapping):
         name, scale = _series(cond.metric)
         state = f"({name} {cond.op} bool {_num(cond.value * scale)})[{format_duration(cond.window_s)}:{step}]"
@@ -146,8 +148,9 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
                 f"and max without (reason) ({sel} offset {w})")
     if isinstance(cond, Climb):
         name, scale = _series(cond.metric)
-        w = format_duration(cond.window_s)
+        w, half, part = format_duration(cond.window_s), format_duration(cond.window_s / 2), _num(cond.rise / 2 * scale)
         return (f"({name} - {name} offset {w}) >= {_num(cond.rise * scale)} and "  # the rise is $value
+                f"({name} - {name} offset {half}) >= {part} and ({name} offset {half} - {name} offset {w}) >= {part} and "
                 f"predict_linear({name}[{w}], {_num(cond.within_s)}) >= {_num(cond.limit * scale)}")
     if isinstance(cond, Stale):
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
