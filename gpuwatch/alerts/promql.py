@@ -148,9 +148,11 @@ def to_promql(cond: Condition, step: str = "", latch: str = "") -> str:
                 f"and max without (reason) ({sel} offset {w})")
     if isinstance(cond, Climb):
         name, scale = _series(cond.metric)
-        w, half, part = format_duration(cond.window_s), format_duration(cond.window_s / 2), _num(cond.rise / 2 * scale)
+        w, half = format_duration(cond.window_s), format_duration(cond.window_s / 2)
+        part = _num(cond.rise / 2 * scale)
         return (f"({name} - {name} offset {w}) >= {_num(cond.rise * scale)} and "  # the rise is $value
-                f"({name} - {name} offset {half}) >= {part} and ({name} offset {half} - {name} offset {w}) >= {part} and "
+                f"({name} - {name} offset {half}) >= {part} and "
+                f"({name} offset {half} - {name} offset {w}) >= {part} and "
                 f"predict_linear({name}[{w}], {_num(cond.within_s)}) >= {_num(cond.limit * scale)}")
     if isinstance(cond, Stale):
         sel = f'{{source=~"{_regex(cond.sources)}"}}' if cond.sources else ""
