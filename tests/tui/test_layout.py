@@ -54,7 +54,8 @@ async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Pat
         await pilot.pause()
         table, alerts = app.query_one(ProcessTable), app.query_one(AlertsPane)
         diagnosis = app.query_one(DiagnosisPane)
-        assert alerts.row_count == 3 and alerts.size.height >= 1 + alerts.row_count
+        # ProcessThreadCpuBound and GpuMemoryHeldWhileIdle pending (the start-up allocation sets off no memory rule)
+        assert alerts.row_count == 2 and alerts.size.height >= 1 + alerts.row_count
         assert table.size.height == 1 + table.row_count == 3
         if size[0] >= 120:  # stacked: alerts at full width, the diagnosis gets every row left
             assert alerts.size.width > size[0] - 6 and app.layout_plan is not None and app.layout_plan.stacked

@@ -214,7 +214,31 @@ class ProcessTable(RowTable):
         self.samples = {row_key(p): p for p in wanted}
         cells = {row_key(p): tuple(self._cell(c, p, depth.get(row_key(p), "")) for c in self.columns_shown)
                  for p in wanted}
-        self.set_rows([row_key(p) for p in wanted], cells)
+        self.set_rows([row_key(p) for p in wanted], self._told_apart(cells))
+
+    def _told_apart(self, cells: dict[str, tuple[str | Text, ...]]) -> dict[str, tuple[str | Text, ...]]:
+        """Commands that would look the same once cut to the column (two workers of one launcher differ
+        only at the end of their command lines) are cut in the middle instead, keeping their ends."""
+        at = next((i for i, c in enumerate(self.columns_shown) if c.key == "cmd"), None)
+        if at is None or self.cmd_offset:
+            return cells
+        width = self.columns_shown[at].width
+        cut: dict[str, list[str]] = {}
+        for key, row in cells.items():
+            text = str(row[at])
+            if len(text) > width:
+                cut.setdefault(text[:width - 1], []).append(key)
+        out = dict(cells)
+        for keys in cut.values():
+            if len({str(cells[k][at]) for k in keys}) < 2:
+                continue
+            for k in keys:
+                text = str(cells[k][at])
+                head = (width - 1) // 2
+                tail = width - 1 - head
+                middle = text[:head] + "…" + text[len(text) - tail:]
+                out[k] = (*cells[k][:at], middle, *cells[k][at + 1:])
+        return out
 
     def _cell(self, c: Column, p: ProcessSample, prefix: str) -> str | Text:
         value = c.cell(p)
