@@ -17,7 +17,7 @@ from gpuwatch.model.finding import Finding
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 #: A number right after these words names something (listed, not ranged).
-IDENTIFIER = re.compile(r"(?:\bpid|\bthread|\bGPU|--pid|\bworker)\s*$", re.IGNORECASE)
+IDENTIFIER = re.compile(r"(?:\bpid|\bprocess|\bthread|\bGPU|--pid|\bworker)\s*$", re.IGNORECASE)
 
 
 def skeleton(text: str) -> str:

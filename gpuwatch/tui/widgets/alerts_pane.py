@@ -72,10 +72,14 @@ def group_alerts(alerts: Sequence[Alert]) -> list[AlertRow]:
     return [AlertRow(tuple(members)) for members in groups.values()]
 
 
-def where_text(row: AlertRow) -> str:
-    """``GPU 0 pid 558``, ``GPUs 0, 2, 3``; a daemon's host first when the alert names one."""
+def where_text(row: AlertRow, wide: bool = True) -> str:
+    """``GPU 0 pid 558``, ``GPUs 0, 2, 3``; a daemon's host first when the alert names one. Narrow: under
+    a ``GPU/PID`` header, ``0/558``, ``0,2,3``."""
     gpus = [int(g) for g in row.gpus().split(", ") if g]
     pids = [int(p) for p in row.pids().split(", ") if p]
+    if not wide:
+        text = ",".join(map(str, gpus)) + ("/" + ",".join(map(str, pids)) if pids else "")
+        return f"{row.lead.labels['host']}:{text}" if row.lead.labels.get("host") else text
     parts = [*([row.lead.labels["host"]] if row.lead.labels.get("host") else []),
              *([id_list("GPU", gpus)] if gpus else []), *([id_list("pid", pids)] if pids else [])]
     return " ".join(parts)
@@ -85,11 +89,11 @@ def columns(rows: Sequence[AlertRow], width: int) -> tuple[Col, ...]:
     """Columns for a pane ``width`` cells wide: ALERT and WHERE as wide as their longest cell, so a name
     or a pid is never cut while the pane can hold it; the summary takes the rest."""
     name_w = max([5, *(len(r.lead.name) for r in rows)])
-    where_w = max([5, *(len(where_text(r)) for r in rows)])
+    where_w = max([5, *(len(where_text(r, width >= WIDE)) for r in rows)])
     if width >= WIDE:
         return (Col("state", "STATE", 10), Col("age", "FOR", 6, right=True), Col("name", "ALERT", name_w),
                 Col("where", "WHERE", where_w), Col("severity", "SEVERITY", 8), Col("summary", "SUMMARY", SUMMARY_W))
-    return (Col("state", "", 1), Col("name", "ALERT", name_w), Col("where", "WHERE", where_w),
+    return (Col("state", "", 1), Col("name", "ALERT", name_w), Col("where", "GPU/PID", max(7, where_w)),
             Col("summary", "SUMMARY", SUMMARY_W))
 
 
@@ -102,7 +106,7 @@ def alert_cells(row: AlertRow, now: float | None, styles: dict[str, str], wide: 
     when = age(None if since is None or now is None else now - since)
     dim = "dim" if a.state == "resolved" else ""
     name = Text(a.name, style=dim or "bold")
-    where = Text(where_text(row), style="dim")
+    where = Text(where_text(row, wide), style="dim")
     summary = Text(row.summary(), style=dim)
     if not wide:
         return (badge, name, where, summary)

@@ -63,9 +63,10 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
     return rows
 
 
-#: The legend's words, long then short: the short ones fit beside an 80-column GPU panel at 120 columns.
+#: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns.
 LEGENDS = (("mean of last {span}: ", (("util", "GPU-Util"), ("sm", "  vs  SM active"), ("mem", "   memory used"))),
-           ("{span} mean: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))))
+           ("mean {span}: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))),
+           ("avg {span} ", (("util", "util"), ("sm", "SM"), ("mem", "mem"))))
 SERIES = ("util", "sm", "mem")
 
 
