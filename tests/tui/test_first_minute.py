@@ -125,3 +125,16 @@ def test_the_first_20_seconds_say_nothing_false(tmux: Tmux, bundled: Path, size:
             moved = now[1] - last[1] if now[0] == "CRITICAL" else last[1] - now[1]  # worse: idles more
             assert moved >= BAND_UTIL, f"{last} -> {now} without crossing the band:\n{f.screen}"
         last = now
+
+
+def test_quitting_leaves_no_log_line_on_the_terminal(tmux: Tmux) -> None:
+    """Bare ``gpuwatch`` without a driver plays the bundled recording and says so in its banner; the same
+    words logged before the screen opened used to stay on the terminal after ``q``."""
+    tmux.start(f"{sys.executable} -m gpuwatch", (80, 24))
+    screen = tmux.wait_screen("GPU-Util", timeout=30)
+    if "RECORDING" not in screen:
+        pytest.skip("this machine has a GPU: no bundled recording, nothing logged about it")
+    tmux("send-keys", "-t", "gw", "q")
+    assert tmux.wait_exit() == 0
+    left = tmux.screen()
+    assert "WARNING" not in left and "bundled" not in left, left
