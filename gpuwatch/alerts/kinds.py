@@ -121,7 +121,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "peak"),
     Kind("volatility", Volatility, ("metric", "stddev", "window"), (),
          lambda f: Volatility(f.metric(), f.number("stddev", positive=True), f.duration("window")),
-         VolatilityEval, Leaves.volatility, "the standard deviation over `window` is at least `stddev`"),
+         VolatilityEval, Leaves.volatility, "the standard deviation is at least `stddev` in each half of `window` "
+         "(a single step, such as one allocation that stays, lies in one half only and is not volatility); "
+         "`$value` is the recent half's"),
     Kind("flapping", Flapping, ("metric", "op", "value", "window", "high"), ("low",), _flapping, FlappingEval,
          Leaves.flapping, "the percent of state changes of `metric op value` over `window` reaches `high`; while "
          "the alert is active it stops only below `low`"),
@@ -133,8 +135,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          lambda f: Climb(f.metric(), f.duration("window"), f.number("limit"), f.duration("within"),
                          f.number("rise", 0.0, positive=False)),
          ClimbEval, Leaves.climb, "a least-squares line over `window` reaches `limit` within `within`, and the "
-         "metric rose at least `rise` over the window (a leak heading for full; `predict_linear` in PromQL); "
-         "`$value` is the rise"),
+         "metric rose at least `rise` over the window and at least half of `rise` in each half of it (a leak keeps "
+         "climbing; one step up rises in one half only; `predict_linear` in PromQL); `$value` is the rise"),
     Kind("stale", Stale, (), ("source", "sources"), lambda f: Stale(f.sources()), StaleEval, Leaves.stale,
          "a source (default: any) is not delivering fresh data", bare=True,
          fields_doc="`source`? / `sources`?"),  # one of two spellings, not two fields

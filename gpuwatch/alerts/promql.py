@@ -8,12 +8,13 @@ Each condition becomes the PromQL that gives the same answer on the exporter's s
               ``rate(metric_bytes_total[avg, else 1m]) op value``
   all / any   ``and`` / ``or`` (a process joins its GPU ``on (instance, gpu)``)
   jitter      ``(max_over_time(m[w]) - m) >= fall and (max_over_time(m[w]) - m offset w) >= rise``
-  volatility  ``stddev_over_time(m[w]) >= x``
+  volatility  ``stddev_over_time(m[w/2]) >= x and stddev_over_time(m[w/2] offset w/2) >= x`` (both halves)
   flapping    ``(changes((m op bool v)[w:s]) / (count_over_time((m op bool v)[w:s]) - 1) >= high)
               and m offset w`` (a full window of history; ``low`` as hysteresis below)
   throttle    ``avg_over_time((max without (reason) (gpuwatch_gpu_clock_event_active{reason=~".."}))[w:s]) >= p
               and max without (reason) (... offset w)`` (a full window of history)
-  climb       ``(m - m offset w) >= rise and predict_linear(m[w], within) >= limit``
+  climb       ``(m - m offset w) >= rise and (m - m offset w/2) >= rise/2 and (m offset w/2 - m offset w)
+              >= rise/2 and predict_linear(m[w], within) >= limit`` (rising in both halves)
   stale       ``gpuwatch_source_up{source=~".."} == 0``
 Each leaf kind's expression is a method of :class:`Leaves`, named in the kinds table; ``all``/``any``, the
 rule around it and the rule file are put together in :mod:`gpuwatch.alerts.export`.
@@ -99,7 +100,8 @@ class Leaves:
     @staticmethod
     def volatility(cond: Volatility, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
-        return f"stddev_over_time({name}[{format_duration(cond.window_s)}]) >= {_num(cond.stddev * scale)}"
+        half, x = format_duration(cond.window_s / 2), _num(cond.stddev * scale)
+        return f"stddev_over_time({name}[{half}]) >= {x} and stddev_over_time({name}[{half}] offset {half}) >= {x}"
 
     @staticmethod
     def flapping(cond: Flapping, step: str, latch: str) -> str:
@@ -123,8 +125,11 @@ class Leaves:
     @staticmethod
     def climb(cond: Climb, step: str, latch: str) -> str:
         name, scale = _series(cond.metric)
-        w = format_duration(cond.window_s)
+        w, half = format_duration(cond.window_s), format_duration(cond.window_s / 2)
+        part = _num(cond.rise / 2 * scale)
         return (f"({name} - {name} offset {w}) >= {_num(cond.rise * scale)} and "  # the rise is $value
+                f"({name} - {name} offset {half}) >= {part} and "
+                f"({name} offset {half} - {name} offset {w}) >= {part} and "
                 f"predict_linear({name}[{w}], {_num(cond.within_s)}) >= {_num(cond.limit * scale)}")
 
     @staticmethod

@@ -1,6 +1,10 @@
-"""Conditions over a time window: a threshold on the mean (``avg``), jitter, volatility, flapping and
-throttle. Windows hold the samples in ``[now - window, now]`` (the closed range of Prometheus 2.x) so the
-exported PromQL sees the same points, plus the latest sample before the window for ``offset`` lookups.
+"""Conditions over a time window: a threshold on the mean (``avg``), jitter, volatility, flapping,
+throttle and climb. Windows hold the samples in ``[now - window, now]`` (the closed range of Prometheus 2.x)
+so the exported PromQL sees the same points, plus the latest sample before the window for ``offset`` lookups.
+
+Volatility and climb judge each half of their window on its own: one allocation (memory stepping once
+from 1 % to 75 % and staying there) changes only the half it falls in, so it is neither swinging memory
+nor a leak, while real swings and a real leak show in both halves.
 """
 
 from __future__ import annotations
@@ -38,8 +42,25 @@ class Window:
             return self.points[0][1]
         return None if self.before is None else self.before[1]
 
+    def at(self, now: float, ago: float) -> float | None:
+        """The latest value at or before ``now - ago`` (PromQL's ``m offset ago``), None without one."""
+        found = None
+        for t, v in self.points:
+            if t > now - ago:
+                break
+            found = v
+        if found is None and self.before is not None:
+            found = self.before[1]
+        return found
+
     def values(self) -> list[float]:
         return [v for _, v in self.points]
+
+    def halves(self, now: float, window_s: float) -> tuple[list[float], list[float]]:
+        """Values of ``[now - window, now - window/2]`` and of ``[now - window/2, now]`` (both closed, as
+        ``m[w/2] offset w/2`` and ``m[w/2]`` are in Prometheus 2.x: a sample on the midpoint is in both)."""
+        mid = now - window_s / 2
+        return [v for t, v in self.points if t <= mid], [v for t, v in self.points if t >= mid]
 
 
 class WindowEval(Evaluator):
@@ -129,8 +150,18 @@ class JitterEval(WindowEval):
         return fall if fall >= self.cond.fall and peak - base >= self.cond.rise else None
 
 
+def stddev(values: list[float]) -> float:
+    """Population standard deviation (Prometheus' ``stddev_over_time``); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(max(0.0, sum((v - mean) ** 2 for v in values) / len(values)))
+
+
 class VolatilityEval(WindowEval):
-    """Population standard deviation over the window (Prometheus' ``stddev_over_time``)."""
+    """Population standard deviation of at least ``stddev`` in each half of the window (``stddev_over_time``
+    over ``m[w/2]`` and ``m[w/2] offset w/2``). A single step lies in one half only; swings fill both. The
+    value is the recent half's standard deviation."""
 
     cond: Volatility
 
@@ -138,10 +169,9 @@ class VolatilityEval(WindowEval):
         return read(frame, key, self.cond.metric)
 
     def reduce(self, window: Window, now: float, latched: bool) -> float | None:
-        values = window.values()
-        mean = sum(values) / len(values)
-        sd = math.sqrt(max(0.0, sum((v - mean) ** 2 for v in values) / len(values)))
-        return sd if sd >= self.cond.stddev else None
+        older, recent = window.halves(now, self.window_s)
+        sd_recent, sd_older = stddev(recent), stddev(older)
+        return sd_recent if sd_recent >= self.cond.stddev and sd_older >= self.cond.stddev else None
 
 
 class FlappingEval(WindowEval):
@@ -189,8 +219,10 @@ class ThrottleEval(WindowEval):
 
 class ClimbEval(WindowEval):
     """Heading for a limit: the least-squares line over the window (x relative to now, as Prometheus'
-    ``predict_linear``) reaches ``limit`` within ``within``, and the metric rose ``rise`` since the window
-    began (``m - m offset w``). A whole window of history is needed. The value is that rise."""
+    ``predict_linear``) reaches ``limit`` within ``within``, the metric rose ``rise`` since the window began
+    (``m - m offset w``) and at least half of ``rise`` in each half of the window (``m - m offset w/2`` and
+    ``m offset w/2 - m offset w``): a climb keeps climbing, a one-off step rises in one half only. A whole
+    window of history is needed. The value is the rise over the whole window."""
 
     cond: Climb
     keep_s = LOOKBACK_S
@@ -211,5 +243,9 @@ class ClimbEval(WindowEval):
             return None
         slope = sum((t - now - mx) * (v - my) for t, v in points) / sxx
         projected = my - slope * mx + slope * self.cond.within_s
-        rise = points[-1][1] - base
+        mid = window.at(now, self.window_s / 2)
+        current = points[-1][1]
+        rise = current - base
+        if mid is None or current - mid < self.cond.rise / 2 or mid - base < self.cond.rise / 2:
+            return None
         return rise if projected >= self.cond.limit and rise >= self.cond.rise else None

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from gpuwatch.cli.common import CliError, add_sampling_args, options_from_args, positive_float
 from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.doctor import LIVE_WINDOW_S, diagnose
+from gpuwatch.doctor.groups import group_findings
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
@@ -102,20 +103,25 @@ def judge(snaps: list[Snapshot], pid: int | None, stacks: StackSampler | None) -
 
 
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
+    """Ranked findings; the same finding on several GPUs is said once ("GPUs 0, 2, 3: ..."), its numbers
+    as ranges over those GPUs."""
     console.print(f"[bold]gpuwatch doctor[/] - {description}, {samples} samples")
     if not findings:
         console.print("No findings: no GPU metrics to judge.")
-    for i, f in enumerate(findings, 1):
-        where = ", ".join(x for x in (None if f.gpu_index is None else f"GPU {f.gpu_index}",
-                                      None if f.pid is None else f"pid {f.pid}") if x)
-        console.print(f"\n{i}. [{COLOURS[f.severity]}]{f.severity.upper()}[/] {f.title}"
-                      + (f"  ({where})" if where else "") + f"  score {f.score:g}", highlight=False)
+    for i, group in enumerate(group_findings(findings), 1):
+        f, where = group.finding, group.where()
+        lead = f"{where.pop(0)}: " if len(group.gpus) > 1 else ""
+        console.print(f"\n{i}. [{COLOURS[f.severity]}]{f.severity.upper()}[/] {lead}{f.title}"
+                      + (f"  ({', '.join(where)})" if where else "") + f"  score {f.score:g}", highlight=False)
         for e in f.evidence:
             console.print(f"   - {e}", highlight=False)
         console.print(f"   fix: {f.fix}", highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.loop and args.duration is None:
+        raise CliError("doctor reads a recording once: with --loop it would never end; drop --loop, or give "
+                       "--duration S to judge S seconds of the looped recording", exit_code=2)
     opts = dataclasses.replace(options_from_args(args, allow_bundled=True), loop_bundled=False)
     try:
         opened = open_sampler(opts)
@@ -142,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"source": description, "samples": len(snaps),
                           "findings": [f.to_dict() for f in findings]}, indent=2))
-    else:
-        render(findings, description, len(snaps), Console(highlight=False))
+    else:  # soft_wrap: piped into a file or a pager, lines stay whole (a terminal wraps them itself)
+        render(findings, description, len(snaps), Console(highlight=False, soft_wrap=True))
+    missing = next((f for f in findings if f.code == "pid_not_on_gpu"), None)
+    if args.pid is not None and missing is not None:
+        seen = next((e for e in missing.evidence if e.startswith("GPU processes seen")), "")
+        raise CliError(f"process {args.pid} was not seen on any GPU in {len(snaps)} samples ({seen}); check "
+                       "the pid (inside a container NVML may report host pids), or run without --pid")
     return 0

@@ -30,12 +30,16 @@ recording); 'snapshot', 'record' and 'daemon' say so and exit 2 unless given --r
 'rules test' backtests over the bundled recording unless given --replay."""
 
 
+VERBOSE = re.compile(r"-v+|--verbose")
+
+
 def with_command(argv: Sequence[str]) -> list[str]:
     """``argv`` with ``tui`` put in where no command is named, so bare ``gpuwatch`` takes the dashboard's
-    flags (``gpuwatch --replay FILE``); top-level flags (-v, --help, --version) stay in front of it."""
-    argv = list(argv)
+    flags (``gpuwatch --replay FILE``); top-level flags (-v, --help, --version) stay in front of it, and a
+    -v given after the command (``gpuwatch doctor -v``) is moved there."""
+    argv = [a for a in argv if VERBOSE.fullmatch(a)] + [a for a in argv if not VERBOSE.fullmatch(a)]
     i = 0
-    while i < len(argv) and re.fullmatch(r"-v+|--verbose", argv[i]):
+    while i < len(argv) and VERBOSE.fullmatch(argv[i]):
         i += 1
     if i < len(argv) and (argv[i] in ("-h", "--help", "--version") or not argv[i].startswith("-")):
         return argv  # a command (or a typo argparse names), or top-level help

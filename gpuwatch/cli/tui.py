@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,10 @@ def _read_token(path: Path | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliError("the dashboard needs a terminal; for text output use 'gpuwatch snapshot'")
+    # "no NVIDIA driver; playing the bundled recording" is the dashboard's RECORDING banner: logged to the
+    # terminal too, it stayed there after quitting
+    logging.getLogger("gpuwatch.runtime.build").addFilter(
+        lambda r: not r.getMessage().endswith("playing the bundled H200 recording"))
     feed = build_feed(args)
     from gpuwatch.tui.app import make_app
 

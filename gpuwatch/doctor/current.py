@@ -8,6 +8,9 @@ A caller that asks again and again over a growing history (the dashboard every 5
 15 s) uses :class:`LiveDoctor`: a finding that held at its last call, less than a window ago, and still
 holds keeps the ``since`` found then, so the step-back search (up to 40 more diagnoses) runs only for
 findings that are new. On a steady incident that is one diagnosis per call instead of forty-one.
+It also keeps what it shows steady (:mod:`gpuwatch.doctor.steady`): a finding's severity changes, and a
+finding disappears, only once the change has held for half a window (``dwell_s``) over at least two
+calls, so a figure wandering around a rule's cut-off does not flip the pane every few seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from gpuwatch.doctor.diagnose import diagnose
+from gpuwatch.doctor.steady import Steady
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
@@ -48,19 +52,24 @@ def diagnose_current(history: Sequence[Snapshot], seconds: float = RECENT_WINDOW
 class LiveDoctor:
     """:func:`diagnose_current` for repeated calls over one growing history (see the module's note)."""
 
-    def __init__(self, seconds: float = RECENT_WINDOW_S) -> None:
+    def __init__(self, seconds: float = RECENT_WINDOW_S, dwell_s: float | None = None) -> None:
+        """``dwell_s``: how long a severity change or a disappearance must hold before it is shown
+        (default half the window; 0 shows each call's findings as found)."""
         self.seconds = seconds
         self._end: float | None = None
         self._since: dict[Key, float] = {}
+        self.steady = Steady(seconds / 2 if dwell_s is None else dwell_s, min_calls=2 if dwell_s != 0 else 1)
 
     def __call__(self, history: Sequence[Snapshot]) -> list[Finding]:
         end = history[-1].time if history else None
         # the last call's window overlaps this one: a finding in both held all along
-        known = self._since if end is not None and self._end is not None and 0 <= end - self._end < self.seconds \
-            else {}
+        overlaps = end is not None and self._end is not None and 0 <= end - self._end < self.seconds
+        known = self._since if overlaps else {}
+        if not overlaps:
+            self.steady.reset()  # a new history (or a jump): nothing shown before carries over
         findings = _with_since(history, self.seconds, None, known)
         self._end, self._since = end, {key(f): f.since for f in findings if f.since is not None}
-        return findings
+        return findings if end is None else self.steady(findings, end, key)
 
 
 def _with_since(history: Sequence[Snapshot], seconds: float, pid: int | None,

@@ -76,7 +76,9 @@ SOURCE_UP = Series("gpuwatch_source_up", "gauge", "1 when the source delivered f
                    "source")
 SOURCE_AGE = Series("gpuwatch_source_age_seconds", "gauge", "seconds since the source last delivered fresh data",
                     ("source",), "source")
-ALERTS = Series("gpuwatch_alerts", "gauge", "1 for each pending or firing alert (like Prometheus' ALERTS)",
+ALERTS = Series("gpuwatch_alerts", "gauge", "1 for each pending or firing alert (like Prometheus' ALERTS); also "
+                "carries the alert's own labels: severity and any the rule sets, and gpu, uuid, name (a GPU "
+                "alert), pid, gpu, user, command (a process alert) or source (a stale source)",
                 ("alertname", "alertstate"), "alerts")
 DIAGNOSIS_FINDING = Series("gpuwatch_diagnosis_finding", "gauge", "1 for each finding of the doctor over the last "
                            "30 s (gpu empty for a host-wide finding), refreshed every exporter.diagnosis_interval",

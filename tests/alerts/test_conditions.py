@@ -69,7 +69,8 @@ def test_threshold(case: str, cond: str, values: list[float | None], expected: s
 
 
 JITTER = '{jitter: {metric: gpu.mem_used_percent, rise: 20, window: 60s}}'
-CLIMB = '{climb: {metric: gpu.mem_used_percent, window: 30s, limit: 100, within: 10m, rise: 5}}'
+CLIMB = '{climb: {metric: gpu.mem_used_percent, window: 30s, limit: 100, within: 10m, rise: 4}}'
+VOLATILITY = '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}'
 WINDOWED = [
     ("a spike that rose and fell back within the window holds while its peak is in the window",
      JITTER, [40] * 7 + [70, 40, 40, 40, 40, 40, 40, 40], "........XXXXX.."),
@@ -84,9 +85,15 @@ WINDOWED = [
      "........"),
     ("climb: a rise smaller than 'rise' over the window does not hold", CLIMB, [96, 96.5, 97, 97.5, 98, 98.5],
      "......"),
-    ("volatility: standard deviation over the closed window [t-30s, t] (four samples at 10 s)",
-     '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}', [50, 50, 50, 80, 20, 50, 50, 50, 50],
-     "...XXXXX."),
+    ("climb: one step that stays (an allocation) rises in one half of the window only",
+     CLIMB, [1] * 5 + [75] * 8, "............."),
+    ("climb: a steady climb must rise in both halves (2 points at 10 s, mid-window at t-20s)",
+     CLIMB, [60] * 4 + [60 + 2 * i for i in range(1, 8)], "......XXXXX"),
+    ("volatility: standard deviation >= 10 in both closed halves [t-30s, t-15s] and [t-15s, t]",
+     VOLATILITY, [50, 50, 50, 80, 20, 50, 50, 50, 50], ".....X..."),
+    ("volatility: swings that go on fill both halves", VOLATILITY, [50, 50] + [80, 20] * 5, "....XXXXXXXX"),
+    ("volatility: one step that stays is not volatility, whatever its size", VOLATILITY, [1] * 5 + [75] * 8,
+     "............."),
 ]
 
 
@@ -166,9 +173,8 @@ def test_tensor_rule_cannot_hold_on_a_gpu_without_tensor_activity() -> None:
 
 
 def test_windows_forget_samples_older_than_the_window_after_a_gap() -> None:
-    vol = '{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 30s}}'
-    snaps = [snap(0, [gpu(mem=20)]), snap(10, [gpu(mem=80)]), snap(1000, [gpu(mem=50)])]
-    assert pattern(vol, snaps) == ".X."
+    snaps = [snap(t, [gpu(mem=m)]) for t, m in ((0, 20), (10, 80), (20, 20), (30, 80), (1000, 50))]
+    assert pattern(VOLATILITY, snaps) == "...X."
 
 
 def test_windows_of_departed_entities_are_dropped() -> None:

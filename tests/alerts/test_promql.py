@@ -56,7 +56,8 @@ PROMQL = [
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio) >= 0.1 and "
      "(max_over_time(gpuwatch_gpu_memory_used_ratio[5m]) - gpuwatch_gpu_memory_used_ratio offset 5m) >= 0.2"),
     ('{volatility: {metric: gpu.mem_used_percent, stddev: 10, window: 10m}}',
-     "stddev_over_time(gpuwatch_gpu_memory_used_ratio[10m]) >= 0.1"),
+     "stddev_over_time(gpuwatch_gpu_memory_used_ratio[5m]) >= 0.1 and "
+     "stddev_over_time(gpuwatch_gpu_memory_used_ratio[5m] offset 5m) >= 0.1"),
     ('{flapping: {metric: gpu.util, op: ">=", value: 50, window: 10m, high: 40}}',
      "(changes((gpuwatch_gpu_utilization_ratio >= bool 0.5)[10m:]) / "
      "(count_over_time((gpuwatch_gpu_utilization_ratio >= bool 0.5)[10m:]) - 1) >= 0.4) "

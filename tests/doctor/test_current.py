@@ -88,7 +88,7 @@ def _live_against_fresh(history: list[Snapshot], monkeypatch: pytest.MonkeyPatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(current, "diagnose", counted)
-    live = LiveDoctor(RECENT_WINDOW_S)
+    live = LiveDoctor(RECENT_WINDOW_S, dwell_s=0)  # the since-cache alone: no hysteresis to compare
     live_calls = fresh_calls = 0
     for end in range(10, len(history), 5):
         grown = history[:end]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import replay_app
 
+from gpuwatch.model.recording import load
 from gpuwatch.tui.layout import TOP_GROW, Plan, plan
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
@@ -54,7 +55,8 @@ async def test_every_alert_is_shown_and_the_table_has_no_empty_rows(bundled: Pat
         await pilot.pause()
         table, alerts = app.query_one(ProcessTable), app.query_one(AlertsPane)
         diagnosis = app.query_one(DiagnosisPane)
-        assert alerts.row_count == 3 and alerts.size.height >= 1 + alerts.row_count
+        # ProcessThreadCpuBound and GpuMemoryHeldWhileIdle pending (the start-up allocation sets off no memory rule)
+        assert alerts.row_count == 2 and alerts.size.height >= 1 + alerts.row_count
         assert table.size.height == 1 + table.row_count == 3
         if size[0] >= 120:  # stacked: alerts at full width, the diagnosis gets every row left
             shown = app.dashboard.layout_plan
@@ -75,4 +77,7 @@ async def test_the_panel_and_the_plot_legend_are_not_cut(bundled: Path, size: tu
         panel, plot = app.query_one(GpuPanel).plain, app.query_one(HistoryPlot)
         assert "tx 2.7MB/s" in panel and "00000000:00:06.0" in panel
         legend = plot.plain.splitlines()[0]
-        assert len(legend.rstrip()) <= plot.size.width and legend.rstrip().endswith("75%")
+        # the mean memory of the 130 snapshots shown (the first ~11 s idle at 0.5 %, then 75 %)
+        mems = [s.gpus[0].mem_used_ratio * 100 for s in load(bundled)[:130]]  # type: ignore[operator]
+        assert len(legend.rstrip()) <= plot.size.width and legend.rstrip().endswith(f"{sum(mems) / len(mems):.0f}%")
+        assert "2m10s" in legend  # and it says over how long

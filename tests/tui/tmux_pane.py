@@ -1,4 +1,5 @@
-"""A private tmux server running one command in a 160x50 pane, for tests that drive the real program."""
+"""A private tmux server running one command in a pane (160x50 unless told), for tests that drive the real
+program."""
 
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ class Tmux:
                               text=True, timeout=20)
         return done.stdout
 
-    def start(self, command: str) -> None:
-        """Run ``command`` in the pane; its exit status lands in ``exit_file`` (tmux's own is set only once
-        it has reaped the process, which a busy machine can delay)."""
+    def start(self, command: str, size: tuple[int, int] = (160, 50)) -> None:
+        """Run ``command`` in a pane of ``size`` (columns, lines); its exit status lands in ``exit_file``
+        (tmux's own is set only once it has reaped the process, which a busy machine can delay)."""
         # COLUMNS/LINES inherited from a test runner would override the pane's real size.
         wrapped = f"env -u COLUMNS -u LINES {command}; echo $? > {self.exit_file}"
-        self("new-session", "-d", "-s", "gw", "-x", "160", "-y", "50", wrapped)
+        self("new-session", "-d", "-s", "gw", "-x", str(size[0]), "-y", str(size[1]), wrapped)
 
     def wait_exit(self, timeout: float = 15.0) -> int | None:
         """The command's exit status, or None if it is still running after ``timeout`` seconds."""

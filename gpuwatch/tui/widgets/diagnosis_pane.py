@@ -13,25 +13,33 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 
+from gpuwatch.doctor.groups import group_findings
 from gpuwatch.model.finding import Finding
 from gpuwatch.tui.widgets.lines import LinesWidget
 
 
 def render_findings(findings: Sequence[Finding] | None, note: str, styles: dict[str, str]) -> Text:
+    """The pane's text. ``note`` with findings: the doctor's window is still filling ("watching: 4 of
+    30 s"), said first; "nothing to report" only once a whole window was seen."""
     if findings is None:
         return Text(note or "waiting for the first diagnosis…", style="dim")
     if not findings:
+        if note:
+            return Text(f"{note}: no finding yet", style="dim")
         return Text("nothing to report: no known bottleneck in the last minutes", style=styles.get("ok", ""))
     out = Text()
-    for i, f in enumerate(sorted(findings, key=lambda f: f.rank_key)):
+    if note:
+        out.append(f"{note}: findings so far\n", style="dim")
+    for i, group in enumerate(group_findings(findings)):
+        f = group.finding
         if i:
             out.append("\n")
         colour = {"critical": styles.get("error", "red"), "warning": styles.get("warning", "yellow")}.get(
             f.severity, styles.get("info", "blue"))
         out.append(f" {f.severity.upper():8} ", style=f"bold reverse {colour}")
-        out.append(" " + (f.title or f.code), style="bold")
-        where = [*([f"GPU {f.gpu_index}"] if f.gpu_index is not None else []),
-                 *([f"pid {f.pid}"] if f.pid is not None else []),
+        many = len(group.gpus) > 1  # the same on several GPUs: said once, led by where ("GPUs 0, 2, 3: ...")
+        out.append(" " + (f"{group.where()[0]}: " if many else "") + (f.title or f.code), style="bold")
+        where = [*(group.where()[1:] if many else group.where()),
                  *(["since " + time.strftime("%H:%M:%S", time.localtime(f.since))] if f.since is not None else [])]
         if where:
             out.append("  (" + ", ".join(where) + ")", style="dim")
@@ -94,7 +102,7 @@ class DiagnosisPane(VerticalScroll):
         styles = {"ok": theme.success or "green", "warning": theme.warning or "yellow",
                   "error": theme.error or "red", "info": theme.primary}
         text = render_findings(findings, note, styles)
-        count = len(findings or ())
+        count = len(group_findings(findings or ()))
         title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
         if title != self.border_title:  # setting a title repaints the whole pane, even to the same words
             self.border_title = title

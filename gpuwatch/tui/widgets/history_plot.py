@@ -6,8 +6,10 @@ where the GPU-Util bar towers over the SM-activity bar, the GPU is "busy" with f
 Columns are fixed slices of time (five minutes over the plot's width, ~4 s each at 160 columns) and only
 complete slices are drawn: the columns are recomputed, and the changed cells written, once a slice ends,
 not at every tick (a window ending "now" moved every slice's bounds each tick and rewrote most of the plot).
-The legend above them gives the newest column's values (what its rightmost bars show; the GPU panel beside
-the plot has this second's). Nothing is computed while the plot is hidden.
+The legend above them says what it gives and gives it: the mean of every sample of the last five minutes
+up to this tick ("mean of last 5 min"; over a shorter history, "mean of last 31 s"), recomputed each tick
+(one line: only its changed cells are written). The GPU panel beside the plot has this second's values.
+Nothing is computed while the plot is hidden.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gpuwatch.model.durations import format_duration
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.format import pct
@@ -60,16 +63,40 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
     return rows
 
 
-#: The legend's words, long then short: the short ones fit beside an 80-column GPU panel at 120 columns.
-LEGENDS = ((f"last {WINDOW_S / 60:.0f} min: ",
-            (("util", "GPU-Util"), ("sm", "  vs  SM active"), ("mem", "   memory used"))),
-           (f"{WINDOW_S / 60:.0f} min: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))))
+#: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns.
+LEGENDS = (("mean of last {span}: ", (("util", "GPU-Util"), ("sm", "  vs  SM active"), ("mem", "   memory used"))),
+           ("mean {span}: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))),
+           ("avg {span} ", (("util", "util"), ("sm", "SM"), ("mem", "mem"))))
+SERIES = ("util", "sm", "mem")
 
 
-def legend(values: dict[str, float | None], styles: dict[str, str], width: int) -> Text:
-    """The plot's first line, in the longest wording that fits ``width``."""
-    for lead, labels in LEGENDS:
-        text = Text(lead, style="dim")
+def window_means(points: Sequence[tuple[float, float | None, float | None, float | None]],
+                 latest: float) -> tuple[dict[str, float | None], float]:
+    """The mean of each series over the samples in ``(latest - WINDOW_S, latest]``, and the seconds those
+    samples cover (n samples ``dt`` apart cover ``n * dt``, at most ``WINDOW_S``)."""
+    inside = [p for p in points if latest - WINDOW_S < p[0] <= latest]
+    means: dict[str, float | None] = {}
+    for i, name in enumerate(SERIES, 1):
+        values = [v for p in inside if (v := p[i]) is not None]
+        means[name] = sum(values) / len(values) if values else None
+    if len(inside) < 2:
+        return means, 0.0
+    span = inside[-1][0] - inside[0][0]
+    return means, min(WINDOW_S, span * len(inside) / (len(inside) - 1))
+
+
+def span_words(seconds: float) -> str:
+    """``5 min`` for the whole window, else the seconds the samples cover: ``31 s``, ``2m10s``."""
+    if seconds >= WINDOW_S - 0.5:
+        return f"{WINDOW_S / 60:.0f} min"
+    return f"{seconds:.0f} s" if seconds < 59.5 else format_duration(round(seconds))
+
+
+def legend(values: dict[str, float | None], styles: dict[str, str], width: int, span: float = WINDOW_S) -> Text:
+    """The plot's first line, in the longest wording that fits ``width``: ``values`` are the means over the
+    last ``span`` seconds."""
+    for lead, labels in LEGENDS:  # one sample so far: it is this second's values, said as such
+        text = Text(lead.format(span=span_words(span)) if span > 0 else "now: ", style="dim")
         for key, label in labels:
             text.append(label, style="bold")
             text.append(f" {pct(values[key]).strip()} ", style=styles[key])
@@ -89,10 +116,12 @@ class HistoryPlot(LinesWidget):
         self._source: tuple[History, int] | None = None
         self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
         self._points_of: tuple[int, int] | None = None
+        self._rows: list[Text] = []
         self.redraws = 0
 
     def plot(self, history: History, gpu_index: int) -> None:
-        """Redraw when a column completed or the GPU or the size changed; skipped while hidden."""
+        """Redraw the bars when a column completed or the GPU or the size changed, the legend's figures at
+        every tick; skipped while hidden."""
         self._source = (history, gpu_index)
         if not self.display or not self.screen.is_current or not self.size.width:
             return
@@ -100,13 +129,14 @@ class HistoryPlot(LinesWidget):
         if latest is None:
             return
         start, end, column = complete_columns(latest.time, self._plot_width())
-        key = (column, gpu_index, self.size.width, self.size.height)
-        if key == self._key:
-            return
-        self._key = key
         self._take(history, latest, gpu_index)
-        self.set_lines(self._compute(latest, gpu_index, start, end))
-        self.redraws += 1
+        key = (column, gpu_index, self.size.width, self.size.height)
+        if key != self._key:
+            self._key = key
+            self._rows = self._compute(start, end)
+            self.redraws += 1
+        means, span = window_means(self._points, latest.time)
+        self.set_lines([legend(means, self._styles(), self.size.width, span), *self._rows])
 
     def _take(self, history: History, latest: Snapshot, gpu_index: int) -> None:
         """Keep ``(time, util, sm, mem%)`` points of the window; read only snapshots not seen yet."""
@@ -144,8 +174,8 @@ class HistoryPlot(LinesWidget):
         theme = self.app.current_theme
         return {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
 
-    def _compute(self, latest: Snapshot, gpu_index: int, start: float, end: float) -> list[Text]:
-        """The legend and the plot's rows, for the complete columns between ``start`` and ``end``."""
+    def _compute(self, start: float, end: float) -> list[Text]:
+        """The plot's rows, for the complete columns between ``start`` and ``end``."""
         width = self._plot_width()
         rows_left = max(3, self.size.height) - 1
         mem_h = max(1, rows_left // 3)
@@ -153,13 +183,8 @@ class HistoryPlot(LinesWidget):
         sm_h = max(1, rows_left - mem_h - util_h)
         series = {name: [(p[0], p[i]) for p in self._points] for i, name in ((1, "util"), (2, "sm"), (3, "mem"))}
         columns = {name: bucket(points, start, end, width) for name, points in series.items()}
-        now = latest.gpu(gpu_index)  # a newest column with no sample in it (a slow interval): the newest values
-        mem_now = None if now is None or now.mem_used_ratio is None else now.mem_used_ratio * 100
-        newest = {"util": None if now is None else now.gpu_util, "sm": None if now is None else now.sm_active,
-                  "mem": mem_now}
         styles = self._styles()
-        lines = [legend({k: v[-1] if v[-1] is not None else newest[k] for k, v in columns.items()}, styles,
-                        self.size.width)]
+        lines = []
         for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
             for i, row in enumerate(draw(columns[key], height, styles[key])):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")

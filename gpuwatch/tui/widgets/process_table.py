@@ -143,6 +143,7 @@ class ProcessTable(RowTable):
         self._all: Sequence[ProcessSample] = ()
         self._width = 0
         self._pods = False
+        self._longest_cmd = 0
 
     # -- the view: any change re-shows ----------------------------------------------------------------
     def watch_sort(self) -> None:
@@ -187,7 +188,7 @@ class ProcessTable(RowTable):
     def action_scroll_command(self, direction: int) -> None:
         """Move the command column sideways so the end of a long command can be read."""
         cmd_w = next((c.width for c in self.columns_shown if c.key == "cmd"), 0)
-        longest = max((len(str(cells[-1])) + self.cmd_offset for cells in self.cells.values()), default=0)
+        longest = self._longest_cmd + self.cmd_offset  # whole commands: a cell may be cut in the middle
         offset = max(0, min(self.cmd_offset + direction * SCROLL_STEP, max(0, longest - cmd_w)))
         if offset != self.cmd_offset:
             self.cmd_offset = offset
@@ -214,7 +215,33 @@ class ProcessTable(RowTable):
         self.samples = {row_key(p): p for p in wanted}
         cells = {row_key(p): tuple(self._cell(c, p, depth.get(row_key(p), "")) for c in self.columns_shown)
                  for p in wanted}
-        self.set_rows([row_key(p) for p in wanted], cells)
+        at = next((i for i, c in enumerate(self.columns_shown) if c.key == "cmd"), -1)
+        self._longest_cmd = max((len(str(row[at])) for row in cells.values()), default=0)
+        self.set_rows([row_key(p) for p in wanted], self._told_apart(cells))
+
+    def _told_apart(self, cells: dict[str, tuple[str | Text, ...]]) -> dict[str, tuple[str | Text, ...]]:
+        """Commands that would look the same once cut to the column (two workers of one launcher differ
+        only at the end of their command lines) are cut in the middle instead, keeping their ends."""
+        at = next((i for i, c in enumerate(self.columns_shown) if c.key == "cmd"), None)
+        if at is None or self.cmd_offset:
+            return cells
+        width = self.columns_shown[at].width
+        cut: dict[str, list[str]] = {}
+        for key, row in cells.items():
+            text = str(row[at])
+            if len(text) > width:
+                cut.setdefault(text[:width - 1], []).append(key)
+        out = dict(cells)
+        for keys in cut.values():
+            if len({str(cells[k][at]) for k in keys}) < 2:
+                continue
+            for k in keys:
+                text = str(cells[k][at])
+                head = (width - 1) // 2
+                tail = width - 1 - head
+                middle = text[:head] + "…" + text[len(text) - tail:]
+                out[k] = (*cells[k][:at], middle, *cells[k][at + 1:])
+        return out
 
     def _cell(self, c: Column, p: ProcessSample, prefix: str) -> str | Text:
         value = c.cell(p)

@@ -1,0 +1,86 @@
+"""Hysteresis for findings asked for again and again: what is shown changes only when the change holds.
+
+The doctor's rules cut at fixed figures (an input-bound GPU is "critical" under 30 % GPU-Util, "warning"
+above), so a figure wandering around a cut-off would flip a finding's severity, or make it appear and
+disappear, at every call. An alert has ``for`` for this; a finding has :class:`Steady`:
+
+- a finding that appears is shown at once (a new problem is news);
+- its **severity** changes only once the new severity has been found at every call for ``dwell_s``
+  seconds (snapshot time) and at least ``min_calls`` calls in a row, *and* its score (the rule's figure of
+  what the problem costs, higher when worse) has moved at least ``score_band`` points past the last score
+  found at the shown severity, towards the new one: a Schmitt trigger around the rule's cut-off without
+  knowing where the cut-off is (for the input-bound rule, 2 points of score are 5 points of GPU-Util).
+  One call back at the shown severity cancels the change. A rule whose score does not follow its
+  severity still changes after ``10 * dwell_s``;
+- it **disappears** only once it has been missing at every call for ``dwell_s`` seconds and ``min_calls``
+  calls; until then the last one seen is shown (a finding that comes back in the meantime never left).
+
+Noise around a cut-off therefore moves nothing: only a figure that stays on the other side does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from gpuwatch.model.finding import Finding
+from gpuwatch.model.severity import Severity, severity_rank
+
+
+@dataclass
+class _Shown:
+    finding: Finding  # the last one found, with the severity shown
+    severity: Severity
+    #: (severity, first call's time, calls) of a severity found but not yet shown
+    change: tuple[Severity, float, int] | None = None
+    #: (first call's time, calls) it has been missing for
+    missing: tuple[float, int] | None = None
+    #: the score of the last call that found the shown severity
+    edge: float = 0.0
+
+
+class Steady:
+    """Feed it each call's findings with the newest snapshot's time; it returns what to show."""
+
+    def __init__(self, dwell_s: float, min_calls: int = 2, score_band: float = 2.0) -> None:
+        self.dwell_s = dwell_s
+        self.min_calls = min_calls
+        self.score_band = score_band
+        self._shown: dict[Hashable, _Shown] = {}
+
+    def reset(self) -> None:
+        self._shown.clear()
+
+    def _held(self, first: float, calls: int, now: float) -> bool:
+        return now - first >= self.dwell_s and calls >= self.min_calls
+
+    def __call__(self, findings: Sequence[Finding], now: float, key: Callable[[Finding], Hashable]) -> list[Finding]:
+        """``key(finding)``: what makes two findings the same one (code, GPU, process)."""
+        keyed = {key(f): f for f in findings}
+        out: list[Finding] = []
+        for k, f in keyed.items():
+            s = self._shown.get(k)
+            if s is None:
+                self._shown[k] = s = _Shown(f, f.severity, edge=f.score)
+            s.missing = None
+            if f.severity == s.severity:
+                s.change, s.edge = None, f.score
+            else:
+                first, calls = (s.change[1], s.change[2] + 1) if s.change and s.change[0] == f.severity else (now, 1)
+                s.change = (f.severity, first, calls)
+                worse = severity_rank(f.severity) < severity_rank(s.severity)
+                moved = (f.score - s.edge if worse else s.edge - f.score) >= self.score_band
+                if self._held(first, calls, now) and (moved or now - first >= 10 * self.dwell_s):
+                    s.severity, s.change, s.edge = f.severity, None, f.score
+            s.finding = f if f.severity == s.severity else dataclasses.replace(f, severity=s.severity)
+            out.append(s.finding)
+        for k in [k for k in self._shown if k not in keyed]:
+            s = self._shown[k]
+            first, calls = (s.missing[0], s.missing[1] + 1) if s.missing else (now, 1)
+            s.missing, s.change = (first, calls), None
+            if self._held(first, calls, now):
+                del self._shown[k]
+            else:
+                out.append(s.finding)
+        return sorted(out, key=lambda f: f.rank_key)

@@ -1,0 +1,85 @@
+"""Hysteresis of the live doctor: a finding's severity, and its appearing and disappearing, do not flap on
+noise around a rule's cut-off; a figure that really moves, and stays, still changes what is shown."""
+
+from __future__ import annotations
+
+from gpuwatch.data import bundled_recording
+from gpuwatch.doctor import LiveDoctor
+from gpuwatch.doctor.current import key
+from gpuwatch.doctor.steady import Steady
+from gpuwatch.model.finding import Finding
+from gpuwatch.model.recording import load
+from gpuwatch.model.severity import Severity
+
+
+def found(severity: Severity, score: float, code: str = "input_cpu_bound") -> Finding:
+    return Finding(code, "Input pipeline CPU-bound", severity, score, 0, 558, ("evidence",), "fix")
+
+
+def shown(steady: Steady, calls: list[list[Finding]], every_s: float = 5.0) -> list[str]:
+    """What is shown after each call: the severity's initial, '-' when the finding is not shown."""
+    out = []
+    for i, fs in enumerate(calls):
+        got = steady(fs, i * every_s, key)
+        out.append(got[0].severity[0] if got else "-")
+    return out
+
+
+def test_severity_noise_around_the_cut_off_changes_nothing() -> None:
+    # the input-bound rule's score crosses 78 at GPU-Util 30 %: 78.4 / 77.6 is 29 % / 31 %
+    noise = [found("warning", 77.6) if i % 3 == 2 else found("critical", 78.4) for i in range(30)]
+    assert set(shown(Steady(15.0), [[f] for f in noise])) == {"c"}
+
+
+def test_a_severity_found_for_a_while_but_inside_the_band_is_not_shown() -> None:
+    calls = [[found("critical", 78.4)]] * 3 + [[found("warning", 77.8)]] * 10
+    assert shown(Steady(15.0), calls) == ["c"] * 13
+
+
+def test_a_figure_that_crosses_the_band_and_stays_changes_the_severity_after_the_dwell() -> None:
+    calls = [[found("critical", 79.6)]] * 3 + [[found("warning", 75.2)]] * 6
+    # found warning at calls 3, 4, 5, 6 (15 s after the first): shown from the fourth
+    assert shown(Steady(15.0), calls) == ["c", "c", "c", "c", "c", "c", "w", "w", "w"]
+
+
+def test_one_call_back_at_the_shown_severity_cancels_a_change() -> None:
+    calls = [[found("critical", 80.0)], [found("warning", 74.0)], [found("warning", 74.0)],
+             [found("critical", 80.0)], [found("warning", 74.0)], [found("warning", 74.0)], [found("warning", 74.0)]]
+    assert shown(Steady(15.0), calls) == ["c", "c", "c", "c", "c", "c", "c"]
+
+
+def test_a_finding_appears_at_once_and_disappears_only_once_missing_for_the_dwell() -> None:
+    f = found("warning", 60.0)
+    calls = [[], [f], [], [f], [], [], [], [], []]
+    assert shown(Steady(15.0), calls) == ["-", "w", "w", "w", "w", "w", "w", "-", "-"]
+
+
+def test_without_dwell_each_call_is_shown_as_found() -> None:
+    calls = [[found("critical", 78.4)], [found("warning", 77.6)], []]
+    assert shown(Steady(0.0, min_calls=1, score_band=0.0), calls) == ["c", "w", "-"]
+
+
+def test_on_the_bundled_recording_the_dashboards_doctor_changes_severity_only_when_the_figure_moves() -> None:
+    """Asked every 5 s as the dashboard does: the raw findings flip CRITICAL/WARNING several times while
+    GPU-Util wanders around 30 %; what is shown changes only where the score moved past the band."""
+    snaps = load(bundled_recording())
+    raw, steady = LiveDoctor(30.0, dwell_s=0), LiveDoctor(30.0)
+    flips = {"raw": 0, "shown": 0}
+    last: dict[str, Finding] = {}
+    edge: float | None = None
+    for end in range(3, len(snaps), 5):
+        for name, doctor in (("raw", raw), ("shown", steady)):
+            f = next((f for f in doctor(snaps[:end]) if f.code == "input_cpu_bound"), None)
+            if f is None:
+                continue
+            before = last.get(name)
+            if before is not None and before.severity != f.severity:
+                flips[name] += 1
+                if name == "shown":
+                    assert edge is not None and abs(f.score - edge) >= steady.steady.score_band, (f, edge)
+            if name == "shown":
+                raw_now = last["raw"]
+                if raw_now.severity == f.severity:
+                    edge = raw_now.score  # the last score found at the shown severity
+            last[name] = f
+    assert flips["raw"] >= 5 and flips["shown"] <= 1, flips
