@@ -24,13 +24,20 @@ log = logging.getLogger(__name__)
 GAP_INTERVALS = 5.0
 
 
+#: Snapshots waiting for the worker at most: a bound on the backlog's memory (about 7 MB of snapshots).
+BACKLOG = 1024
+PUT_TIMEOUT_S = 5.0
+
+
 class Accounting:
     def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
         self.store = store
         self.totals = Totals(max_owners)
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
-        self._queue: queue.SimpleQueue[Snapshot | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
+        #: Snapshots not accounted because the worker was stuck (each one's interval is a gap in the roll-ups).
+        self.dropped = 0
         self._ledger: Ledger | None = None
         self._origin = "live"
         #: The newest snapshot time accounted (None before the first).
@@ -40,8 +47,16 @@ class Accounting:
         self.commits = 0
 
     def offer(self, snap: Snapshot) -> None:
-        """Called on the sampler thread: never blocks."""
-        self._queue.put(snap)
+        """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
+        a worker that takes a millisecond); a replay at full speed does, and then waits for the worker, so
+        the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the snapshot, counted."""
+        try:
+            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("the efficiency accounting is stuck: snapshots are not accounted (counted in "
+                            "/healthz as efficiency_dropped)")
 
     def _commit(self, inc: Increment | None) -> None:
         if not inc:
@@ -81,7 +96,7 @@ class Accounting:
 
     def stop(self) -> None:
         """Account for everything queued, commit the last block, close the store."""
-        self._queue.put(None)
+        self._queue.put(None, timeout=30)
         if self._thread is not None:
             self._thread.join(timeout=30)
         self.store.close()

@@ -10,6 +10,7 @@ is told by the thread's siblings (several busy threads whose CPU sums to about o
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 Wait = Literal["cpu", "lock", "input", "io", "sleep", "gpu", "other"]
@@ -36,6 +37,7 @@ _SLEEP = ("nanosleep", "hrtimer", "clock_nanosleep", "schedule_timeout")
 _GPU = ("nvidia", "nv_", "uvm", "os_acquire", "nvkms")
 
 
+@lru_cache(maxsize=512)  # a few dozen (state, channel) pairs recur every tick
 def classify_wait(state: str, wchan: str | None) -> Wait:
     """One thread's wait class from its state letter and kernel wait channel (None where not readable)."""
     if state == "R":

@@ -76,3 +76,35 @@ def test_a_state_directory_that_cannot_be_made_stops_the_start_with_the_fix(tmp_
     (tmp_path / "a-file").write_text("")
     with pytest.raises(StartError, match=r"set state_dir in \[daemon\] to a writable directory"):
         open_store(tmp_path / "a-file" / "efficiency.sqlite", HOUR)
+
+
+def test_the_accounting_backlog_is_bounded_and_a_stuck_worker_loses_counted_snapshots(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from core.factories import full_snapshot
+
+    from gpuwatch.efficiency import service
+
+    monkeypatch.setattr(service, "BACKLOG", 8)
+    monkeypatch.setattr(service, "PUT_TIMEOUT_S", 0.01)
+    accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)  # its worker never started: stuck
+    for i in range(12):
+        accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
+    assert accounting._queue.qsize() == 8 and accounting.dropped == 4
+
+
+def test_a_replay_faster_than_the_worker_waits_for_it_and_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from core.factories import full_snapshot
+
+    from gpuwatch.efficiency import service
+
+    monkeypatch.setattr(service, "BACKLOG", 4)
+    accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)
+    accounting.start()
+    for i in range(200):
+        accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
+    accounting.stop()
+    assert accounting.dropped == 0 and accounting.last_time == 1199.0
