@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,9 +20,12 @@ from aiohttp import web
 
 from gpuwatch.config import Config
 from gpuwatch.daemon.parts import StartError, state_dir
+from gpuwatch.doctor import diagnose
+from gpuwatch.efficiency.ledger import Doctor
 from gpuwatch.efficiency.metrics import TotalsCollector
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import FILE, Store
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.notify.outbox import move_aside
 
@@ -63,7 +66,9 @@ def install(daemon: DaemonParts) -> Accounting | None:
     if not config.efficiency.enabled:
         return None
     store = open_store(state_dir(config) / FILE, config.efficiency.retention)
-    accounting = Accounting(store, config.sampler.interval, config.daemon.max_process_series)
+    shared = getattr(daemon, "diagnosis", None)
+    accounting = Accounting(store, config.sampler.interval, config.daemon.max_process_series,
+                            doctor=diagnose if shared is None else shared_doctor(shared))
     daemon.sampler.subscribe(accounting.offer)
     daemon.exporter.registry.register(TotalsCollector(accounting.totals))
     app = daemon.app
@@ -79,6 +84,28 @@ def install(daemon: DaemonParts) -> Accounting | None:
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return accounting
+
+
+class _Shared(Protocol):
+    history: Callable[[], Sequence[Snapshot]]
+
+    def current(self) -> Any: ...
+
+
+def shared_doctor(shared: _Shared) -> Doctor:
+    """The accounting's doctor in a live daemon: the shared live-doctor evaluation (the one /metrics and the
+    API serve) when it judged the window that ends where the accounting's block does, which it does while
+    the accounting keeps up with the sampler; else (a replay faster than real time) a diagnosis of the
+    block's own window, so a block is never judged on a later window than its own."""
+    def doctor(window: Sequence[Snapshot]) -> list[Finding]:
+        newest = shared.history()
+        if window and newest and newest[-1].time == window[-1].time:  # else the shared one judges a later window
+            evaluation = shared.current()
+            if evaluation.findings is not None and evaluation.end == window[-1].time:
+                return list(evaluation.findings)
+        return diagnose(window)
+
+    return doctor
 
 
 def open_store(path: Path, retention_s: float) -> Store:

@@ -14,7 +14,8 @@ import logging
 import queue
 import threading
 
-from gpuwatch.efficiency.ledger import Increment, Ledger
+from gpuwatch.doctor import diagnose
+from gpuwatch.efficiency.ledger import Doctor, Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.snapshot import Snapshot
@@ -30,8 +31,10 @@ PUT_TIMEOUT_S = 5.0
 
 
 class Accounting:
-    def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
+    def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None,
+                 doctor: Doctor = diagnose) -> None:
         self.store = store
+        self.doctor = doctor
         self.totals = Totals(max_owners)
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
@@ -81,7 +84,7 @@ class Accounting:
                 break
             if self._ledger is None:
                 self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin))
+                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))
