@@ -56,6 +56,8 @@ class RemoteFeed:
         self._stop = threading.Event()
         self._paused = False
         self._responses: dict[str, requests.Response] = {}
+        #: What each daemon's /healthz last said of its notification delivery ("" while it delivers).
+        self._delivery: dict[str, str] = dict.fromkeys(self.urls, "")
         self._threads: list[threading.Thread] = []
 
     def _post(self, msg: Any) -> None:
@@ -102,9 +104,24 @@ class RemoteFeed:
                 findings = self._get_list(url, self.diagnosis_path, Finding.from_dict, key="findings")
                 note = "" if findings is not None else "the daemon serves no diagnosis"
                 self._post(DiagnosisReady(url, None if findings is None else list(findings), note))
+                self._check_delivery(url)
                 next_diag = tick + POLL_DIAGNOSIS_S
             self._stop.wait(POLL_ALERTS_S)
             tick += POLL_ALERTS_S
+
+    def _check_delivery(self, url: str) -> None:
+        """Say on the status line when the daemon's notifications are not getting through (its /healthz
+        ``delivery``), and again when they are; nothing when /healthz cannot be read (the stream says why)."""
+        try:
+            resp = requests.get(f"{url}/healthz", timeout=self.timeouts, headers=self.headers)
+            body = resp.json()
+        except (requests.RequestException, ValueError):
+            return
+        problem = delivery_problem(body) if isinstance(body, dict) else ""
+        if problem != self._delivery[url]:
+            self._delivery[url] = problem
+            self._post(FeedStatus(url, "error", f"{url}: {problem}") if problem else
+                       FeedStatus(url, "ok", "notifications delivered"))
 
     def _get_list(self, url: str, path: str, decode: Callable[[dict[str, Any]], T],
                   key: str | None = None) -> tuple[T, ...] | None:
@@ -137,6 +154,25 @@ class RemoteFeed:
                 resp.close()
             except Exception:  # closing a socket another thread reads from may race; it is going anyway
                 pass
+
+
+def delivery_problem(health: dict[str, Any]) -> str:
+    """What a daemon's /healthz says of receivers that fail past ``[notify] unhealthy_after``, in words; ""
+    when every receiver delivers (or the daemon has none)."""
+    delivery = health.get("delivery")
+    if not isinstance(delivery, dict) or delivery.get("ok", True):
+        return ""
+    found = delivery.get("receivers")
+    receivers: dict[str, Any] = found if isinstance(found, dict) else {}
+    down = []
+    for name, r in sorted(receivers.items()):
+        if not isinstance(r, dict) or r.get("ok", True):
+            continue
+        age = max(r.get("failing_for_s") or 0.0, r.get("oldest_pending_age_s") or 0.0)
+        error = f", last: {str(r['last_error'])[:60]}" if r.get("last_error") else ""
+        down.append(f"receiver {name} not delivering for {age / 60:.0f} min "
+                    f"({r.get('consecutive_failures', 0)} failures{error})")
+    return "; ".join(down) or "notifications are not being stored (the daemon's outbox fails)"
 
 
 def _why(exc: Exception) -> str:

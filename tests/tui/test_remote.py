@@ -35,8 +35,10 @@ FINDING = {"code": "input_cpu_bound", "title": "the input pipeline is CPU-bound"
 class FakeDaemon:
     """Serves ``host`` with ``gpus`` GPUs: a snapshot every 50 ms on /api/v1/stream."""
 
-    def __init__(self, host: str, gpus: int) -> None:
+    def __init__(self, host: str, gpus: int, health: dict[str, Any] | None = None) -> None:
         self.host, self.gpus = host, gpus
+        #: What /healthz answers (the status follows ``ok``), as the real daemon does.
+        self.health: dict[str, Any] = health or {"ok": True, "delivery": {"ok": True, "receivers": {}}}
         self.loop = asyncio.new_event_loop()
         self.port = 0
         self.ready = threading.Event()
@@ -57,9 +59,13 @@ class FakeDaemon:
     async def diagnosis(self, request: web.Request) -> web.Response:
         return web.json_response({"findings": [FINDING]})
 
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response(self.health, status=200 if self.health.get("ok") else 503)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/api/v1/stream", self.stream)
         app.router.add_get("/api/v1/alerts", self.alerts)
         app.router.add_get("/api/v1/diagnosis", self.diagnosis)
@@ -139,3 +145,19 @@ async def test_two_daemons_reporting_the_same_hostname_are_told_apart_by_address
             fleet = app.query_one(FleetTable)
             expected = {f"twin@127.0.0.1:{a.port}", f"twin@127.0.0.1:{b.port}"}
             await wait_for(pilot, lambda: {str(fleet.cells[k][0]) for k in fleet.keys} == expected)
+
+
+FAILING = {"ok": False, "delivery": {"ok": False, "unhealthy_after_s": 900.0, "receivers": {
+    "slack": {"ok": False, "consecutive_failures": 41, "failing_for_s": 1260.0, "oldest_pending_age_s": 1250.0,
+              "last_error": "HTTP 500", "last_success": None, "last_success_age_s": None}}}}
+
+
+async def test_a_daemon_whose_receiver_keeps_failing_says_so_on_the_status_line_until_it_delivers() -> None:
+    with FakeDaemon("node-a", 1, health=FAILING) as a:
+        app = make_app(RemoteFeed([a.url]))
+        async with app.run_test(size=(200, 40)) as pilot:
+            status = lambda: app.query_one("#status", TextLine).plain  # noqa: E731
+            await wait_for(pilot, lambda: "receiver slack not delivering for 21 min" in status(), timeout=15)
+            assert "41 failures, last: HTTP 500" in status()
+            a.health = {"ok": True, "delivery": {"ok": True, "receivers": {}}}
+            await wait_for(pilot, lambda: "slack" not in status(), timeout=15)
