@@ -8,9 +8,11 @@ then healthy again. Real recordings replace this where one is available; these k
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.notify import new_secret
 
 T0 = 1_764_666_000.0
 TOTAL = 150_754_820_096
@@ -81,3 +83,27 @@ groups:
 def write_rules(path: Path) -> Path:
     path.write_text(TEST_RULES)
     return path
+
+
+def write_config(tmp_path: Path, state: Path, receiver: Any, notify: str = "") -> Path:
+    """A daemon config with the incident rules, ``state`` as its state directory and one signed generic
+    receiver at ``receiver.url``, retrying fast (``notify``: more [notify] lines)."""
+    (tmp_path / "secret").write_text(new_secret())
+    config = tmp_path / "config.toml"
+    config.write_text(f"""\
+[alerts]
+rule_paths = ["{write_rules(tmp_path / 'rules.yml')}"]
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{state}"
+[notify]
+initial_backoff = "200ms"
+max_backoff = "1s"
+{notify}
+[[receivers]]
+name = "ops"
+kind = "generic"
+url = "{receiver.url}"
+secret_file = "{tmp_path / 'secret'}"
+""")
+    return config

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from notify.receiver import Receiver, Script
 
-from daemon.incident import write_recording, write_rules
-from gpuwatch.notify import new_secret, parse_secret, verify
+from daemon.incident import write_config, write_recording
+from gpuwatch.notify import parse_secret, verify
 
 
 def outbox_rows(db: Path) -> list[tuple[str, str, bytes]]:
@@ -42,24 +42,8 @@ def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no
 
 @pytest.mark.slow
 def test_kill_9_and_restart_lose_no_notification(tmp_path: Path, receiver: Receiver) -> None:
-    secret = new_secret()
-    (tmp_path / "secret").write_text(secret)
-    config = tmp_path / "config.toml"
-    config.write_text(f"""\
-[alerts]
-rule_paths = ["{write_rules(tmp_path / 'rules.yml')}"]
-[daemon]
-listen = "127.0.0.1:0"
-state_dir = "{tmp_path / 'state'}"
-[notify]
-initial_backoff = "200ms"
-max_backoff = "1s"
-[[receivers]]
-name = "ops"
-kind = "generic"
-url = "{receiver.url}"
-secret_file = "{tmp_path / 'secret'}"
-""")
+    config = write_config(tmp_path, tmp_path / "state", receiver)
+    secret = (tmp_path / "secret").read_text()
     recording = write_recording(tmp_path / "incident.ndjson.gz", n=120)  # starved from tick 30 to 90
     db, log = tmp_path / "state" / "outbox.sqlite", tmp_path / "daemon.log"
     receiver.script = Script(fail_until=time.time() + 3600, fail_status=503, retry_after="1")

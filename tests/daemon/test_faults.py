@@ -22,31 +22,8 @@ import pytest
 from notify.disk import fill, small_tmpfs
 from notify.receiver import Receiver, Script
 
-from daemon.incident import write_recording, write_rules
+from daemon.incident import write_config, write_recording
 from daemon.process import DaemonProcess
-from gpuwatch.notify import new_secret
-
-
-def write_config(tmp_path: Path, state: Path, receiver: Receiver, notify: str = "") -> Path:
-    (tmp_path / "secret").write_text(new_secret())
-    config = tmp_path / "config.toml"
-    config.write_text(f"""\
-[alerts]
-rule_paths = ["{write_rules(tmp_path / 'rules.yml')}"]
-[daemon]
-listen = "127.0.0.1:0"
-state_dir = "{state}"
-[notify]
-initial_backoff = "200ms"
-max_backoff = "1s"
-{notify}
-[[receivers]]
-name = "ops"
-kind = "generic"
-url = "{receiver.url}"
-secret_file = "{tmp_path / 'secret'}"
-""")
-    return config
 
 
 def rows(db: Path) -> list[tuple[str, str]]:

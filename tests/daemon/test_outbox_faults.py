@@ -3,19 +3,18 @@ No notification may be lost for good, and the daemon must say when notifying is 
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
 import sqlite3
 import stat
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
+from notify.disk import fill, small_tmpfs
 from notify.receiver import Receiver
 
 from daemon.conftest import RunningDaemon
@@ -28,26 +27,8 @@ from gpuwatch.notify import new_secret
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs: a real filesystem that runs out of space (needs root; skipped elsewhere)."""
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True,
-                          check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    filler = directory / "filler"
-    with filler.open("wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return filler
+    with small_tmpfs(tmp_path / "small-disk") as mount:
+        yield mount
 
 
 def config_with_receiver(tmp_path: Path, state: Path, receiver: Receiver) -> Config:
