@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 HELP = """\
 [b]Keys[/b] (htop / nvitop style; the mouse works too: click a header to sort by that column)
-  q        quit                        ? h      this help
+  q F10    quit (ctrl+c too)           ? h F1   this help
   /        filter processes            Esc      clear the filter (Enter keeps it)
   s .      sort by the next column     ,        sort by the previous column
   r        reverse the sort            t        tree view by parent
