@@ -80,18 +80,18 @@ def threads_line(p: ProcessWindow) -> str | None:
     return line
 
 
-def host_line(g: GpuWindow) -> str | None:
-    if g.host_cpu_count is None or g.host_cpu is None:
-        return None
-    spare = g.host_cpu_count * (100.0 - g.host_cpu) / 100.0
-    running = "" if g.host_procs_running is None else f", {g.host_procs_running:.0f} threads runnable"
-    return f"host: {spare:.1f} of {g.host_cpu_count} cores idle (CPU {g.host_cpu:.0f}%{running})"
-
-
 def spare_cores(g: GpuWindow) -> float | None:
     if g.host_cpu_count is None or g.host_cpu is None:
         return None
     return g.host_cpu_count * (100.0 - g.host_cpu) / 100.0
+
+
+def host_line(g: GpuWindow) -> str | None:
+    spare = spare_cores(g)
+    if spare is None:
+        return None
+    running = "" if g.host_procs_running is None else f", {g.host_procs_running:.0f} threads runnable"
+    return f"host: {spare:.1f} of {g.host_cpu_count} cores idle (CPU {g.host_cpu:.0f}%{running})"
 
 
 def host_saturated(g: GpuWindow) -> bool:

@@ -21,12 +21,11 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
-BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
 HEADROOM_UTIL = 90.0  # under this the GPU could take more work
-IO_RATE = 5e6
 
 
 def under_used(g: GpuWindow) -> bool:
@@ -81,7 +80,7 @@ def gil_contention(g: GpuWindow) -> Finding | None:
 
 def _moves_data(p: ProcessWindow) -> bool:
     moved = max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0) + (p.io_write_bytes_s or 0.0)
-    return moved >= IO_RATE or (p.io_wait_share or 0.0) >= 0.2
+    return moved >= IO_RATE or (p.io_wait_share or 0.0) >= IO_WAIT_SHARE
 
 
 def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
@@ -92,7 +91,7 @@ def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
                 or idle_on_input(p))
             and top_cpu(p) < IDLE_CPU
             and not _moves_data(p) and not starved(p) and not gil_bound(p)
-            and not (p.workers and (p.workers_cpu or 0.0) >= 50.0)
+            and not (p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU)
             and ((p.sm_util_mean or 0.0) >= 1.0 or (g.busy or 0.0) >= 1.0)]
 
 
