@@ -14,6 +14,7 @@ import requests
 from daemon.conftest import RunningDaemon
 
 from gpuwatch.config import Config, DaemonConfig
+from gpuwatch.config.model import ExporterConfig
 from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor, current, diagnose_current
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter, load
 from gpuwatch.model.snapshot import Snapshot
@@ -60,18 +61,27 @@ def test_the_dashboard_pane_judges_the_same_recent_window() -> None:
 
 
 def test_the_daemon_drops_a_finding_once_the_replayed_load_changes(tmp_path: Path) -> None:
-    history, _ = joined("python_preprocess", "healthy", "healthy")
+    """A real daemon replays the load at ten times its pace, its doctor asked as it runs (the refresh thread
+    every second of wall time, the GPU-hour accounting, the API): the Python-bound finding, gone from the
+    window about 10 s after the change, is dropped once it has been missing for the hysteresis' dwell
+    (half a window, at least two calls), long before the replay's end 40 s after the change."""
+    history, (_, change, *_) = joined("python_preprocess", "healthy", "healthy", "healthy", "healthy")
+    assert history[-1].time - change >= RECENT_WINDOW_S + RECENT_WINDOW_S / 2 - 5
     path = tmp_path / "changes.ndjson.gz"
     with RecordingWriter(path, RecordingHeader(created=time.time(), interval_s=1.0)) as w:
         for snap in history:
             w.write(snap)
-    d = RunningDaemon(Config(daemon=DaemonConfig(listen="127.0.0.1:0", state_dir=str(tmp_path / "s"))), path)
+    config = Config(daemon=DaemonConfig(listen="127.0.0.1:0", state_dir=str(tmp_path / "s")),
+                    exporter=ExporterConfig(diagnosis_interval=1.0))
+    d = RunningDaemon(config, path, speed=10.0)
     try:
-        d.wait_evaluated(len(history), timeout=30)
+        d.wait_evaluated(len(history), timeout=60)
         now = requests.get(d.url + "/api/v1/diagnosis", timeout=30).json()
         bad = [requests.get(d.url + f"/api/v1/diagnosis?window={w}", timeout=5).status_code for w in ("nan", "-5")]
+        runs = d.daemon.diagnosis.runs
     finally:
         d.stop()
+    assert runs >= 3  # the live doctor was asked while the replay ran, not only at its end
     assert now["window_s"] == RECENT_WINDOW_S and "input_cpu_bound" not in codes(now["findings"])
     assert "healthy" in codes(now["findings"]) and all(f["since"] for f in now["findings"])
     assert bad == [400, 400]
