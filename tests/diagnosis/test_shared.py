@@ -5,6 +5,7 @@ doctor runs once; a new snapshot makes the next question evaluate once more. In 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -107,3 +108,29 @@ def test_the_daemon_answers_many_clients_and_its_metrics_from_one_evaluation(tmp
     assert all(b == bodies[0] for b in bodies) and bodies[0]["findings"]
     fam = next(f for f in text_string_to_metric_families(metrics) if f.name == "gpuwatch_diagnosis_finding")
     assert {s.labels["code"] for s in fam.samples} == {f["code"] for f in bodies[0]["findings"]}
+
+
+def test_the_refresh_thread_runs_the_doctor_only_when_nobody_else_did_for_a_refresh_interval() -> None:
+    """/metrics must be at most ``every_s`` behind; an evaluation made for someone else (the accounting,
+    an API client) counts, so the thread does not judge the same history again."""
+    history = list(INCIDENT[:100])
+    counting = CountingJudge()
+    shared = SharedDiagnosis(lambda: history, every_s=0.6, judge=counting)
+    shared.start()
+    try:
+        asks = 0
+        for i in range(16):  # a snapshot every 0.2 s; another reader asks at every second one (0.4 s)
+            history.append(INCIDENT[len(history)])
+            if i % 2:
+                shared.current()
+                asks += 1
+            time.sleep(0.2)
+        assert counting.calls == shared.runs and shared.runs <= asks + 1  # the thread added at most its first
+        history.append(INCIDENT[len(history)])  # nobody asks any more: the thread judges within every_s
+        time.sleep(1.5)
+        assert shared.latest is not None and shared.latest.end == history[-1].time
+        runs = shared.runs
+        time.sleep(1.5)  # nothing new: the thread looks, finds the same history, runs nothing
+        assert shared.runs == runs
+    finally:
+        shared.stop()
