@@ -13,13 +13,16 @@ from typing import Any
 from gpuwatch.alerts.rules import OPS
 from gpuwatch.alerts.yamlines import LineDict, line_of
 from gpuwatch.model.clock_events import NAME_TO_BIT
-from gpuwatch.model.durations import parse_duration
+from gpuwatch.model.durations import format_duration, parse_duration
 from gpuwatch.model.metrics import metric
 
 #: The sources a Snapshot can report on (each source's ``name``; a test checks them against the sources).
 SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet")
 #: Reasons a throttle condition watches unless told otherwise: everything but "idle".
 DEFAULT_THROTTLE_REASONS = tuple(n for n in NAME_TO_BIT if n != "gpu_idle")
+
+#: The longest window a rule may look back over: a day of samples for each GPU and process it watches.
+MAX_WINDOW_S = 86_400.0
 
 Report = Callable[[int, str], None]
 _FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
@@ -76,7 +79,9 @@ class Fields:
             self._bad(key, f"is a percentage, 0 to 100, got {v}")
         return float(v)
 
-    def duration(self, key: str) -> float:
+    def duration(self, key: str, *, window: bool = False) -> float:
+        """``window``: the rule keeps every sample of this span for every GPU or process it watches, so it
+        is bounded (:data:`MAX_WINDOW_S`); a horizon (``within``) is only a number."""
         try:
             seconds = parse_duration(self.body[key])
         except ValueError as exc:
@@ -84,6 +89,11 @@ class Fields:
             return 1.0
         if seconds <= 0:
             self._bad(key, "must be longer than 0s")
+        elif window and seconds > MAX_WINDOW_S:
+            self._bad(key, f"is {format_duration(seconds)}, longer than the {format_duration(MAX_WINDOW_S)} a rule "
+                      "may look back (it holds every sample of the window in memory); judge longer trends "
+                      "in Prometheus over gpuwatch's /metrics")
+            return 1.0
         return seconds
 
     def _names(self, key: str) -> tuple[str, ...]:

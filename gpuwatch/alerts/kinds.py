@@ -84,7 +84,7 @@ def _quantile(f: Fields) -> float | None:
 
 def _threshold(f: Fields) -> Threshold:
     cond = Threshold(f.metric(), f.op(), f.number("value"), f.number("clear", None),
-                     f.duration("avg") if "avg" in f else None, _quantile(f))
+                     f.duration("avg", window=True) if "avg" in f else None, _quantile(f))
     if cond.clear is not None and not f.failed:
         good = (cond.op in (">", ">=") and cond.clear <= cond.value) or (
             cond.op in ("<", "<=") and cond.clear >= cond.value)
@@ -98,12 +98,12 @@ def _threshold(f: Fields) -> Threshold:
 
 def _jitter(f: Fields) -> Jitter:
     rise = f.number("rise", positive=True)
-    return Jitter(f.metric(), rise, f.duration("window"), f.number("fall", rise, positive=True))
+    return Jitter(f.metric(), rise, f.duration("window", window=True), f.number("fall", rise, positive=True))
 
 
 def _flapping(f: Fields) -> Flapping:
     high = f.number("high", percent=True)
-    cond = Flapping(f.metric(), f.op(), f.number("value"), f.duration("window"), high,
+    cond = Flapping(f.metric(), f.op(), f.number("value"), f.duration("window", window=True), high,
                     f.number("low", high, percent=True))
     if cond.low > cond.high and not f.failed:
         f.problem("low", "flapping: 'low' must not be above 'high'")
@@ -120,7 +120,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "the metric rose by `rise` since `window` ago and has fallen `fall` (default `rise`) from the window's "
          "peak"),
     Kind("volatility", Volatility, ("metric", "stddev", "window"), (),
-         lambda f: Volatility(f.metric(), f.number("stddev", positive=True), f.duration("window")),
+         lambda f: Volatility(f.metric(), f.number("stddev", positive=True), f.duration("window", window=True)),
          VolatilityEval, Leaves.volatility, "the standard deviation is at least `stddev` in each half of `window` "
          "(a single step, such as one allocation that stays, lies in one half only and is not volatility); "
          "`$value` is the recent half's"),
@@ -128,11 +128,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          Leaves.flapping, "the percent of state changes of `metric op value` over `window` reaches `high`; while "
          "the alert is active it stops only below `low`"),
     Kind("throttle", Throttle, ("percent", "window"), ("reasons",),
-         lambda f: Throttle(f.reasons(), f.number("percent", percent=True), f.duration("window")),
+         lambda f: Throttle(f.reasons(), f.number("percent", percent=True), f.duration("window", window=True)),
          ThrottleEval, Leaves.throttle, "a listed clock-event reason (default: all but `gpu_idle`) held the "
          "clocks down for `percent` of `window`"),
     Kind("climb", Climb, ("metric", "window", "limit", "within"), ("rise",),
-         lambda f: Climb(f.metric(), f.duration("window"), f.number("limit"), f.duration("within"),
+         lambda f: Climb(f.metric(), f.duration("window", window=True), f.number("limit"), f.duration("within"),
                          f.number("rise", 0.0, positive=False)),
          ClimbEval, Leaves.climb, "a least-squares line over `window` reaches `limit` within `within`, and the "
          "metric rose at least `rise` over the window and at least half of `rise` in each half of it (a leak keeps "

@@ -8,8 +8,8 @@ steady between calls), and hands the same :class:`Evaluation` to every reader un
 A thread keeps it at most ``every_s`` old for readers that only look (``/metrics``), counting from the
 last evaluation whoever made it: the GPU-hour accounting asks every 10 s of samples, so with the default
 15 s the thread itself never has to run the doctor. A reader that finds it behind the newest snapshot
-refreshes it first, one at a time, so ten clients asking together cost one evaluation. Other questions (another window, one process) are answered by ``diagnose_current`` and cached
-per newest snapshot as well.
+refreshes it first, one at a time, so ten clients asking together cost one evaluation. Other questions
+(another window, one process) are answered by ``diagnose_current`` and cached per newest snapshot as well.
 """
 
 from __future__ import annotations

@@ -72,6 +72,12 @@ BAD = [
      "alert's own process, not its gpu"),
     ("key given twice", "        condition: {stale: {}}\n        for: 1m\n        for: 2m\n",
      "r.yml:7: rule 'R': key 'for' appears twice"),
+    ("a window that would hold years of samples",
+     "        condition:\n          jitter: {metric: gpu.util, rise: 10, window: 99999999999d}\n",
+     "r.yml:6: rule 'R': jitter.window: is 99999999999d, longer than the 1d a rule may look back"),
+    ("a mean over more than a day",
+     "        condition:\n          threshold: {metric: gpu.util, op: '<', value: 10, avg: 25h}\n",
+     "r.yml:6: rule 'R': threshold.avg: is 1d1h, longer than the 1d a rule may look back"),
 ]
 
 
@@ -135,3 +141,10 @@ def test_an_empty_file_is_an_empty_rule_set() -> None:
                                                (86400 + 3600, "1d1h")])
 def test_durations_are_written_back_shortest(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_a_day_long_window_and_a_week_long_horizon_are_allowed() -> None:
+    rules = parse_rules(HEAD + "        condition:\n          climb: {metric: gpu.mem_used_percent, window: 1d, "
+                        "limit: 95, within: 7d}\n", "r.yml")
+    climb = rules.groups[0].rules[0].condition
+    assert (climb.window_s, climb.within_s) == (86_400.0, 604_800.0)
