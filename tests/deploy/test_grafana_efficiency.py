@@ -93,7 +93,11 @@ def test_every_panel_and_recording_rule_has_data_from_a_real_prometheus(tmp_path
     assert not pending, f"without data: {sorted(set(pending.values()))}\n{(tmp_path / 'gw.log').read_text()[-2000:]}"
     causes = {s["metric"]["cause"] for s in result("instance_gpu_cause:gpuwatch_gpu_lost_seconds:rate5m")}
     assert causes <= set(CAUSES)
-    # the daemon's own roll-ups and Prometheus agree on the biggest cause of the recording's lost time
+    # the daemon's own roll-ups and Prometheus agree on the biggest cause of the recording's lost time, once
+    # two minutes of it are accounted (for its first 10 s the server holds the GPU idle before its load starts,
+    # which the doctor leaves unexplained: checked too early, that part can still be the biggest)
+    poll(lambda: sum(float(s["value"][1]) for s in result('gpuwatch_gpu_seconds_total{state="observed"}')) >= 120,
+         90, "two minutes of the recording to be accounted")
     rollup = requests.get(f"http://127.0.0.1:{gw}/api/v1/efficiency", timeout=5).json()
     by_cause: dict[str, float] = {}
     for row in rollup["lost"]:
