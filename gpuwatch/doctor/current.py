@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpuwatch.doctor.diagnose import diagnose
+from gpuwatch.doctor.diagnose import diagnose, rules_out
 from gpuwatch.doctor.steady import Steady
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -58,7 +58,8 @@ class LiveDoctor:
         self.seconds = seconds
         self._end: float | None = None
         self._since: dict[Key, float] = {}
-        self.steady = Steady(seconds / 2 if dwell_s is None else dwell_s, min_calls=2 if dwell_s != 0 else 1)
+        self.steady = Steady(seconds / 2 if dwell_s is None else dwell_s, min_calls=2 if dwell_s != 0 else 1,
+                             rules_out=rules_out)
 
     def __call__(self, history: Sequence[Snapshot]) -> list[Finding]:
         end = history[-1].time if history else None

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor.rules import RULES
 from gpuwatch.doctor.rules_gpu import healthy
-from gpuwatch.doctor.rules_threads import unexplained_underuse
+from gpuwatch.doctor.rules_threads import EXPLAINS_IDLE, unexplained_underuse
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -51,6 +51,16 @@ def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
                     if f.code in THREAD_FINDINGS and f.pid is not None and (profile := stacks.get(f.pid)) else f
                     for f in findings]
     return sorted(findings, key=lambda f: f.rank_key)
+
+
+def rules_out(found: Finding, other: Finding) -> bool:
+    """``found`` about a GPU means the doctor would not report ``other`` about it: "no known cause fits"
+    is added only when no cause of idle time is found, and "healthy" only when nothing but infos are."""
+    if other.code == "unexplained_underuse":
+        return found.code in EXPLAINS_IDLE
+    if other.code == "healthy":
+        return found.severity != "info"
+    return False
 
 
 def top_problem(findings: Sequence[Finding]) -> Finding | None:

@@ -13,7 +13,11 @@ disappear, at every call. An alert has ``for`` for this; a finding has :class:`S
   One call back at the shown severity cancels the change. A rule whose score does not follow its
   severity still changes after ``10 * dwell_s``;
 - it **disappears** only once it has been missing at every call for ``dwell_s`` seconds and ``min_calls``
-  calls; until then the last one seen is shown (a finding that comes back in the meantime never left).
+  calls; until then the last one seen is shown (a finding that comes back in the meantime never left);
+- except where the doctor's own verdicts exclude each other (``rules_out(found, kept)``: "no known cause
+  fits" once a cause is found for that GPU, "healthy" once a warning is): what is shown never contradicts
+  itself, so a kept finding that the new findings rule out goes at once, and a new one that a kept
+  finding rules out waits until that one has gone.
 
 Noise around a cut-off therefore moves nothing: only a figure that stays on the other side does.
 """
@@ -43,10 +47,14 @@ class _Shown:
 class Steady:
     """Feed it each call's findings with the newest snapshot's time; it returns what to show."""
 
-    def __init__(self, dwell_s: float, min_calls: int = 2, score_band: float = 2.0) -> None:
+    def __init__(self, dwell_s: float, min_calls: int = 2, score_band: float = 2.0,
+                 rules_out: Callable[[Finding, Finding], bool] = lambda found, kept: False) -> None:
+        """``rules_out(a, b)``: finding ``a`` being there means ``b`` cannot be (the doctor never reports
+        both about one GPU)."""
         self.dwell_s = dwell_s
         self.min_calls = min_calls
         self.score_band = score_band
+        self.rules_out = rules_out
         self._shown: dict[Hashable, _Shown] = {}
 
     def reset(self) -> None:
@@ -59,10 +67,12 @@ class Steady:
         """``key(finding)``: what makes two findings the same one (code, GPU, process)."""
         keyed = {key(f): f for f in findings}
         out: list[Finding] = []
+        new: list[Hashable] = []
         for k, f in keyed.items():
             s = self._shown.get(k)
             if s is None:
                 self._shown[k] = s = _Shown(f, f.severity, edge=f.score)
+                new.append(k)
             s.missing = None
             if f.severity == s.severity:
                 s.change, s.edge = None, f.score
@@ -75,12 +85,20 @@ class Steady:
                     s.severity, s.change, s.edge = f.severity, None, f.score
             s.finding = f if f.severity == s.severity else dataclasses.replace(f, severity=s.severity)
             out.append(s.finding)
+        kept: list[Finding] = []
         for k in [k for k in self._shown if k not in keyed]:
             s = self._shown[k]
             first, calls = (s.missing[0], s.missing[1] + 1) if s.missing else (now, 1)
             s.missing, s.change = (first, calls), None
-            if self._held(first, calls, now):
+            if self._held(first, calls, now) or self._ruled_out(s.finding, out):
                 del self._shown[k]
             else:
-                out.append(s.finding)
-        return sorted(out, key=lambda f: f.rank_key)
+                kept.append(s.finding)
+        for k in new:  # found now, but contradicted by one still shown: not yet
+            if self._ruled_out(keyed[k], kept):
+                del self._shown[k]
+                out.remove(keyed[k])
+        return sorted(out + kept, key=lambda f: f.rank_key)
+
+    def _ruled_out(self, f: Finding, by: Sequence[Finding]) -> bool:
+        return any(o.gpu_index == f.gpu_index and self.rules_out(o, f) for o in by)

@@ -3,9 +3,12 @@ noise around a rule's cut-off; a figure that really moves, and stays, still chan
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuwatch.data import bundled_recording
 from gpuwatch.doctor import LiveDoctor
 from gpuwatch.doctor.current import key
+from gpuwatch.doctor.diagnose import rules_out
 from gpuwatch.doctor.steady import Steady
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load
@@ -83,3 +86,32 @@ def test_on_the_bundled_recording_the_dashboards_doctor_changes_severity_only_wh
                     edge = raw_now.score  # the last score found at the shown severity
             last[name] = f
     assert flips["raw"] >= 5 and flips["shown"] <= 1, flips
+
+
+def test_what_is_shown_never_contradicts_itself() -> None:
+    """'No known cause fits' kept by the dwell goes at once when a cause is found for that GPU, and
+    'healthy' waits while a warning about that GPU is still shown."""
+    lost = found("warning", 50.0, "unexplained_underuse")
+    cause = found("critical", 80.0, "input_cpu_bound")
+    ok = found("info", 10.0, "healthy")
+    calls = [[lost], [cause], [cause], [ok], [ok], [ok], [ok], [ok]]
+    steady = Steady(15.0, rules_out=rules_out)
+    seen = [sorted(f.code for f in steady(fs, i * 5.0, key)) for i, fs in enumerate(calls)]
+    assert seen[1] == ["input_cpu_bound"]  # without the relation: both, one saying no cause fits
+    assert seen[3:5] == [["input_cpu_bound"]] * 2  # the warning still holds its dwell; healthy waits
+    assert seen[-1] == ["healthy"]
+    other_gpu = dataclasses.replace(cause, gpu_index=1)
+    assert {f.code for f in Steady(15.0, rules_out=rules_out)([lost], 0.0, key) +
+            Steady(15.0, rules_out=rules_out)([other_gpu], 5.0, key)} == {"unexplained_underuse", "input_cpu_bound"}
+
+
+def test_on_the_bundled_recording_the_idle_start_is_not_shown_beside_the_cause_that_follows() -> None:
+    """The recording's server sits idle for 10 s, then starts its CPU-bound load: asked every 5 s as the
+    dashboard does, the pane never shows "no known cause fits" beside the input-bound finding."""
+    snaps = load(bundled_recording())
+    doctor = LiveDoctor(30.0)
+    both = 0
+    for end in range(3, 120, 5):
+        codes = {f.code for f in doctor(snaps[:end])}
+        both += {"unexplained_underuse", "input_cpu_bound"} <= codes
+    assert both == 0
