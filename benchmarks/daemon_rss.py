@@ -86,6 +86,7 @@ def measure(ticks: int, cycle: int, workdir: Path, warmup: int, min_evaluated: i
                 scrape_bytes = len(requests.get(url + "/metrics", timeout=10).content)
                 last_scrape = time.monotonic()
             samples.append({"ticks": health["ticks"], "evaluated": health["evaluated"],
+                            "efficiency_backlog": health.get("efficiency_backlog", 0),
                             "rss_mib": round(ps.memory_info().rss / MIB, 2), "t_s": round(time.monotonic() - start, 2)})
             if health["ticks"] >= ticks and health["evaluated"] >= min_evaluated:
                 break
@@ -111,6 +112,7 @@ def measure(ticks: int, cycle: int, workdir: Path, warmup: int, min_evaluated: i
         "growth_mib_after_warmup": round(end["rss_mib"] - base["rss_mib"], 2),
         "growth_mib_per_1000_ticks": round((end["rss_mib"] - base["rss_mib"]) * 1000
                                            / max(1, end["ticks"] - base["ticks"]), 3),
+        "efficiency_backlog_end": end["efficiency_backlog"],
         "metrics_scrape_bytes": scrape_bytes, "notifications_queued": notifications,
         "webhooks_received": len(receiver.requests), "samples": samples[:: max(1, len(samples) // 40)],
     }

@@ -102,7 +102,8 @@ class Daemon:
                 "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules),
                 "notifier": self.notify.health_report(), "delivery": delivery, "stalled": stalled,
                 **({"sampler_error": failed} if failed else {}),
-                **({"efficiency_dropped": self.efficiency.dropped} if self.efficiency is not None else {})}
+                **({"efficiency_dropped": self.efficiency.dropped, "efficiency_backlog": self.efficiency.backlog}
+                   if self.efficiency is not None else {})}
         if not info["rules"]:
             info["warning"] = "no alert rules loaded: no alert can fire"
         return not stalled and notifier.healthy and delivery["ok"], info

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 GAP_INTERVALS = 5.0
 
 
-#: Snapshots waiting for the worker at most: a bound on the backlog's memory (about 7 MB of snapshots).
-BACKLOG = 1024
+#: Snapshots waiting for the worker at most, as the alert worker's: a bound on the backlog's memory (about
+#: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
+BACKLOG = 256
 PUT_TIMEOUT_S = 5.0
 
 
@@ -60,6 +61,11 @@ class Accounting:
             if self.dropped == 1:
                 log.warning("the efficiency accounting is stuck: snapshots are not accounted (counted in "
                             "/healthz as efficiency_dropped)")
+
+    @property
+    def backlog(self) -> int:
+        """Snapshots waiting for the worker (0 while it keeps up)."""
+        return self._queue.qsize()
 
     def _commit(self, inc: Increment | None) -> None:
         if not inc:

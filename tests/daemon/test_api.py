@@ -27,6 +27,15 @@ def test_healthz_reports_ticks_once_snapshots_flow(running: RunningDaemon) -> No
     assert r.json()["ticks"] == 120 and r.json()["sampler"] == "finished"
 
 
+def test_healthz_says_how_far_behind_the_accounting_is(running: RunningDaemon) -> None:
+    running.wait_evaluated(120)
+    deadline = time.monotonic() + 15
+    while (info := requests.get(running.url + "/healthz", timeout=5).json())["efficiency_backlog"]:
+        assert time.monotonic() < deadline, info
+        time.sleep(0.05)
+    assert info["efficiency_dropped"] == 0  # a replay waits for the accounting: nothing lost
+
+
 def test_snapshot_is_the_latest_one_in_the_lossless_json_form(running: RunningDaemon) -> None:
     running.wait_evaluated(120)
     snap = snapshot_from_dict(requests.get(running.url + "/api/v1/snapshot", timeout=5).json())

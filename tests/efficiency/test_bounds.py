@@ -91,7 +91,7 @@ def test_the_accounting_backlog_is_bounded_and_a_stuck_worker_loses_counted_snap
     accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)  # its worker never started: stuck
     for i in range(12):
         accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
-    assert accounting._queue.qsize() == 8 and accounting.dropped == 4
+    assert accounting.backlog == 8 and accounting.dropped == 4
 
 
 def test_a_replay_faster_than_the_worker_waits_for_it_and_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
