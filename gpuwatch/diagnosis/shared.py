@@ -6,10 +6,11 @@ this history? :class:`SharedDiagnosis` answers it once per new snapshot at most,
 :class:`~gpuwatch.doctor.LiveDoctor` (which remembers since when each finding holds and keeps severities
 steady between calls), and hands the same :class:`Evaluation` to every reader until the history moves on.
 A thread keeps it at most ``every_s`` old for readers that only look (``/metrics``), counting from the
-last evaluation whoever made it: the GPU-hour accounting asks every 10 s of samples, so with the default
-15 s the thread itself never has to run the doctor. A reader that finds it behind the newest snapshot
-refreshes it first, one at a time, so ten clients asking together cost one evaluation. Other questions
-(another window, one process) are answered by ``diagnose_current`` and cached per newest snapshot as well.
+last time anyone asked (an evaluation, or a check that found it current): the accounting asks every 10 s
+of samples, so with the default 15 s the thread itself never has to run the doctor. A reader that finds it
+behind the newest snapshot refreshes it first, one at a time, so ten clients asking together cost one
+evaluation. Other questions (another window, one process) are answered by ``diagnose_current`` and cached
+per newest snapshot as well.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class SharedDiagnosis:
         self.other_runs = 0
         #: The findings of the last evaluation that succeeded: what /metrics serves (a failure keeps them).
         self.findings: tuple[Finding, ...] = ()
-        #: ``time.monotonic()`` of the last evaluation of the shared question (None: none yet).
-        self.evaluated_at: float | None = None
+        #: ``time.monotonic()`` of the last time the shared evaluation was checked against the history
+        #: (evaluated, or found up to date), by anyone; None: never.
+        self.checked_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -92,6 +94,7 @@ class SharedDiagnosis:
     def current(self) -> Evaluation:
         """The evaluation of the newest window: the shared one when it is up to date, else made now."""
         with self._lock:  # one evaluation at a time; those who waited find it made
+            self.checked_at = time.monotonic()
             try:
                 history = self.history()
             except Exception as exc:
@@ -104,7 +107,6 @@ class SharedDiagnosis:
             started = time.perf_counter()
             findings, note = self._judge(history, self.window_s, self._doctor)
             self.runs += 1
-            self.evaluated_at = time.monotonic()
             evaluation = Evaluation(None if findings is None else tuple(findings), note, end, self.window_s,
                                     _count(history, self.window_s), time.perf_counter() - started)
             return self._remember(evaluation)
@@ -145,20 +147,17 @@ class SharedDiagnosis:
             return evaluation
 
     # -- the refresh thread ------------------------------------------------------------------------------
-    def next_refresh_in(self, checked_at: float | None = None) -> float:
-        """Seconds until the shared evaluation (or the thread's last look, ``checked_at``, which found
-        nothing new to judge) is ``every_s`` old; before any, within 2 s of starting."""
-        last = max((t for t in (self.evaluated_at, checked_at) if t is not None), default=None)
-        if last is None:
+    def next_refresh_in(self) -> float:
+        """Seconds until the shared evaluation was last checked ``every_s`` ago; before any check, within
+        2 s of starting."""
+        if self.checked_at is None:
             return min(self.every_s, 2.0)
-        return max(0.0, last + self.every_s - time.monotonic())
+        return max(0.0, self.checked_at + self.every_s - time.monotonic())
 
     def _run(self) -> None:
-        checked_at: float | None = None
-        while not self._stop.wait(self.next_refresh_in(checked_at)):
-            if self.evaluated_at is None or self.next_refresh_in(checked_at) < 0.01:  # nobody evaluated since
+        while not self._stop.wait(self.next_refresh_in()):
+            if self.checked_at is None or self.next_refresh_in() < 0.01:  # nobody looked since
                 self.current()
-                checked_at = time.monotonic()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpuwatch-diagnosis", daemon=True)
