@@ -20,7 +20,8 @@ from benchmarks.raw_floor import TracingNvml, describe, host_floor, nvml_floor, 
 from benchmarks.stats import interleaved, ratio
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Sampler
-from gpuwatch.sources.host import THREAD_SCAN_CPU, HostSource
+from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.host_threads import THREAD_SCAN_CPU
 
 SMI_FIELDS = ("index,uuid,name,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,"
               "power.draw,clocks.sm,clocks.mem,pstate,clocks_event_reasons.active")

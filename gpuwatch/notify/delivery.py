@@ -38,6 +38,10 @@ T = TypeVar("T")
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 PRUNE_EVERY_S = 3600.0
+#: With nothing due, how long the loop sleeps before looking at the outbox again. Every new row wakes it
+#: (``wake``), so this is only a safety net: one outbox query a minute costs nothing; one every 5 s was
+#: a visible share of an idle daemon's CPU.
+IDLE_LOOK_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ class Deliverer:
     def next_due_in(self) -> float:
         heads = [r for r in self.outbox.heads() if r.receiver in self.targets]
         if not heads:
-            return 5.0
+            return IDLE_LOOK_S
         return max(0.0, min(r.next_attempt for r in heads) - self.clock())
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -182,7 +186,7 @@ class Deliverer:
                             return
                     if stop.is_set():
                         return
-                    wait = min(self.next_due_in(), 5.0)
+                    wait = min(self.next_due_in(), IDLE_LOOK_S)
                 except Exception as exc:  # the outbox cannot be read or written (disk, damage), or a bug
                     self.health.failed(exc, with_traceback=not isinstance(exc, sqlite3.Error))
                     wait = 1.0

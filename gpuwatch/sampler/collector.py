@@ -14,8 +14,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
 from gpuwatch.sources.base import Reading, Source
@@ -23,28 +21,55 @@ from gpuwatch.sources.base import Reading, Source
 _IDENTITY = ("index", "uuid", "name", "pci_bus_id", "driver_version", "mem_total_bytes", "sm_clock_max_mhz")
 
 
+class _Call:
+    """One poll handed to a worker thread, and its answer. The waiting tick blocks on a plain lock the
+    worker releases when done: one C-level hand-off, where a ``concurrent.futures.Future`` wakes the tick
+    through a Python ``Condition`` (the larger part of the hand-off's cost in a 1 s daemon's profile)."""
+
+    __slots__ = ("_answered", "error", "fn", "value")
+
+    def __init__(self, fn: Callable[[], Reading]) -> None:
+        self.fn = fn
+        self.value: Reading | None = None
+        self.error: BaseException | None = None
+        self._answered = threading.Lock()
+        self._answered.acquire()
+
+    def run(self) -> None:
+        try:
+            self.value = self.fn()
+        except BaseException as exc:  # handed to the waiting tick, which reports it
+            self.error = exc
+        finally:
+            self._answered.release()
+
+    def done(self) -> bool:
+        return not self._answered.locked()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the call was answered within ``timeout`` seconds."""
+        if self._answered.acquire(timeout=max(0.0, timeout)):
+            self._answered.release()
+            return True
+        return False
+
+
 class _Worker:
     """One daemon thread running calls in order. Not a ThreadPoolExecutor: Python joins those threads at
     exit, so one hung call (NVML, a socket) would keep the process from ever exiting."""
 
     def __init__(self, name: str) -> None:
-        self._calls: queue.SimpleQueue[tuple[Future[Reading], Callable[[], Reading]] | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         threading.Thread(target=self._run, name=name, daemon=True).start()
 
-    def submit(self, fn: Callable[[], Reading]) -> Future[Reading]:
-        future: Future[Reading] = Future()
-        self._calls.put((future, fn))
-        return future
+    def submit(self, fn: Callable[[], Reading]) -> _Call:
+        call = _Call(fn)
+        self._calls.put(call)
+        return call
 
     def _run(self) -> None:
         while (call := self._calls.get()) is not None:
-            future, fn = call
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to the waiting tick, which reports it
-                future.set_exception(exc)
+            call.run()
 
     def shutdown(self) -> None:
         self._calls.put(None)
@@ -56,7 +81,7 @@ class _Slot:
     def __init__(self, source: Source) -> None:
         self.source = source
         self.pool = _Worker(f"gpuwatch-{source.name}")
-        self.pending: Future[Reading] | None = None
+        self.pending: _Call | None = None
         self.last_ok: float | None = None
         self.state = "ok"
         self.message: str | None = None
@@ -86,21 +111,21 @@ class _Slot:
                 self.state = "stale"
                 return None
             self.pending = None  # a late answer belongs to an old tick: drop it and ask afresh
-        self.pending = self.pool.submit(functools.partial(self._timed, now, tuple(pids)))
-        try:
-            reading = self.pending.result(timeout=self.source.deadline_s)
-        except FutureTimeout:
+        self.pending = call = self.pool.submit(functools.partial(self._timed, now, tuple(pids)))
+        if not call.wait(self.source.deadline_s):
             self.state = "stale"
             self.message = f"no answer within {self.source.deadline_s:g} s (call still running)"
             return None
-        except Exception as exc:  # a backend failure must never stop sampling
-            self.pending = None
-            self.state = "error"
-            self.message = f"{type(exc).__name__}: {exc}"
-            return None
         self.pending = None
-        self._ok(reading)
-        return reading
+        if call.error is not None:
+            if not isinstance(call.error, Exception):
+                raise call.error  # KeyboardInterrupt, SystemExit: not a backend failure
+            self.state = "error"  # a backend failure must never stop sampling
+            self.message = f"{type(call.error).__name__}: {call.error}"
+            return None
+        assert call.value is not None
+        self._ok(call.value)
+        return call.value
 
     def _ok(self, reading: Reading) -> None:
         if reading.stale is not None:  # an answer from the source's last good reading: used, marked stale

@@ -1,8 +1,9 @@
 """Host source (psutil + /proc): machine CPU, memory, iowait, and details for the processes on the GPUs.
 
 It looks only at the pids the GPU sources found (never a walk over every process on the host), keeps
-one psutil.Process per pid so CPU and IO are deltas between ticks, and reads each thread's CPU time so a
-GIL-bound serving thread at 100 % of one core is visible even when the process total looks modest.
+one psutil.Process per pid so CPU and IO are deltas between ticks, and follows each one's threads
+(:mod:`gpuwatch.sources.host_threads`) so a GIL-bound serving thread at 100 % of one core is visible even
+when the process total looks modest.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import psutil
 
 from gpuwatch.model.snapshot import HostSample
-from gpuwatch.model.thread_wait import classify_wait
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.procfs import (
     container_id_from_cgroup,
@@ -27,9 +28,6 @@ from gpuwatch.sources.procfs import (
     read_cpu_seconds,
     read_process_io,
     read_process_stat,
-    read_run_wait,
-    read_thread_stats,
-    read_thread_wait_channel,
     read_wait_channel,
 )
 
@@ -41,28 +39,16 @@ class _Tracked:
     last_time: float
     last_cpu: float
     last_io: tuple[int, int, int, int] | None
-    last_threads: dict[int, float] = field(default_factory=dict)
-    #: Thread id -> seconds runnable without a core (schedstat) at the last scan.
-    last_run_wait: dict[int, float] = field(default_factory=dict)
-    #: When the threads were last scanned, and what that scan found (held until the next scan).
-    threads_at: float = float("-inf")
-    thread_fields: dict[str, Any] = field(default_factory=dict)
+    threads: ThreadTracker
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
 
 
-CHILDREN_EVERY_S = 2.0
+#: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``), as many as a
+#: full thread scan: worker processes are found this often; the known ones' CPU is read every tick.
+CHILDREN_EVERY_S = 5.0
 BUSY_WORKER = 80.0
-#: A process under this share of a core cannot hold a pegged thread (no thread uses more than its whole
-#: process): its threads are scanned only every THREADS_EVERY_S, for their states. A busier one is scanned
-#: every tick, so the busiest thread of a GIL-bound server is never stale.
-THREAD_SCAN_CPU = 25.0
-THREADS_EVERY_S = 2.0
-#: A thread at this share of a core or more is one of the process's working threads: its wait class and
-#: run-queue delay are read (idle pool threads, often dozens, are not).
-ACTIVE_THREAD_CPU = 2.0
-MAX_THREADS_SHOWN = 8
 
 
 class HostSource(Source):
@@ -153,9 +139,8 @@ class HostSource(Source):
             static["container_id"] = container_id_from_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
         except OSError:
             static["container_id"] = None
-        t = _Tracked(proc, static, now, cpu.user + cpu.system, read_process_io(pid))
-        t.last_threads = {tid: c for tid, (_, c) in (read_thread_stats(pid) or {}).items()}
-        t.threads_at = now
+        t = _Tracked(proc, static, now, cpu.user + cpu.system, read_process_io(pid), ThreadTracker(pid))
+        t.threads.baseline(now, cpu.user + cpu.system)
         self._workers(t, pid, now, 0.0, gpu_pids)  # the baseline of its workers' CPU
         self._tracked[pid] = t
         return t
@@ -202,64 +187,8 @@ class HostSource(Source):
                            io_read_chars_s=rates[2], io_write_chars_s=rates[3])
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         out["wait_channel"] = read_wait_channel(pid)
-        out.update(self._threads(t, pid, now, cpu_pct))
+        out.update(t.threads.update(now, cpu_total, cpu_pct))
         t.last_time, t.last_cpu, t.last_io = now, cpu_total, io
-        return out
-
-    def _threads(self, t: _Tracked, pid: int, now: float, cpu_pct: float | None) -> dict[str, Any]:
-        """Thread states and the busiest thread: scanned when the process is busy enough to hold a pegged
-        thread or the last scan is THREADS_EVERY_S old; otherwise the last scan's, the busiest thread
-        capped at the whole process's share (it cannot use more)."""
-        busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
-        if not busy and now - t.threads_at < THREADS_EVERY_S and t.thread_fields:  # a new process: scan now
-            held = dict(t.thread_fields)
-            if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
-                held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)
-            return held
-        threads = read_thread_stats(pid)
-        if threads is None:
-            return {}
-        out: dict[str, Any] = {"threads_in_io_wait": sum(1 for state, _ in threads.values() if state == "D"),
-                               "threads_running": sum(1 for state, _ in threads.values() if state == "R")}
-        dt = now - t.threads_at
-        if dt > 0 and threads and t.last_threads:
-            out.update(self._attribution(t, pid, threads, dt))
-        t.last_threads = {tid: c for tid, (_, c) in threads.items()}
-        t.threads_at, t.thread_fields = now, out
-        return out
-
-    @staticmethod
-    def _attribution(t: _Tracked, pid: int, threads: dict[int, tuple[str, float]], dt: float) -> dict[str, Any]:
-        """Where the process's time went since the last scan, thread by thread: each working thread's CPU,
-        its time runnable without a core, and what it waits on now (the busiest thread always, so a server
-        that sleeps waiting for requests still says where)."""
-        cpu = {tid: max(0.0, 100.0 * (c - t.last_threads.get(tid, c)) / dt) for tid, (_, c) in threads.items()}
-        ranked = sorted(cpu, key=lambda tid: (-cpu[tid], tid != pid))
-        shown = [tid for tid in ranked if cpu[tid] >= ACTIVE_THREAD_CPU][:MAX_THREADS_SHOWN] or ranked[:1]
-        waits: dict[int, float] = {}
-        total_wait: float | None = 0.0
-        for tid, (state, _) in threads.items():
-            if cpu[tid] <= 0.0 and state != "R":
-                if tid in t.last_run_wait:
-                    waits[tid] = t.last_run_wait[tid]  # asleep all along: its run-queue time did not move
-                continue
-            seconds = read_run_wait(pid, tid)
-            if seconds is None:
-                total_wait = None
-                continue
-            waits[tid] = seconds
-        delays = {tid: max(0.0, 100.0 * (w - t.last_run_wait[tid]) / dt) for tid, w in waits.items()
-                  if tid in t.last_run_wait}
-        first = not t.last_run_wait
-        t.last_run_wait = waits
-        out: dict[str, Any] = {
-            "top_thread_cpu_percent": round(cpu[ranked[0]], 1), "top_thread_id": ranked[0],
-            "thread_cpu_percents": tuple(round(cpu[tid], 1) for tid in shown),
-            "thread_waits": tuple(classify_wait(threads[tid][0], None if threads[tid][0] == "R"
-                                                else read_thread_wait_channel(pid, tid)) for tid in shown)}
-        if total_wait is not None and waits and not first:
-            out["thread_run_wait_percents"] = tuple(round(delays.get(tid, 0.0), 1) for tid in shown)
-            out["run_wait_percent"] = round(sum(delays.values()), 1)
         return out
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:

@@ -132,13 +132,14 @@ def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
 
 def test_threads_of_a_busy_process_are_scanned_every_tick_and_of_an_idle_one_every_few_seconds(
         busy_child: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuwatch.sources.host as host_module
+    import gpuwatch.sources.host_threads as threads_module
 
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     time.sleep(0.5)  # past the interpreter's start-up
     scanned: list[int] = []
-    real = host_module.read_thread_stats
-    monkeypatch.setattr(host_module, "read_thread_stats", lambda pid: scanned.append(pid) or real(pid))
+    real = threads_module.read_thread_stats
+    monkeypatch.setattr(threads_module, "read_thread_stats",
+                        lambda pid, tids=None: scanned.append(pid) or real(pid, tids))
     try:
         source = HostSource()
         pids = [busy_child.pid, idle.pid]
@@ -147,7 +148,7 @@ def test_threads_of_a_busy_process_are_scanned_every_tick_and_of_an_idle_one_eve
         for _ in range(4):
             time.sleep(0.15)
             details = source.poll(0.0, pids).process_details
-        assert scanned.count(busy_child.pid) == 4  # a spinning thread: every tick
+        assert scanned.count(busy_child.pid) == 4  # a spinning thread: read every tick (its hot threads at least)
         assert scanned.count(idle.pid) == 0  # under a quarter of a core: held for THREADS_EVERY_S
         assert details[busy_child.pid]["top_thread_cpu_percent"] > 60
         held = details[idle.pid]

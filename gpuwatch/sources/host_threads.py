@@ -1,0 +1,154 @@
+"""Where a GPU process's threads spend their time, tick by tick, without reading every thread every tick.
+
+A serving process has 20-60 threads, most of them idle pool threads, and reading each one's stat file every
+tick was most of the host source's cost. So a *full scan* reads them all (state, CPU, run-queue delay),
+and between full scans a tick reads only the *hot* threads: the main thread and those that were working,
+running or in I/O wait at the last full scan. The tick then checks that the hot threads explain the whole
+process's CPU (one read of /proc/PID/stat, which counts every thread): when they do not (a thread woke
+up), or FULL_SCAN_EVERY_S has passed, or a hot thread ended, it scans them all at once. What a tick did
+not read (an idle thread's state and run delay) is what the last full scan found.
+
+A process under THREAD_SCAN_CPU of a core cannot hold a pegged thread: it gets a full scan every
+THREADS_EVERY_S and in between the last one's fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwatch.model.thread_wait import classify_wait
+from gpuwatch.sources.procfs import read_run_wait, read_thread_stats, read_thread_wait_channel
+
+THREAD_SCAN_CPU = 25.0
+THREADS_EVERY_S = 2.0
+#: A thread at this share of a core or more is one of the process's working threads: its wait class and
+#: run-queue delay are read (idle pool threads, often dozens, are not).
+ACTIVE_THREAD_CPU = 2.0
+MAX_THREADS_SHOWN = 8
+#: Every thread is read at least this often, for the states and run delay of the idle ones.
+FULL_SCAN_EVERY_S = 5.0
+#: CPU seconds the hot threads may leave unexplained before every thread is read again: three clock ticks
+#: (what /proc's rounding can hide at a 0.1 s interval), or a tenth of the process's CPU when that is more.
+UNTRACKED_S = 0.03
+UNTRACKED_SHARE = 0.1
+#: At most this many hot threads (an oversubscribed process can have dozens runnable).
+MAX_HOT = 32
+
+Threads = dict[int, tuple[str, float]]
+
+
+@dataclass
+class ThreadTracker:
+    """One process's threads between ticks. Per thread: the CPU seconds and run-queue seconds last read,
+    each with when it was read (threads are read at different ticks), and what that read found."""
+
+    pid: int
+    cpu_base: dict[int, tuple[float, float]] = field(default_factory=dict)
+    wait_base: dict[int, tuple[float, float]] = field(default_factory=dict)
+    states: dict[int, str] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)
+    delay: dict[int, float] = field(default_factory=dict)
+    #: Threads read every tick until the next full scan.
+    hot: tuple[int, ...] = ()
+    read_at: float = float("-inf")
+    full_at: float = float("-inf")
+    #: The whole process's CPU seconds when its threads were last read.
+    process_cpu: float = 0.0
+    #: The fields the last read gave (held while the process is quiet).
+    fields: dict[str, Any] = field(default_factory=dict)
+    #: Full scans and hot-only reads so far (for tests and profiles).
+    full_scans: int = 0
+    hot_reads: int = 0
+
+    def baseline(self, now: float, process_cpu: float) -> None:
+        """Every thread's CPU now, so the first tick has rates."""
+        threads = read_thread_stats(self.pid) or {}
+        self.cpu_base = {tid: (c, now) for tid, (_, c) in threads.items()}
+        self.states = {tid: s for tid, (s, _) in threads.items()}
+        self.read_at, self.process_cpu = now, process_cpu
+
+    def update(self, now: float, process_cpu: float, cpu_pct: float | None) -> dict[str, Any]:
+        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet)."""
+        busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
+        if not busy and now - self.read_at < THREADS_EVERY_S and self.fields:
+            held = dict(self.fields)
+            if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
+                held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)  # never above it
+            return held
+        if busy and self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
+            hot = read_thread_stats(self.pid, self.hot)
+            if hot is not None and self._explains(hot, process_cpu):
+                self.hot_reads += 1
+                return self.read(hot, now, process_cpu, full=False)
+        threads = read_thread_stats(self.pid)
+        if threads is None:
+            return {}
+        self.full_scans += 1
+        return self.read(threads, now, process_cpu, full=True)
+
+    def _explains(self, hot: Threads, process_cpu: float) -> bool:
+        """Whether the hot threads account for the process's CPU since the last read (and are all alive)."""
+        if len(hot) < len(self.hot):
+            return False
+        used = process_cpu - self.process_cpu
+        by_hot = sum(max(0.0, c - self.cpu_base[tid][0]) for tid, (_, c) in hot.items() if tid in self.cpu_base)
+        return used - by_hot <= max(UNTRACKED_S, UNTRACKED_SHARE * used)
+
+    def read(self, threads: Threads, now: float, process_cpu: float, full: bool) -> dict[str, Any]:
+        """Take in one read of ``threads`` (all of them when ``full``) and give the process's thread fields."""
+        had_rates = any(tid in self.cpu_base for tid in threads)
+        for tid, (state, c) in threads.items():
+            base = self.cpu_base.get(tid)
+            self.cpu[tid] = max(0.0, 100.0 * (c - base[0]) / (now - base[1])) if base and now > base[1] else 0.0
+            self.cpu_base[tid], self.states[tid] = (c, now), state
+        if full:
+            for table in (self.cpu_base, self.states, self.cpu, self.delay, self.wait_base):
+                for gone in set(table) - set(threads):
+                    del table[gone]
+            self.full_at = now
+        self.read_at, self.process_cpu = now, process_cpu
+        out: dict[str, Any] = {"threads_in_io_wait": sum(1 for s in self.states.values() if s == "D"),
+                               "threads_running": sum(1 for s in self.states.values() if s == "R")}
+        if threads and had_rates:
+            out.update(self._attribution(threads, now))
+        if full:
+            self.hot = self._hot()
+        self.fields = out
+        return out
+
+    def _attribution(self, threads: Threads, now: float) -> dict[str, Any]:
+        """Where the process's time went, thread by thread: each working thread's CPU, its time runnable
+        without a core, and what it waits on now (the busiest thread always, so a server that sleeps waiting
+        for requests still says where)."""
+        first = not self.wait_base
+        complete = True
+        for tid, (state, _) in threads.items():
+            if self.cpu[tid] <= 0.0 and state != "R":
+                self.delay[tid] = 0.0  # asleep all along: its run-queue time did not move
+                continue
+            seconds = read_run_wait(self.pid, tid)
+            if seconds is None:
+                complete = False
+                continue
+            base = self.wait_base.get(tid)
+            if base is not None and now > base[1]:
+                self.delay[tid] = max(0.0, 100.0 * (seconds - base[0]) / (now - base[1]))
+            self.wait_base[tid] = (seconds, now)
+        ranked = sorted(self.cpu, key=lambda tid: (-self.cpu[tid], tid != self.pid))
+        shown = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU][:MAX_THREADS_SHOWN] or ranked[:1]
+        out: dict[str, Any] = {
+            "top_thread_cpu_percent": round(self.cpu[ranked[0]], 1), "top_thread_id": ranked[0],
+            "thread_cpu_percents": tuple(round(self.cpu[tid], 1) for tid in shown),
+            "thread_waits": tuple(classify_wait(self.states[tid], None if self.states[tid] == "R"
+                                                else read_thread_wait_channel(self.pid, tid)) for tid in shown)}
+        if complete and self.wait_base and not first:
+            out["thread_run_wait_percents"] = tuple(round(self.delay.get(tid, 0.0), 1) for tid in shown)
+            out["run_wait_percent"] = round(sum(self.delay.values()), 1)
+        return out
+
+    def _hot(self) -> tuple[int, ...]:
+        """The main thread, then the working, running and I/O-waiting threads, busiest first."""
+        ranked = sorted(self.cpu, key=lambda tid: -self.cpu[tid])
+        hot = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU or self.states.get(tid) in ("R", "D")]
+        return tuple(dict.fromkeys([self.pid, *hot]))[:MAX_HOT] if self.pid in self.cpu else tuple(hot[:MAX_HOT])
