@@ -30,8 +30,10 @@ def _daemon(name: str, logdir: Path, *sampling: str, note: str = "") -> Job:
 
 
 def _pty(name: str, cmd: list[str], logdir: Path, gpuwatch: bool = False, note: str = "") -> Job:
+    """A terminal program; gpuwatch's dashboard has its terminal output kept (``<name>.pty``)."""
     env = commands.isolated_env(name, logdir) if gpuwatch else None
-    return Job(name, cmd, lambda: start_in_pty(name, cmd, env=env), note=note)
+    record = logdir / f"{name}.pty" if gpuwatch else None
+    return Job(name, cmd, lambda: start_in_pty(name, cmd, env=env, record=record), note=note)
 
 
 def gpu_jobs(logdir: Path, profile: bool) -> list[Job]:

@@ -20,6 +20,8 @@ from pathlib import Path
 import psutil
 
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+#: The most bytes of a pty program's output kept when it is recorded.
+RECORD_MAX = 4 * 2**20
 
 # Makes the pty the controlling terminal, as a terminal emulator would, then becomes the program.
 _PTY_SHIM = ("import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
@@ -53,7 +55,7 @@ class Started:
     """A process we started, with its log file (or its pty's byte count)."""
 
     def __init__(self, name: str, popen: subprocess.Popen[bytes], log: Path | None,
-                 master_fd: int | None = None) -> None:
+                 master_fd: int | None = None, record: Path | None = None) -> None:
         self.name = name
         self.popen = popen
         self.log = log
@@ -63,12 +65,19 @@ class Started:
         self._tail = b""  # the last screen bytes of a pty program: its only log when it crashes
         self._master = master_fd
         self.has_pty = master_fd is not None
+        #: Where what the program writes to its terminal is kept (``<record>``: the bytes, capped at
+        #: RECORD_MAX; ``<record>.index``: one "seconds offset" line per read), to see what it redraws.
+        self._record = record
         if master_fd is not None:
             threading.Thread(target=self._drain, name=f"pty-{name}", daemon=True).start()
 
     def _drain(self) -> None:
         """Reads the pty like a terminal would (a full pty would block the program, skewing its cost)."""
         assert self._master is not None
+        raw = index = None
+        if self._record is not None:
+            raw, index = open(self._record, "wb"), open(f"{self._record}.index", "w")  # noqa: SIM115
+        t0 = time.monotonic()
         while True:
             try:
                 chunk = os.read(self._master, 65536)
@@ -76,6 +85,11 @@ class Started:
                 return
             if not chunk:
                 return
+            if raw is not None and index is not None and self.pty_bytes < RECORD_MAX:
+                index.write(f"{time.monotonic() - t0:.3f} {self.pty_bytes}\n")
+                raw.write(chunk)
+                raw.flush()
+                index.flush()
             self.pty_bytes += len(chunk)
             self._tail = (self._tail + chunk)[-8192:]
 
@@ -117,7 +131,7 @@ def start(name: str, cmd: Sequence[str], logdir: Path, env: dict[str, str] | Non
 
 
 def start_in_pty(name: str, cmd: Sequence[str], cols: int = 160, rows: int = 50,
-                 env: dict[str, str] | None = None, cwd: Path | None = None) -> Started:
+                 env: dict[str, str] | None = None, cwd: Path | None = None, record: Path | None = None) -> Started:
     """``cmd`` on a fresh pty of ``cols`` x ``rows`` that is its controlling terminal; output is drained.
     ``cwd``: where it runs (``python -m gpuwatch`` there runs that checkout's gpuwatch)."""
     import fcntl
@@ -130,7 +144,7 @@ def start_in_pty(name: str, cmd: Sequence[str], cols: int = 160, rows: int = 50,
     popen = subprocess.Popen([sys.executable, "-c", _PTY_SHIM, *cmd], stdin=slave, stdout=slave, stderr=slave,
                              env=term_env, close_fds=True, cwd=cwd)
     os.close(slave)
-    return Started(name, popen, None, master_fd=master)
+    return Started(name, popen, None, master_fd=master, record=record)
 
 
 class Meter:

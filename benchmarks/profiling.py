@@ -79,7 +79,10 @@ def _short(frame: str) -> str:
 
 #: Leaf frames that mean "waiting", not working (py-spy cannot always tell a thread blocked in a system
 #: call from one running without the GIL).
-IDLE_LEAVES = ("selectors.py", "Condition.wait", "Event.wait", "(thread.py:81)", "(queue.py", "sleep (")
+#: The sampler's worker threads block in ``SimpleQueue.get`` (leaf ``_Worker._run``) and the tick on its
+#: call's lock (``_Call.wait``): C calls py-spy shows as running.
+IDLE_LEAVES = ("selectors.py", "Condition.wait", "Event.wait", "(thread.py:81)", "(queue.py", "sleep (",
+               "_Worker._run (", "_Call.wait (")
 
 
 def _idle(leaf: str) -> bool:

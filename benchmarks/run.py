@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -121,9 +122,12 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
 
 
 def collect_logs(logdir: Path, out: Path) -> None:
+    """The processes' log tails into procs.log, and the dashboard's recorded terminal output beside it."""
     with open(out / "procs.log", "w") as fh:
         for log in sorted(logdir.glob("*.log")):
             fh.write(f"===== {log.name}\n{log.read_text(errors='replace')[-3000:]}\n")
+    for pty in sorted(logdir.glob("*.pty*")):
+        shutil.copy(pty, out / pty.name)
 
 
 def notes(res: dict[str, Any], local: bool) -> list[str]:

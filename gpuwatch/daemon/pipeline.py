@@ -3,7 +3,8 @@
 The sampler calls :meth:`Pipeline.offer` on its own thread. That never waits: it appends the snapshot
 to two bounded queues and returns.
   * The event loop drains the first (one ``call_soon_threadsafe`` per burst, not per snapshot) to update
-    the latest snapshot and feed /api/v1/stream clients.
+    the latest snapshot and feed /api/v1/stream clients. With no stream client, the snapshot becomes the
+    latest on the sampler thread and the loop is not woken at all.
   * The alert worker thread drains the second: rules and the notifier's SQLite writes, one snapshot at a
     time and in order, independent of how busy the event loop is.
 When either falls behind (a replay at full speed), the oldest waiting snapshot is skipped and counted
@@ -66,18 +67,31 @@ class Pipeline:
         self._worker.start()
 
     def offer(self, snap: Snapshot) -> None:
-        """Sampler thread: hand a snapshot over without waiting."""
+        """Sampler thread: hand a snapshot over without waiting. The event loop is woken only when it has
+        something to do with it (stream clients to feed, the first snapshot to announce): otherwise the
+        snapshot becomes the latest here, and an idle daemon's loop sleeps between scrapes."""
         with self._lock:
-            for queue in (self._inbox, self._pending):
-                if len(queue) >= self._backlog:
-                    queue.popleft()
-                    self.skipped += 1
-                queue.append(snap)
+            if len(self._pending) >= self._backlog:
+                self._pending.popleft()
+                self.skipped += 1
+            self._pending.append(snap)
             self._work.notify()
+            if not self._scheduled and self.first_snapshot.is_set() and not self.hub.clients:
+                self._take(snap)
+                self.last_received = time.monotonic()
+                return
+            if len(self._inbox) >= self._backlog:
+                self._inbox.popleft()
+                self.skipped += 1
+            self._inbox.append(snap)
             if self._scheduled:
                 return
             self._scheduled = True
         self._on_loop(self._drain)
+
+    def _take(self, snap: Snapshot) -> None:
+        self.latest = snap
+        self.received += 1
 
     def _drain(self) -> None:
         with self._lock:
@@ -85,8 +99,7 @@ class Pipeline:
             self._inbox.clear()
             self._scheduled = False
         for snap in items:
-            self.latest = snap
-            self.received += 1
+            self._take(snap)
             self.hub.publish(snap)
         if items:
             self.last_received = time.monotonic()
