@@ -86,8 +86,11 @@ def memory_churn(g: GpuWindow) -> Finding | None:
 
 
 def _idle_process(g: GpuWindow, p: ProcessWindow) -> bool:
-    """Holds memory and does nothing: no SM share of its own (or, unknown, an idle GPU), no CPU, no I/O."""
-    if (p.gpu_memory_bytes or 0.0) < IDLE_HELD or (p.cpu or 0.0) >= IDLE_CPU or (p.io_read_chars_s or 0.0) >= 1e6:
+    """Holds memory and does nothing: no SM share of its own (or, unknown, an idle GPU), no CPU, no I/O,
+    with its CPU measured over at least one interval (a first sample has no CPU rate: unknown, not idle)."""
+    if p.cpu is None or p.samples < 2:
+        return False
+    if (p.gpu_memory_bytes or 0.0) < IDLE_HELD or p.cpu >= IDLE_CPU or (p.io_read_chars_s or 0.0) >= 1e6:
         return False
     if p.sm_util_mean is not None:
         return p.sm_util_mean < 1.0

@@ -139,6 +139,17 @@ def test_an_idle_holder_is_named_even_while_another_process_keeps_the_gpu_busy()
     assert {f.code for f in diagnose(window)} >= {"input_cpu_bound", "memory_idle"}
 
 
+def test_a_holder_seen_once_or_without_a_cpu_rate_is_not_called_idle() -> None:
+    """Its first sample has no CPU rate yet: a dashboard's first evaluation warned on one sample, and the
+    hysteresis then showed that warning for half a window."""
+    busy = proc(558, cpu_percent=9, top_thread_cpu_percent=8, sm_util=15.0)
+    unmeasured = proc(603, cpu_percent=None, top_thread_cpu_percent=None, gpu_memory_bytes=2 * GIB, sm_util=0.0)
+    assert "memory_idle" not in [f.code for f in diagnose(snaps(util=26, sm=16, procs=[busy, unmeasured]))]
+    idle = proc(603, cpu_percent=0, top_thread_cpu_percent=0, gpu_memory_bytes=2 * GIB, sm_util=0.0)
+    assert "memory_idle" not in [f.code for f in diagnose(snaps(1, util=26, sm=16, procs=[busy, idle]))]
+    assert "memory_idle" in [f.code for f in diagnose(snaps(util=26, sm=16, procs=[busy, idle]))]
+
+
 def test_thermal_slowdown_is_a_warning_and_power_cap_under_full_load_only_info() -> None:
     hot = [dataclasses.replace(s, gpus=(dataclasses.replace(s.gpus[0], sm_clock_mhz=1200.0, clock_event_mask=0x40),))
            for s in snaps(util=99, sm=92, tensor=40)]
