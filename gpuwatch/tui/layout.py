@@ -26,6 +26,10 @@ DIAGNOSIS_MIN = 5
 #: on screen it takes half the spare rows (at most TOP_GROW_PLOT): the plot is what gains from height.
 TOP_GROW = 4
 TOP_GROW_PLOT = 16
+#: Seconds the findings must need fewer rows before the panes give those rows back. A layout change moves
+#: every pane and repaints the whole terminal (~30 KB at 160x50); live findings that come and go every few
+#: seconds did that four times a minute.
+SHRINK_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -71,3 +75,15 @@ def plan(rows: int, width: int, process_rows: int, alert_rows: int,
     procs = max(1, procs)
     bottom = max(0, rows - procs)
     return Plan(procs, bottom, bottom, stacked=False)
+
+
+def settle(current: Plan | None, new: Plan, shrinking_since: float | None, now: float) -> tuple[Plan, float | None]:
+    """The plan to show after the findings changed, and since when they have needed fewer rows: ``new`` at
+    once when they need more rows (or anything else moved), ``current`` until a smaller diagnosis has
+    lasted SHRINK_AFTER_S (its pane keeps some blank rows meanwhile)."""
+    shrinks = current is not None and new.diagnosis < current.diagnosis and (
+        new.procs, new.alerts, new.stacked) == (current.procs, current.alerts, current.stacked)
+    if not shrinks or current is None:
+        return new, None
+    since = now if shrinking_since is None else shrinking_since
+    return (new, None) if now - since >= SHRINK_AFTER_S else (current, since)

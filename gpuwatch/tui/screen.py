@@ -10,6 +10,7 @@ its own, one more share in :func:`gpuwatch.tui.layout.plan`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.feed import Feed
-from gpuwatch.tui.layout import Plan, plan
+from gpuwatch.tui.layout import Plan, plan, settle
 from gpuwatch.tui.status import banner_text, status_line
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
@@ -78,6 +79,8 @@ class DashboardView(Screen[None]):
         self.rendered = 0
         self._banner = ""
         self.layout_plan: Plan | None = None
+        #: ``time.monotonic()`` since when the findings have needed fewer rows than their pane has (None: not).
+        self._shrinking_since: float | None = None
 
     # -- widgets -----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -123,8 +126,9 @@ class DashboardView(Screen[None]):
         self._render_selected()
         self._relayout()
 
-    def _relayout(self) -> None:
-        """Share the rows under the GPU panel by content (see :mod:`gpuwatch.tui.layout`)."""
+    def _relayout(self, findings_changed: bool = False) -> None:
+        """Share the rows under the GPU panel by content (see :mod:`gpuwatch.tui.layout`); after new
+        findings, rows they no longer need are given back only once that has lasted (``settle``)."""
         width, height = self.app.size
         fleet = self.query_one(FleetTable)
         top = TALL_TOP if height >= 45 else TOP
@@ -135,6 +139,10 @@ class DashboardView(Screen[None]):
         diagnosis = self.query_one(DiagnosisPane)
         new = plan(height - fixed, width, self.query_one(ProcessTable).row_count,
                    self.query_one(AlertsPane).row_count, diagnosis.lines_at, plot_shown=width >= NARROW)
+        if findings_changed:
+            new, self._shrinking_since = settle(self.layout_plan, new, self._shrinking_since, time.monotonic())
+        else:
+            self._shrinking_since = None
         if new == self.layout_plan:
             return
         self.layout_plan = new
@@ -166,7 +174,7 @@ class DashboardView(Screen[None]):
     def diagnosis_arrived(self, source: str, state: SourceState) -> None:
         if source == self.selected_source:
             self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
-            self._relayout()
+            self._relayout(findings_changed=True)
 
     def status_changed(self, source: str, state: SourceState) -> None:
         if self.selected_source is None:

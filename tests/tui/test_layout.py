@@ -10,7 +10,7 @@ import pytest
 from conftest import replay_app
 
 from gpuwatch.model.recording import load
-from gpuwatch.tui.layout import TOP_GROW, Plan, plan
+from gpuwatch.tui.layout import SHRINK_AFTER_S, TOP_GROW, Plan, plan, settle
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
 from gpuwatch.tui.widgets.gpu_panel import GpuPanel
@@ -81,3 +81,18 @@ async def test_the_panel_and_the_plot_legend_are_not_cut(bundled: Path, size: tu
         mems = [s.gpus[0].mem_used_ratio * 100 for s in load(bundled)[:130]]  # type: ignore[operator]
         assert len(legend.rstrip()) <= plot.size.width and legend.rstrip().endswith(f"{sum(mems) / len(mems):.0f}%")
         assert "2m10s" in legend  # and it says over how long
+
+
+def test_findings_that_need_more_rows_get_them_at_once_and_give_them_back_only_once_that_lasts() -> None:
+    """A layout change repaints the whole terminal: findings that come and go every few seconds must not
+    move the panes every time (on the H200, four ~30 KB repaints a minute)."""
+    small = plan(36, 160, 4, 1, lambda w: 6, plot_shown=True)
+    large = plan(36, 160, 4, 1, lambda w: 20, plot_shown=True)
+    assert large.diagnosis > small.diagnosis
+    assert settle(small, large, None, 0.0) == (large, None)  # more findings: shown now
+    kept, since = settle(large, small, None, 100.0)
+    assert (kept, since) == (large, 100.0)  # fewer: the pane keeps its rows for now
+    assert settle(large, small, since, 100.0 + SHRINK_AFTER_S - 1) == (large, 100.0)
+    assert settle(large, small, since, 100.0 + SHRINK_AFTER_S) == (small, None)  # it lasted: given back
+    moved = plan(36, 160, 9, 1, lambda w: 6, plot_shown=True)  # a process more: everything moves anyway
+    assert settle(large, moved, since, 101.0) == (moved, None)
