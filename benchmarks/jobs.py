@@ -18,7 +18,10 @@ KEYS = {"daemon_1s": ("daemon_cpu_pct_1s", "daemon_rss_mib"),
 #: job name -> the key of the bytes per second it wrote to its terminal (pty jobs)
 TTY_KEYS = {"tui": "tui_tty_bytes_per_s", "nvitop_tui": "nvitop_tty_bytes_per_s"}
 #: jobs run only to be profiled (py-spy), never reported as costs
-PROFILED = ("daemon_100ms_profiled", "tui_profiled")
+PROFILED = ("daemon_100ms_profiled", "daemon_1s_profiled", "tui_profiled")
+#: py-spy's samples a second per profiled job (default 100): a 1 s daemon uses half a percent of a core, so
+#: it needs ten times the rate for a few hundred samples a minute (--nonblocking: the target never pauses)
+PROFILE_RATE = {"daemon_1s_profiled": 1000}
 
 
 def _daemon(name: str, logdir: Path, *sampling: str, note: str = "") -> Job:
@@ -54,6 +57,7 @@ def gpu_jobs(logdir: Path, profile: bool) -> list[Job]:
     ]
     if profile:
         jobs += [_daemon("daemon_100ms_profiled", logdir, "--interval", "0.1"),
+                 _daemon("daemon_1s_profiled", logdir, "--interval", "1"),
                  _pty("tui_profiled", commands.tui("--interval", "1"), logdir, gpuwatch=True)]
     return jobs
 

@@ -53,7 +53,7 @@ def start_py_spy(pid: int, seconds: float, raw_out: Path, rate: int = 100) -> su
     if exe is None:
         return None
     cmd = [exe, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(rate),
-           "--nonblocking", "--format", "raw", "--output", str(raw_out)]
+           "--nonblocking", "--threads", "--format", "raw", "--output", str(raw_out)]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -98,7 +98,8 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
             _log(f"{name} did not come up: {why}")
         _log(f"{len(todo)} processes up; {args.warmup:g} s warm-up, then a {args.window:g} s window")
         time.sleep(args.warmup)
-        spies = {j.name: profiling.start_py_spy(j.proc.pid, args.window, out / f"pyspy-{j.name}.raw")
+        spies = {j.name: profiling.start_py_spy(j.proc.pid, args.window, out / f"pyspy-{j.name}.raw",
+                                                jobs.PROFILE_RATE.get(j.name, 100))
                  for j in todo if j.name in jobs.PROFILED and j.proc is not None}
         measured = overhead.measure([j for j in todo if j.name not in jobs.PROFILED], args.window)
         maps = {j.name: memory.mappings(j.proc.pid) for j in todo

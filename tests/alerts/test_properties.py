@@ -4,11 +4,16 @@ ten-line model of Prometheus' rule evaluation (plus the engine's one rule for ga
 
 from __future__ import annotations
 
+import itertools
+import math
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alerts.build import engine_for, gpu, snap
 from gpuwatch.alerts import Transition
+from gpuwatch.alerts.windows import Window
 from gpuwatch.model.snapshot import Snapshot
 
 LOW = '{threshold: {metric: gpu.util, op: "<", value: 30}}'
@@ -104,3 +109,20 @@ def test_any_clock_order_keeps_times_consistent(times: list[float], for_s: int) 
             assert a.active_since is not None
             if a.fired_at is not None:
                 assert a.fired_at - a.active_since >= for_s
+
+
+@given(st.lists(st.tuples(st.floats(0.05, 30.0), st.sampled_from([0.0, 1.0, 37.5, 1e11, 0.1]) | st.floats(0, 1e6)),
+                min_size=1, max_size=300), st.sampled_from([1.0, 10.0, 60.0]))
+@settings(max_examples=200, deadline=None)
+def test_a_windows_running_sum_and_change_count_match_its_samples(items: list[tuple[float, float]],
+                                                                  window_s: float) -> None:
+    """The mean, share and flap rate read a running sum and count: after any sequence of samples coming
+    and going they equal what the samples in the window give."""
+    window, t = Window(), 0.0
+    for dt, value in items:
+        t += dt
+        window.add(t, value)
+        window.advance(t, window_s, 0.0)
+        values = window.values()
+        assert window.total == pytest.approx(math.fsum(values), rel=1e-9, abs=1e-6)
+        assert window.changes == sum(a != b for a, b in itertools.pairwise(values))
