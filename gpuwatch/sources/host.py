@@ -43,11 +43,15 @@ class _Tracked:
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
+    all_children_at: float = float("-inf")
 
 
 #: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``), as many as a
-#: full thread scan: worker processes are found this often; the known ones' CPU is read every tick.
+#: full thread scan. Every CHILDREN_EVERY_S the hot threads' files are read (the main thread, which starts
+#: data-loader and pool workers, and the working ones), every CHILDREN_ALL_EVERY_S every thread's; the
+#: known workers' CPU is read every tick.
 CHILDREN_EVERY_S = 5.0
+CHILDREN_ALL_EVERY_S = 30.0
 BUSY_WORKER = 80.0
 
 
@@ -148,8 +152,14 @@ class HostSource(Source):
     def _workers(self, t: _Tracked, pid: int, now: float, dt: float, gpu_pids: set[int]) -> dict[str, Any]:
         """Child processes without a GPU context, and how hard they work (data-loader workers)."""
         if now - t.children_at >= CHILDREN_EVERY_S:
+            every_thread = now - t.all_children_at >= CHILDREN_ALL_EVERY_S or not t.threads.hot
             t.children_at = now
-            kids = [c for c in read_children(pid) if c not in gpu_pids]
+            if every_thread:
+                t.all_children_at = now
+            found = read_children(pid, tids=None if every_thread else t.threads.hot)
+            if not every_thread:  # workers of the other threads stay known (gone ones drop out below)
+                found = list(dict.fromkeys([*found, *t.children]))
+            kids = [c for c in found if c not in gpu_pids]
             t.children = {c: t.children.get(c, read_cpu_seconds(c) or 0.0) for c in kids}
         if not t.children or dt <= 0:
             return {"workers": len(t.children)}

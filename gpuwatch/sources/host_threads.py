@@ -8,8 +8,8 @@ process's CPU (one read of /proc/PID/stat, which counts every thread): when they
 up), or FULL_SCAN_EVERY_S has passed, or a hot thread ended, it scans them all at once. What a tick did
 not read (an idle thread's state and run delay) is what the last full scan found.
 
-A process under THREAD_SCAN_CPU of a core cannot hold a pegged thread: it gets a full scan every
-THREADS_EVERY_S and in between the last one's fields.
+A process under THREAD_SCAN_CPU of a core cannot hold a pegged thread: its threads are read (the hot
+ones, or all when a full scan is due) every THREADS_EVERY_S, and in between it has the last read's fields.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ThreadTracker:
             if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
                 held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)  # never above it
             return held
-        if busy and self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
+        if self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
             hot = read_thread_stats(self.pid, self.hot)
             if hot is not None and self._explains(hot, process_cpu):
                 self.hot_reads += 1

@@ -41,8 +41,7 @@ def parse_cpu_jiffies(raw: bytes) -> list[CpuJiffies]:
     for line in raw.split(b"\n"):
         if not line.startswith(b"cpu") or line.startswith(b"cpu "):
             continue
-        f = line.split()
-        values = [int(x) for x in f[1:9]]
+        values = list(map(int, line.split()[1:9]))
         iowait = values[4] if len(values) > 4 else 0
         out.append(CpuJiffies(sum(values), values[3] + iowait, iowait))
     return out

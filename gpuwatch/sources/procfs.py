@@ -88,16 +88,20 @@ def read_thread_wait_channel(pid: int, tid: int) -> str | None:
     return _wchan(f"/proc/{pid}/task/{tid}/wchan")
 
 
-def read_children(pid: int, depth: int = 2) -> list[int]:
-    """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children``: no walk over every
-    process on the host, as psutil's ``children()`` would make."""
+def read_children(pid: int, depth: int = 2, tids: Iterable[int] | None = None) -> list[int]:
+    """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children`` (only the threads
+    ``tids`` of ``pid`` itself when given): no walk over every process on the host, as psutil's
+    ``children()`` would make."""
     out: list[int] = []
     base = f"/proc/{pid}/task/"
-    try:
-        tids = os.listdir(base)
-    except OSError:
-        return out
-    for tid in tids:
+    if tids is None:
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return out
+    else:
+        names = [str(tid) for tid in tids]
+    for tid in names:
         try:
             with open(base + tid + "/children", "rb") as f:
                 out.extend(int(x) for x in f.read().split())

@@ -158,3 +158,26 @@ def test_every_thread_is_read_again_once_the_full_scan_is_due(
     for _ in range(6):  # 1.8 s of ticks
         _tick(source, switching.pid)
     assert 2 <= reads.count(None) <= 4 and len(reads) == 6, reads  # a full scan every other tick or so
+
+
+def test_a_quiet_process_has_its_hot_threads_read_between_full_scans_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = ("import threading, time\n"
+            "for _ in range(20): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "time.sleep(60)")
+    quiet = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)  # past the interpreter's start-up
+        monkeypatch.setattr(threads_module, "THREADS_EVERY_S", 0.2)
+        monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", 60.0)
+        reads = _counting_reads(monkeypatch)
+        source = HostSource()
+        source.poll(0.0, [quiet.pid])
+        first = _tick(source, quiet.pid)
+        reads.clear()
+        for _ in range(3):
+            details = _tick(source, quiet.pid)
+        assert first["num_threads"] == 21 and details["threads_running"] == 0
+        assert reads and all(n is not None and n <= 2 for n in reads), reads  # its main thread, not 21
+    finally:
+        quiet.kill()
+        quiet.wait()
