@@ -23,17 +23,21 @@ fi
 {
   echo "== $(date -u '+%F %T') UTC on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
   grep -H . /proc/driver/nvidia/params 2>/dev/null | grep -i RestrictProfiling || echo "RestrictProfilingToAdminUsers: not shown"
-  PYTHONPATH="$PWD" "$PY" -m gpuwatch workload --fault python_preprocess --duration 45 2>"$OUT/workload.err" &
+  # Every background process writes to files, never to the pipe into tee (which would wait for them), and
+  # the scrape comes once the workload is past the daemon's process_series_min_age (30 s).
+  PYTHONPATH="$PWD" "$PY" -m gpuwatch workload --fault python_preprocess --duration 60 >"$OUT/workload.out" \
+    2>"$OUT/workload.err" &
   work=$!
   sleep 8
-  PYTHONPATH="$SRC" "$PY" -m gpuwatch daemon --listen 127.0.0.1:19471 --state-dir /tmp/gw-full 2>"$OUT/full.err" &
+  PYTHONPATH="$SRC" "$PY" -m gpuwatch daemon --listen 127.0.0.1:19471 --state-dir /tmp/gw-full >/dev/null \
+    2>"$OUT/full.err" &
   full=$!
   mkdir -p /tmp/gw-restricted && chmod 777 /tmp/gw-restricted
   unshare --pid --fork --kill-child --mount-proc setpriv --reuid=65534 --regid=65534 --clear-groups \
     env PYTHONPATH="$SRC" HOME=/tmp "$PY" -m gpuwatch daemon --listen 127.0.0.1:19472 --state-dir /tmp/gw-restricted \
-    2>"$OUT/restricted.err" &
+    >/dev/null 2>"$OUT/restricted.err" &
   restricted=$!
-  sleep 20
+  sleep 30
   curl -s 127.0.0.1:19471/metrics > "$OUT/full.txt"
   curl -s 127.0.0.1:19472/metrics > "$OUT/restricted.txt"
   for pod in full restricted; do
