@@ -59,6 +59,16 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     return reads
 
 
+def _watch(pid: int, monkeypatch: pytest.MonkeyPatch, full_scan_every_s: float) -> tuple[HostSource, list[int | None]]:
+    """A host source that has seen ``pid`` once, with full scans every ``full_scan_every_s``, and the
+    thread reads it makes from then on."""
+    monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", full_scan_every_s)
+    reads = _counting_reads(monkeypatch)
+    source = HostSource()
+    source.poll(0.0, [pid])
+    return source, reads
+
+
 def _tick(source: HostSource, pid: int) -> dict[str, Any]:
     time.sleep(0.3)
     return source.poll(0.0, [pid]).process_details[pid]
@@ -117,10 +127,7 @@ def test_a_thread_that_waits_for_a_core_shows_its_run_delay_in_schedstat() -> No
 
 def test_between_full_scans_a_busy_process_has_only_its_hot_threads_read(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", 60.0)
-    reads = _counting_reads(monkeypatch)
-    source = HostSource()
-    source.poll(0.0, [switching.pid])
+    source, reads = _watch(switching.pid, monkeypatch, 60.0)
     first = _tick(source, switching.pid)  # the first rates: every thread read once more
     reads.clear()
     ticks = [_tick(source, switching.pid) for _ in range(4)]
@@ -131,10 +138,7 @@ def test_between_full_scans_a_busy_process_has_only_its_hot_threads_read(
 
 def test_a_thread_that_starts_working_between_full_scans_is_found_at_the_next_tick(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", 60.0)  # only the unexplained CPU can find it
-    reads = _counting_reads(monkeypatch)
-    source = HostSource()
-    source.poll(0.0, [switching.pid])
+    source, reads = _watch(switching.pid, monkeypatch, 60.0)  # only the unexplained CPU can find it
     _tick(source, switching.pid)
     before = _tick(source, switching.pid)
     assert switching.stdin is not None
@@ -150,10 +154,7 @@ def test_a_thread_that_starts_working_between_full_scans_is_found_at_the_next_ti
 
 def test_every_thread_is_read_again_once_the_full_scan_is_due(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", 0.5)
-    reads = _counting_reads(monkeypatch)
-    source = HostSource()
-    source.poll(0.0, [switching.pid])
+    source, reads = _watch(switching.pid, monkeypatch, 0.5)
     reads.clear()
     for _ in range(6):  # 1.8 s of ticks
         _tick(source, switching.pid)
@@ -168,10 +169,7 @@ def test_a_quiet_process_has_its_hot_threads_read_between_full_scans_too(monkeyp
     try:
         time.sleep(0.5)  # past the interpreter's start-up
         monkeypatch.setattr(threads_module, "THREADS_EVERY_S", 0.2)
-        monkeypatch.setattr(threads_module, "FULL_SCAN_EVERY_S", 60.0)
-        reads = _counting_reads(monkeypatch)
-        source = HostSource()
-        source.poll(0.0, [quiet.pid])
+        source, reads = _watch(quiet.pid, monkeypatch, 60.0)
         first = _tick(source, quiet.pid)
         reads.clear()
         for _ in range(3):
