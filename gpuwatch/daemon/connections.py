@@ -140,14 +140,19 @@ class ConnectionGuard:
 
     def factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
         def make() -> asyncio.Protocol:
-            connections = server.connections
-            if len(connections) >= self.limit:
-                idle = [c for c in connections if c.transport is not None and c.transport not in self._busy]
+            # Connections already closing (no transport) hold their fds only until the loop's next turn:
+            # they do not count. Within one accept burst every idle connection may have been evicted for
+            # the burst's earlier arrivals; the later ones are still taken (FD_RESERVE holds a burst), not
+            # refused: that refusal is what could lock /healthz out behind a flood of half-sent heads.
+            live = [c for c in server.connections if c.transport is not None]
+            if len(live) >= self.limit:
+                idle = [c for c in live if c.transport not in self._busy]
                 if not idle:
                     self.refused += 1
                     return _Refuse()
-                idle[0].force_close()  # the oldest idle or half-sent connection makes room
-                self.evicted += 1
+                for c in idle[:len(live) - self.limit + 1]:  # the oldest idle or half-sent ones make room
+                    c.force_close()
+                    self.evicted += 1
             return server()
 
         return make

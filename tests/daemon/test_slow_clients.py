@@ -58,7 +58,7 @@ def test_a_thousand_half_sent_heads_under_a_256_fd_limit_leave_healthz_and_metri
     finally:
         assert d.stop() == 0
     log = d.log.read_text()
-    assert (health.status_code, metrics.status_code) == (200, 200)
+    assert (health.status_code, metrics.status_code) == (200, 200), (health.text, log[-3000:])
     assert took < 2.0
     assert "Traceback" not in log and len(log.splitlines()) < 20, log
 
