@@ -57,9 +57,6 @@ class ThreadTracker:
     process_cpu: float = 0.0
     #: The fields the last read gave (held while the process is quiet).
     fields: dict[str, Any] = field(default_factory=dict)
-    #: Full scans and hot-only reads so far (for tests and profiles).
-    full_scans: int = 0
-    hot_reads: int = 0
 
     def baseline(self, now: float, process_cpu: float) -> None:
         """Every thread's CPU now, so the first tick has rates."""
@@ -79,12 +76,10 @@ class ThreadTracker:
         if self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
             hot = read_thread_stats(self.pid, self.hot)
             if hot is not None and self._explains(hot, process_cpu):
-                self.hot_reads += 1
                 return self.read(hot, now, process_cpu, full=False)
         threads = read_thread_stats(self.pid)
         if threads is None:
             return {}
-        self.full_scans += 1
         return self.read(threads, now, process_cpu, full=True)
 
     def _explains(self, hot: Threads, process_cpu: float) -> bool:
