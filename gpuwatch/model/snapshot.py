@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuwatch.model.clock_events import decode
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.health import GpuHealth
+from gpuwatch.model.stacks import StackSample
 
 SCHEMA_VERSION = 1
 #: Bytes in a mebibyte: what NVML, DCGM and GPM report memory and rates in before conversion.
@@ -222,6 +224,8 @@ class ProcessSample:
     namespace: str | None = None
     pod: str | None = None
     container: str | None = None
+    #: Where its work comes from (``model.feeders.Upstream``): external, tree or unknown; None: not read.
+    upstream: str | None = None
 
     @property
     def command(self) -> str:
@@ -280,6 +284,10 @@ class Snapshot:
     gpus: tuple[GpuSample, ...] = ()
     processes: tuple[ProcessSample, ...] = ()
     sources: tuple[SourceStatus, ...] = ()
+    #: Stacks sampled since the last Snapshot that carried them (``model.stacks``); empty on most ticks.
+    stacks: tuple[StackSample, ...] = ()
+    #: Non-GPU processes that feed the GPU processes (children, siblings, peers of their pipes and sockets).
+    feeders: tuple[FeederSample, ...] = ()
     #: Tick counter of the sampler that made it.
     seq: int = 0
     #: "live", or "recording:<name>" when replayed from a file; the UI labels recordings as such.
