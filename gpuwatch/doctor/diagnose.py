@@ -5,11 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from gpuwatch.doctor.rules import RULES
-from gpuwatch.doctor.rules_gpu import healthy
-from gpuwatch.doctor.rules_threads import EXPLAINS_IDLE, unexplained_underuse
+from gpuwatch.doctor import classes as table
 from gpuwatch.doctor.window import GpuWindow, summarise
-from gpuwatch.model.finding import Finding
+from gpuwatch.model.finding import HEALTHY, Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.model.stacks import StackProfile
 
@@ -19,46 +17,63 @@ def _has_metrics(g: GpuWindow) -> bool:
 
 
 #: Findings about a CPU thread: sampled stacks say what that thread does.
-THREAD_FINDINGS = frozenset({"input_cpu_bound", "launch_bound", "h2d_copies", "d2h_copies", "off_cpu_wait",
-                             "dataloader_bound", "gil_contention", "host_cpu_contention", "demand_bound",
-                             "unexplained_underuse"})
+THREAD_FINDINGS = table.thread_findings()
+#: Findings that say why a GPU waits: with one of them, an under-used GPU is explained.
+EXPLAINS_IDLE = table.explains_idle()
+
+
+def judge(g: GpuWindow, classes: Sequence[table.DoctorClass] = table.CLASSES) -> list[Finding]:
+    """One GPU's findings, unranked: every rule, then the closing verdicts where their condition holds."""
+    found = [f for rule in table.rules(classes) if (f := rule(g)) is not None]
+    ruled_out = {b for f in found for b in table.excludes(classes).get(f.code, ())}
+    found = [f for f in found if f.code not in ruled_out]
+    if not any(f.code in table.explains_idle(classes) for f in found):
+        found += [f for c in table.closing("unexplained", classes) if c.rule and (f := c.rule(g)) is not None]
+    if all(f.severity == "info" for f in found):
+        found += [f for c in table.closing("all_info", classes) if c.rule and (f := c.rule(g)) is not None]
+    return [_with_stacks(f, g, table.thread_findings(classes)) for f in found]
+
+
+def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str]) -> Finding:
+    """A finding about a process whose stacks were sampled carries their mechanism and top code locations,
+    and a thread finding quotes them."""
+    p = next((q for q in g.processes if q.pid == f.pid), None)
+    if p is None or p.stacks is None:
+        return f
+    line = p.stacks.line(f"{p.label}, feeding thread")
+    evidence = f.evidence if f.code not in thread or any(line == e for e in f.evidence) else (*f.evidence, line)
+    return dataclasses.replace(f, mechanism=p.stacks.mechanism, locations=p.stacks.top_locations(),
+                               evidence=evidence)
 
 
 def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
-             stacks: Mapping[int, StackProfile] | None = None) -> list[Finding]:
+             stacks: Mapping[int, StackProfile] | None = None,
+             classes: Sequence[table.DoctorClass] = table.CLASSES) -> list[Finding]:
     """Findings for every GPU in the window (only the GPUs ``pid`` runs on, and only that process's
     threads, when a pid is given), ranked. A GPU that is saturated and uses its tensor cores gets one
-    ``healthy`` info finding and no warning. ``stacks`` (by pid) add where a busy thread spends its time."""
+    ``healthy`` info finding and no warning. ``stacks`` (by pid, from ``--stacks``) add where a busy thread
+    spends its time; ``classes``: the class table (a test adds a class to it)."""
     if not snapshots:
         return []
     windows = [g for g in summarise(snapshots, pid) if _has_metrics(g)]
     if not windows:
         return [_nothing_to_diagnose(snapshots, pid)]
-    findings: list[Finding] = []
-    for g in windows:
-        found = [f for rule in RULES if (f := rule(g)) is not None]
-        if any(f.code == "memory_leak" for f in found):  # a leaking process is not idle
-            found = [f for f in found if f.code != "memory_idle"]
-        if (lost := unexplained_underuse(g, found)) is not None:
-            found.append(lost)
-        if all(f.severity == "info" for f in found):
-            ok = healthy(g)
-            if ok is not None:
-                found.append(ok)
-        findings.extend(found)
+    findings = [f for g in windows for f in judge(g, classes)]
     if stacks:
+        thread = table.thread_findings(classes)
         findings = [dataclasses.replace(f, evidence=(*f.evidence, profile.evidence()))
-                    if f.code in THREAD_FINDINGS and f.pid is not None and (profile := stacks.get(f.pid)) else f
+                    if f.code in thread and f.pid is not None and (profile := stacks.get(f.pid)) else f
                     for f in findings]
     return sorted(findings, key=lambda f: f.rank_key)
 
 
 def rules_out(found: Finding, other: Finding) -> bool:
-    """``found`` about a GPU means the doctor would not report ``other`` about it: "no known cause fits"
-    is added only when no cause of idle time is found, and "healthy" only when nothing but infos are."""
-    if other.code == "unexplained_underuse":
+    """``found`` about a GPU means the doctor would not report ``other`` about it: the idle breakdown is
+    added only when no cause of idle time is found, and "healthy" only when nothing but infos are."""
+    spec = table.BY_CODE.get(other.code)
+    if spec is not None and spec.closing == "unexplained":
         return found.code in EXPLAINS_IDLE
-    if other.code == "healthy":
+    if spec is not None and spec.closing == "all_info":
         return found.severity != "info"
     return False
 
@@ -68,7 +83,7 @@ def top_problem(findings: Sequence[Finding]) -> Finding | None:
     for f in findings:
         if f.severity != "info":
             return f
-    return next((f for f in findings if f.code == "healthy"), findings[0] if findings else None)
+    return next((f for f in findings if f.code == HEALTHY), findings[0] if findings else None)
 
 
 def _nothing_to_diagnose(snapshots: Sequence[Snapshot], pid: int | None) -> Finding:

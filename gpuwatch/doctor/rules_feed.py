@@ -11,10 +11,20 @@ from __future__ import annotations
 
 from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
+from gpuwatch.doctor.mechanisms import advice, words
+from gpuwatch.doctor.rules_evidence import mostly_waiting, stacks_say
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work
+#: GPU-Util under which an input-bound GPU is critical: it does nothing four fifths of the time. The
+#: bundled H200 recording's CPU-bound loop wanders between 23 and 46 % (window medians 24-30 %); a cut inside
+#: that band flipped one steady incident between critical and warning with the window's length, so the cut
+#: sits below it (live, ``steady.Steady`` also holds a shown severity until the score moves 2 points).
+CRITICAL_BUSY = 20.0
+#: Input-bound score: 50 plus 0.4 per point of idle GPU, scaled by how pegged the thread is (fitted so that a
+#: fully idle GPU behind a pegged thread, 90, ranks above copies at a few GB/s and below a leak's 80-90).
+INPUT_SCORE = (50.0, 0.4)
 LAUNCH_RATIO = 0.25  # SM activity / GPU-Util under which "busy" means tiny kernels (H200: 0.0-0.03)
 LAUNCH_MIN_UTIL = 10.0
 #: Bytes/s in either direction from which copies, not compute, fill the GPU's time while its SMs idle. H200
@@ -50,9 +60,15 @@ def is_copy_bound(g: GpuWindow) -> bool:
     return copy_direction(g) is not None
 
 
+def launching(g: GpuWindow) -> list[ProcessWindow]:
+    """Pegged processes whose stacks do not say they wait for the GPU: a thread in synchronize is not
+    launching, however busy it spins."""
+    return [p for p in pegged_processes(g) if not stacks_say(p, "gpu_wait", "collective")]
+
+
 def is_launch_bound(g: GpuWindow) -> bool:
     return (g.util is not None and g.sm_active is not None and g.util >= LAUNCH_MIN_UTIL
-            and g.sm_active < LAUNCH_RATIO * g.util and bool(pegged_processes(g)) and not is_copy_bound(g))
+            and g.sm_active < LAUNCH_RATIO * g.util and bool(launching(g)) and not is_copy_bound(g))
 
 
 _COPY_TEXT = {
@@ -97,7 +113,7 @@ def pcie_copies(g: GpuWindow) -> Finding | None:
 def launch_bound(g: GpuWindow) -> Finding | None:
     if not is_launch_bound(g):
         return None
-    p = pegged_processes(g)[0]
+    p = launching(g)[0]
     return finding(
         "launch_bound", "Launch-bound: tiny kernels, one CPU thread launching them as fast as it can", "warning",
         70.0 + 0.2 * (100.0 - (g.sm_active or 0.0)), g,
@@ -110,15 +126,21 @@ def launch_bound(g: GpuWindow) -> Finding | None:
 
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
-    pegged = [p for p in pegged_processes(g) if not starved(p)]
+    # a thread whose stacks say it waits (for the GPU, a lock, storage) is not what computes
+    pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
     top = p.top_thread_cpu or 0.0
+    mech = p.stacks.mechanism if p.stacks is not None else None
+    doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
+    base, per_point = INPUT_SCORE
+    said = advice(mech)
     return finding(
-        "input_cpu_bound", "Input pipeline CPU-bound: the thread that feeds the GPU is busy in Python",
-        "critical" if busy < 30 else "warning", 50.0 + 0.4 * (100.0 - busy) * min(1.0, top / 100.0), g,
-        gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
+        "critical" if busy < CRITICAL_BUSY else "warning", base + per_point * (100.0 - busy) * min(1.0, top / 100.0),
+        g, gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        (said[0].upper() + said[1:] + ". " if said else "") +
         "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
         "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
         f"should only batch, copy and launch. See where it spends its time: py-spy dump --pid {p.pid} "
@@ -129,8 +151,10 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
     if busy is None or busy >= BUSY_UTIL:
         return None
+    # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
     feeding = [p for p in g.processes if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU
-               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD]
+               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
+               and not any(f.bound == "compile" for f in p.feeders)]
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)
@@ -179,6 +203,8 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             continue
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
+        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile"):
+            continue  # its stacks say it waits for the GPU, or computes: not storage
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
         if not signs:
             continue

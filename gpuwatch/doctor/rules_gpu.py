@@ -8,10 +8,11 @@ Low SM occupancy alone is not among them: large tensor-core kernels keep few war
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct
+from gpuwatch.doctor.rules_evidence import LONG_SM, LONG_UTIL, waits_on_gpu
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, HEALTHY_SM, is_launch_bound, pegged_processes
 from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.clock_events import SEVERE_REASONS
-from gpuwatch.model.finding import Finding, Severity
+from gpuwatch.model.finding import HEALTHY, Finding, Severity
 
 SMALL_KERNELS_RATIO = 0.7  # SM activity / GPU-Util under which "busy" kernels leave SMs empty
 GPU_BOUND_UTIL = 95.0
@@ -32,6 +33,8 @@ def small_kernels(g: GpuWindow) -> Finding | None:
     launches request after request (GPU-Util short of 100 %)."""
     if g.util is None or g.sm_active is None or g.util < BUSY_UTIL or is_launch_bound(g):
         return None
+    if waits_on_gpu(g) is not None and g.util >= LONG_UTIL and g.sm_active < LONG_SM:
+        return None  # a few long kernels the host waits for (``long_kernels``), not small ones
     thin = g.sm_active < SMALL_KERNELS_RATIO * g.util
     pegged = pegged_processes(g)
     gappy = g.util < GPU_BOUND_UTIL and bool(pegged)
@@ -138,6 +141,6 @@ def healthy(g: GpuWindow) -> Finding | None:
         return None
     if g.tensor_active is not None and g.tensor_active < HEALTHY_TENSOR:
         return None
-    return finding("healthy", "Saturated and using tensor cores" if g.tensor_active is not None else "Saturated",
+    return finding(HEALTHY, "Saturated and using tensor cores" if g.tensor_active is not None else "Saturated",
                    "info", 0.0, g, gpu_evidence(g),
                    "Nothing to fix. Watch p99 latency and keep headroom: past ~85% SM activity queues grow fast.")

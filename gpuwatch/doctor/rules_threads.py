@@ -21,11 +21,18 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.rules_evidence import stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
 HEADROOM_UTIL = 90.0  # under this the GPU could take more work
+#: With positive evidence of outside demand (an accepted connection from outside the process tree, no
+#: feeder busy), the waiting share that makes a server demand-bound is lowered by this band below
+#: ``attribution.WAITING_EXPLAINS``: an idle server whose share wanders around the cut stays demand-bound.
+DEMAND_BAND = 0.25
+#: Mechanisms a server waiting for work is in (or unclassified idle frames: epoll in C).
+WAITING_FOR_WORK = ("network", "lock", "sleep", None)
 
 
 def under_used(g: GpuWindow) -> bool:
@@ -83,13 +90,25 @@ def _moves_data(p: ProcessWindow) -> bool:
     return moved >= IO_RATE or (p.io_wait_share or 0.0) >= IO_WAIT_SHARE
 
 
+def demand_evidence(p: ProcessWindow) -> bool:
+    """Nothing contradicts outside demand: the work does not come from its own tree, no feeder is busy or
+    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing."""
+    if p.upstream == "tree" or any(f.bound is not None for f in p.feeders):
+        return False
+    return p.stacks is None or stacks_say(p, *WAITING_FOR_WORK)
+
+
 def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:
     """Processes that use the GPU a little and whose feeding thread mostly sleeps waiting for work, moving
     no data while it waits: servers without requests."""
+    idle = 100.0 - (g.busy or 0.0)
+
+    def explains(p: ProcessWindow) -> float:
+        return WAITING_EXPLAINS - (DEMAND_BAND if p.upstream == "external" else 0.0)
+
     return [p for p in g.processes
-            if ((p.top_waits and waiting_for_work(p) >= WAITING_EXPLAINS * (100.0 - (g.busy or 0.0)))
-                or idle_on_input(p))
-            and top_cpu(p) < IDLE_CPU
+            if ((p.top_waits and waiting_for_work(p) >= explains(p) * idle) or idle_on_input(p))
+            and demand_evidence(p) and top_cpu(p) < IDLE_CPU
             and not _moves_data(p) and not starved(p) and not gil_bound(p)
             and not (p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU)
             and ((p.sm_util_mean or 0.0) >= 1.0 or (g.busy or 0.0) >= 1.0)]
@@ -114,29 +133,3 @@ def demand_bound(g: GpuWindow) -> Finding | None:
         "Nothing to tune in the server: it is idle because no work arrives. The headroom is capacity: send "
         "it more traffic, consolidate services onto this GPU (or share it with MPS/MIG), or use a smaller "
         "GPU; keep enough headroom for bursts (p99 grows fast above ~85% SM activity).", pid=p.pid)
-
-
-#: Findings that say why a GPU waits: with one of them, an under-used GPU is explained.
-EXPLAINS_IDLE = frozenset({"input_cpu_bound", "gil_contention", "host_cpu_contention", "launch_bound", "h2d_copies",
-                           "d2h_copies", "dataloader_bound", "off_cpu_wait", "demand_bound", "memory_idle",
-                           "time_slicing", "small_kernels"})
-
-
-def unexplained_underuse(g: GpuWindow, found: list[Finding]) -> Finding | None:
-    """Never silent while a GPU waits: a process holds the GPU, the GPU is under-used, and no class fits.
-    Says where the feeding thread's time went and what to look at next."""
-    if not under_used(g) or any(f.code in EXPLAINS_IDLE for f in found):
-        return None
-    holders = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) > 0 or (p.sm_util_mean or 0.0) > 0]
-    if not holders:
-        return None
-    p = max(holders, key=lambda q: (q.top_thread_cpu or 0.0, q.sm_util_mean or 0.0))
-    busy = g.busy or 0.0
-    return finding(
-        "unexplained_underuse", "GPU under-used and no known cause fits: here is where the time goes", "warning",
-        30.0 + 0.2 * (100.0 - busy), g,
-        gpu_evidence(g, f"the GPU idles {100 - busy:.0f}% of the time while {p.label} holds it",
-                     attribution_line(p), threads_line(p), host_line(g)),
-        f"Look at what the feeding thread does: gpuwatch doctor --stacks --pid {p.pid}, or py-spy dump --pid "
-        f"{p.pid} (Python stacks), and nsys profile for the GPU timeline; check for sleeps, remote calls and "
-        "locks in the request path.", pid=p.pid)

@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks
 from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.model.stacks import StackSample
 from gpuwatch.model.thread_wait import classify_wait
 
 
@@ -73,6 +75,12 @@ class ProcessWindow:
     run_wait: float | None = None
     #: Share of samples in each wait class of the main thread, from its wait channel (where it sleeps).
     main_waits: dict[str, float] = field(default_factory=dict)
+    #: Where its feeding thread's sampled stacks go (None: no stacks in the window).
+    stacks: StackEvidence | None = None
+    #: The processes that feed it (children, siblings, pipe and socket peers), busiest first.
+    feeders: list[FeederWindow] = field(default_factory=list)
+    #: Where its work comes from (``model.feeders.Upstream``), the most common answer; None: not read.
+    upstream: str | None = None
 
     @property
     def label(self) -> str:
@@ -109,6 +117,8 @@ class GpuWindow:
     host_iowait: float | None = None
     host_cpu_count: int | None = None
     host_cpu: float | None = None
+    #: Why stacks are missing, from the ``stacks`` source's status (None: no such source, or it is fine).
+    stacks_problem: str | None = None
 
     @property
     def busy(self) -> float | None:
@@ -141,7 +151,8 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
     return median([read_metric(key, g) for g in gpus])
 
 
-def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: float | None) -> ProcessWindow:
+def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: float | None,
+                    stacks: Sequence[StackSample] = (), feeders: Sequence[FeederWindow] = ()) -> ProcessWindow:
     """One process's window. Its SM shares are capped at the GPU's busiest sample in the window: NVML
     answers them every few seconds for the span since its last answer, so the first one may describe time
     before the window (a warm-up that filled the GPU), and no process used more of the GPU than it was busy."""
@@ -149,6 +160,8 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
     last = procs[-1]
     tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in procs if p.top_thread_id is not None]
     channels = Counter(p.wait_channel for p in procs if p.wait_channel)
+    upstream = Counter(p.upstream for p in procs if p.upstream)
+    top_tid = max(tops)[1] if tops else None
 
     def m(get: Callable[[ProcessSample], float | int | None]) -> float | None:
         return median([None if (v := get(p)) is None else float(v) for p in procs])
@@ -173,7 +186,9 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         busy_threads=m(lambda p: sum(c >= BUSY_THREAD_CPU for c in p.thread_cpu_percents)
                        if p.thread_cpu_percents else None),
         threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent),
-        main_waits=_main_wait_shares(procs))
+        main_waits=_main_wait_shares(procs), stacks=process_stacks(stacks, last.pid, top_tid),
+        feeders=[f for f in feeders if f.feeds == last.pid],
+        upstream=upstream.most_common(1)[0][0] if upstream else None)
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:
@@ -187,12 +202,17 @@ def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Gpu
             if pid is None or p.pid == pid:
                 procs.setdefault((p.gpu_index, p.pid), []).append((snap.time, p))
     cpu_count = next((s.host.cpu_count for s in reversed(snapshots) if s.host.cpu_count), None)
+    stacks = [st for s in snapshots for st in s.stacks]
+    feeders = feeder_windows([f for s in snapshots for f in s.feeders], stacks)
+    status = snapshots[-1].source("stacks")
+    stacks_problem = None if status is None or (status.state == "ok" and not status.message) else \
+        (status.message or status.state)
     out = []
     for index, timed in sorted(by_gpu.items()):
         gpus = [g for _, g in timed]
         utils = [g.gpu_util for g in gpus if g.gpu_util is not None]
-        mine = [_process_window(v, max(utils) if utils else None) for (gi, _), v in sorted(procs.items())
-                if gi == index]
+        mine = [_process_window(v, max(utils) if utils else None, stacks, feeders)
+                for (gi, _), v in sorted(procs.items()) if gi == index]
         if pid is not None and not mine:
             continue
         events = [g.active_clock_events for g in gpus if g.clock_event_mask is not None or g.clock_events]
@@ -211,5 +231,6 @@ def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[Gpu
             pcie_tx_bytes_s=median([g.pcie_tx_rate for g in gpus]),
             host_procs_running=median([s.host.procs_running for s in snapshots]),
             clock_event_share=shares, processes=mine, host_iowait=median([s.host.iowait_percent for s in snapshots]),
-            host_cpu_count=cpu_count, host_cpu=median([s.host.cpu_percent for s in snapshots])))
+            host_cpu_count=cpu_count, host_cpu=median([s.host.cpu_percent for s in snapshots]),
+            stacks_problem=stacks_problem))
     return out

@@ -4,7 +4,8 @@ The doctor's finding codes come first (the cause it names at that moment), then 
 accounting's own for moments the doctor names nothing: memory held and nothing runs, nobody holds the GPU,
 or a loss no rule explains. Every consumer (the efficiency accounting, ``/metrics``, ``gpuwatch report``,
 the Grafana dashboard) reads this one tuple, so the label ``cause`` has a fixed, documented set of values.
-A doctor rule with a new code adds it to :data:`FINDING_CODES` (a test reads the rules and checks).
+The doctor's class table (``doctor/classes.py``) declares the codes; the model cannot import the doctor,
+so :data:`FINDING_CODES` repeats them as the model's fixed label set and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ FINDING_CODES: tuple[str, ...] = (
     "memory_leak", "memory_churn", "h2d_copies", "launch_bound", "input_cpu_bound", "dataloader_bound",
     "off_cpu_wait", "time_slicing", "small_kernels", "fp32_no_tensor", "memory_bandwidth_bound", "throttled",
     "memory_idle", "healthy", "d2h_copies", "gil_contention", "host_cpu_contention", "demand_bound",
-    "unexplained_underuse")
+    "idle_breakdown", "long_kernels", "feeder_bound")
 #: Memory held on the GPU, nothing runs, and the doctor has no finding for it (yet).
 HELD_IDLE = "held_idle"
 #: No process holds the GPU: all of its time is lost (owner: the pod the kubelet gave it, if any).

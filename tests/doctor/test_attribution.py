@@ -119,11 +119,11 @@ def test_waiting_on_a_socket_while_reading_megabytes_is_not_an_idle_server() -> 
     assert "demand_bound" not in {f.code for f in diagnose(snaps)}
 
 
-def test_an_under_used_gpu_with_no_class_that_fits_gets_unexplained_underuse_never_silence() -> None:
+def test_an_under_used_gpu_with_no_class_that_fits_gets_idle_breakdown_never_silence() -> None:
     snaps = with_threads(window(Load(util=5.0, sm=3.0, thread=30.0)), (30.0,), (("other",), ("cpu",)),
                          run_waits=(0.0,), sm_util=5.0)
     findings = diagnose(snaps)
-    assert top(snaps) == "unexplained_underuse"
+    assert top(snaps) == "idle_breakdown"
     f = findings[0]
     assert any("feeding thread" in e for e in f.evidence) and "py-spy dump --pid 471" in f.fix
 

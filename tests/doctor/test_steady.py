@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gpuwatch.data import bundled_recording
-from gpuwatch.doctor import LiveDoctor
+from gpuwatch.doctor import LIVE_WINDOW_S, RECENT_WINDOW_S, LiveDoctor
 from gpuwatch.doctor.current import key
 from gpuwatch.doctor.diagnose import rules_out
 from gpuwatch.doctor.steady import Steady
@@ -62,36 +64,26 @@ def test_without_dwell_each_call_is_shown_as_found() -> None:
     assert shown(Steady(0.0, min_calls=1, score_band=0.0), calls) == ["c", "w", "-"]
 
 
-def test_on_the_bundled_recording_the_dashboards_doctor_changes_severity_only_when_the_figure_moves() -> None:
-    """Asked every 5 s as the dashboard does: the raw findings flip CRITICAL/WARNING several times while
-    GPU-Util wanders around 30 %; what is shown changes only where the score moved past the band."""
+@pytest.mark.parametrize("seconds", [LIVE_WINDOW_S, RECENT_WINDOW_S])
+def test_on_the_bundled_recording_the_input_bound_finding_has_one_severity_in_every_window(seconds: float) -> None:
+    """Asked every 5 s as the dashboard does, and over the doctor's shorter window: GPU-Util wanders between
+    23 and 46 % while one CPU-bound loop holds the GPU back, and the finding's severity never flips, raw
+    (no dwell) or shown, so the dashboard, ``doctor`` and ``--connect`` say the same."""
     snaps = load(bundled_recording())
-    raw, steady = LiveDoctor(30.0, dwell_s=0), LiveDoctor(30.0)
-    flips = {"raw": 0, "shown": 0}
-    last: dict[str, Finding] = {}
-    edge: float | None = None
+    raw, steady = LiveDoctor(seconds, dwell_s=0), LiveDoctor(seconds)
+    seen: dict[str, set[str]] = {"raw": set(), "shown": set()}
     for end in range(3, len(snaps), 5):
         for name, doctor in (("raw", raw), ("shown", steady)):
             f = next((f for f in doctor(snaps[:end]) if f.code == "input_cpu_bound"), None)
-            if f is None:
-                continue
-            before = last.get(name)
-            if before is not None and before.severity != f.severity:
-                flips[name] += 1
-                if name == "shown":
-                    assert edge is not None and abs(f.score - edge) >= steady.steady.score_band, (f, edge)
-            if name == "shown":
-                raw_now = last["raw"]
-                if raw_now.severity == f.severity:
-                    edge = raw_now.score  # the last score found at the shown severity
-            last[name] = f
-    assert flips["raw"] >= 5 and flips["shown"] <= 1, flips
+            if f is not None:
+                seen[name].add(f.severity)
+    assert seen["raw"] == seen["shown"] and len(seen["raw"]) == 1, seen
 
 
 def test_what_is_shown_never_contradicts_itself() -> None:
     """'No known cause fits' kept by the dwell goes at once when a cause is found for that GPU, and
     'healthy' waits while a warning about that GPU is still shown."""
-    lost = found("warning", 50.0, "unexplained_underuse")
+    lost = found("warning", 50.0, "idle_breakdown")
     cause = found("critical", 80.0, "input_cpu_bound")
     ok = found("info", 10.0, "healthy")
     calls = [[lost], [cause], [cause], [ok], [ok], [ok], [ok], [ok]]
@@ -102,7 +94,7 @@ def test_what_is_shown_never_contradicts_itself() -> None:
     assert seen[-1] == ["healthy"]
     other_gpu = dataclasses.replace(cause, gpu_index=1)
     assert {f.code for f in Steady(15.0, rules_out=rules_out)([lost], 0.0, key) +
-            Steady(15.0, rules_out=rules_out)([other_gpu], 5.0, key)} == {"unexplained_underuse", "input_cpu_bound"}
+            Steady(15.0, rules_out=rules_out)([other_gpu], 5.0, key)} == {"idle_breakdown", "input_cpu_bound"}
 
 
 def test_on_the_bundled_recording_the_idle_start_is_not_shown_beside_the_cause_that_follows() -> None:
@@ -113,5 +105,5 @@ def test_on_the_bundled_recording_the_idle_start_is_not_shown_beside_the_cause_t
     both = 0
     for end in range(3, 120, 5):
         codes = {f.code for f in doctor(snaps[:end])}
-        both += {"unexplained_underuse", "input_cpu_bound"} <= codes
+        both += {"idle_breakdown", "input_cpu_bound"} <= codes
     assert both == 0

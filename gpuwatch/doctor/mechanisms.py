@@ -1,0 +1,163 @@
+"""Frames to mechanisms: what a thread's time goes to, read off its sampled stacks by one declarative table.
+
+Each entry names a mechanism (waiting on the GPU, the launch path, a host-side torch/numpy op, compiling,
+storage, ...) by patterns on a frame's function, file and native module, the words a finding says it in,
+and the advice it implies. A new mechanism is one new entry. A stack gets the mechanism of its
+highest-priority matching frame (the table's order), so a futex inside ``cudaStreamSynchronize`` is a GPU
+wait, not a lock, and Python frames under an inductor compile are compiling. A stack no entry matches is
+interpreter work when it runs Python code, else unclassified; its frames still count as code locations.
+
+A **code location** is the innermost frame in the user's own code (not the standard library, not an
+installed package, not torch or numpy): the line an engineer would open. Reading a stack from the inside
+out, the library frames under that location name what the time is spent on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuwatch.model.stacks import Frame, ThreadStack
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    #: Regular expressions (searched, case-sensitive) on a frame's function, its file, its native module.
+    functions: str = ""
+    files: str = ""
+    modules: str = ""
+    #: How a finding says it: "96% in model.py:step (<words>)".
+    words: str = ""
+    advice: str = ""
+    #: The thread is waiting (off the CPU or spinning for another party), not computing.
+    waiting: bool = False
+
+    def matches(self, f: Frame) -> bool:
+        """A frame of the user's own code never names a mechanism (it is a code location): a function of
+        theirs called ``read`` or ``get`` is not storage or a queue."""
+        if user_frame(f):
+            return False
+        return bool((self.functions and re.search(self.functions, f.function))
+                    or (self.files and f.file and re.search(self.files, f.file))
+                    or (self.modules and f.module and re.search(self.modules, f.module)))
+
+
+#: Highest priority first: a stack is the first mechanism any of its frames matches.
+MECHANISMS: tuple[Mechanism, ...] = (
+    Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
+              r"|cuStreamSynchronize|cuEventSynchronize|cuCtxSynchronize|cudaMemcpy(?!Async)|_local_scalar_dense"
+              r"|^item$|Tensor\.item|^tolist$|Tensor\.cpu|^cpu$",
+              words="waiting for the GPU (synchronize, .item(), .cpu())", waiting=True,
+              advice="the thread blocks until the GPU finishes: drop per-step synchronize/.item()/.cpu() calls, "
+                     "keep results on the GPU and read them back once per batch, or overlap the wait with the next "
+                     "step's work"),
+    Mechanism("collective", functions=r"nccl|ProcessGroupNCCL|all_reduce|allreduce|all_gather|broadcast|barrier"
+              r"|reduce_scatter", files=r"torch/distributed/", modules=r"libnccl",
+              words="in a collective (NCCL, torch.distributed)", waiting=True,
+              advice="the thread waits for its peers: find the slow rank (stragglers, uneven batches, a stuck "
+                     "peer), overlap communication with compute, and set NCCL_DEBUG=INFO to see the ring"),
+    Mechanism("compile", functions=r"ptxas|nvcc|nvrtc|compile_fx|compile_to_module|PTXCompile",
+              files=r"torch/_dynamo/|torch/_inductor/|/triton/|torch/fx/", modules=r"libnvrtc|libnvptxcompiler",
+              words="compiling (torch.compile, inductor, triton)",
+              advice="compilation runs in the request path: compile once at start-up (warm up every shape), "
+                     "pad to a few fixed shapes so nothing recompiles (torch._dynamo recompile logs say why), and "
+                     "cache compiled kernels (TORCHINDUCTOR_CACHE_DIR)"),
+    Mechanism("allocator", functions=r"cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|CUDACachingAllocator|empty_cache"
+              r"|cuMemCreate|cuMemMap",
+              words="in the CUDA allocator (cudaMalloc/cudaFree, empty_cache)",
+              advice="allocations reach the driver: do not call torch.cuda.empty_cache() in the loop, reuse "
+                     "buffers, pad to bucketed shapes, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+    Mechanism("launch", functions=r"cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperative|cuGraphLaunch"
+              r"|launch_kernel|cudaGetLastError", modules=r"libtorch_cuda|libcudart|libcuda\.so|libc10_cuda",
+              words="launching kernels (the CUDA launch path)",
+              advice="each step launches many small kernels: capture the step in CUDA graphs "
+                     "(torch.compile(mode='reduce-overhead')), fuse elementwise ops, and batch more work per kernel"),
+    Mechanism("subprocess", functions=r"waitpid|wait4|_wait$|communicate|_execute_child|fork_exec|posix_spawn",
+              files=r"subprocess\.py$|multiprocessing/popen",
+              words="waiting on or spawning a child process", waiting=True,
+              advice="a child process runs in the request path: start workers once and keep them (a pool), "
+                     "and never spawn per item"),
+    Mechanism("serialization", functions=r"^load$|^loads$|^dump$|^dumps$|_pickle|Unpickler|Pickler"
+              r"|ParseFromString|SerializeToString|_load$|_save$|msgpack",
+              files=r"pickle\.py$|json/|torch/serialization\.py$|msgpack|google/protobuf",
+              words="serialising or deserialising (pickle, json, torch.save/load)",
+              advice="objects are (de)serialised per item: send tensors through shared memory or pinned buffers "
+                     "instead of pickling them, use a binary format, and load once"),
+    Mechanism("storage", functions=r"^read$|^pread|^write$|^pwrite|fsync|fdatasync|^open$|^openat|__libc_read"
+              r"|__libc_write|readinto|^mmap|os\.read|io_submit|io_uring",
+              words="in file reads and writes (storage)", waiting=True,
+              advice="the thread waits on storage: read ahead asynchronously (a prefetch thread or DataLoader "
+                     "workers), cache inputs in memory or on local SSD, and batch small reads into large ones"),
+    Mechanism("network", functions=r"^(__libc_)?(recv|recvfrom|recvmsg|recv_into|send|sendto|sendmsg|sendall"
+              r"|connect|accept4?)$|getaddrinfo|SSL_read|SSL_write|SSL_do_handshake|urlopen|getresponse|sock_recv"
+              r"|sock_send|create_connection",
+              files=r"socket\.py$|ssl\.py$|http/client\.py$|urllib3|requests/|httpx|aiohttp|grpc",
+              modules=r"libssl|libgrpc", words="in network calls (sockets, HTTP)", waiting=True,
+              advice="the thread waits on the network: take remote calls out of the GPU loop (prefetch, cache, "
+                     "batch requests), and keep a connection pool"),
+    Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
+              words="in a timed sleep", waiting=True,
+              advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),
+    Mechanism("python", functions=r"take_gil|drop_gil|PyEval_RestoreThread|PyEval_AcquireThread",
+              words="Python code (the interpreter, or waiting for the GIL)",
+              advice="the thread runs Python (or waits its turn on the GIL): move the work out of the thread "
+                     "that feeds the GPU into worker processes, vectorise it with torch/numpy, or move it onto "
+                     "the GPU"),
+    Mechanism("lock", functions=r"futex|pthread_cond_(timed)?wait|pthread_mutex_lock|sem_(timed)?wait|lock_PyThread"
+              r"|PyThread_acquire_lock",
+              files=r"threading\.py$|queue\.py$|multiprocessing/(queues|synchronize|connection)\.py$",
+              words="waiting on a lock or a queue", waiting=True,
+              advice="the thread waits for another thread or process to hand it work: find what fills the queue "
+                     "or holds the lock; that is the bottleneck"),
+    Mechanism("host_op", functions=r"at::native|at::cpu|mkl_|cblas_|gemm|GOMP_|__kmp|dnnl|mkldnn|PyArray|npy_"
+              r"|ufunc", files=r"scipy/|numpy/core/|numpy/_core/|numpy/linalg",
+              modules=r"libtorch_cpu|_multiarray_umath|libopenblas|libmkl|libgomp|libiomp|libdnnl|libscipy",
+              words="a torch/numpy op on the CPU",
+              advice="a tensor op runs on the CPU in the thread that feeds the GPU: move the tensor (and the op) "
+                     "to the GPU, or into worker processes, and check for tensors created on the CPU by accident"),
+)
+BY_NAME = {m.name: m for m in MECHANISMS}
+#: Interpreter work: the mechanism of a running stack with Python frames that no entry matches.
+PYTHON = "python"
+
+#: Paths that are not the user's own code: the standard library, installed packages, the frameworks.
+NOT_USER = re.compile(r"/lib/python\d|site-packages/|dist-packages/|^<frozen|^<string>|/torch/|/numpy/|"
+                      r"^torch/|^numpy/|/triton/|/usr/lib/")
+
+
+def words(mechanism: str | None) -> str:
+    if mechanism is None:
+        return "unclassified frames"
+    return BY_NAME[mechanism].words if mechanism in BY_NAME else mechanism
+
+
+def advice(mechanism: str | None) -> str:
+    return BY_NAME[mechanism].advice if mechanism in BY_NAME else ""
+
+
+def is_waiting(mechanism: str | None) -> bool:
+    return mechanism in BY_NAME and BY_NAME[mechanism].waiting
+
+
+def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> str | None:
+    """The mechanism of one stack: its highest-priority matching frame's; else Python when it runs Python
+    code; else None."""
+    for m in table:
+        if any(m.matches(f) for f in stack.frames):
+            return m.name
+    if not stack.idle and any(not f.native and f.file for f in stack.frames):
+        return PYTHON
+    return None
+
+
+def user_frame(f: Frame) -> bool:
+    return not f.native and bool(f.file) and not NOT_USER.search(f.file)
+
+
+def location(stack: ThreadStack) -> str | None:
+    """The innermost frame of the user's own code, ``file.py:function``; else the innermost frame."""
+    for f in stack.frames:
+        if user_frame(f):
+            return f.label()
+    return stack.frames[0].label() if stack.frames else None

@@ -1,0 +1,155 @@
+"""Rules read off the sampled stacks and the feeders: a few long kernels, feeders that are the bottleneck,
+and the general finding that needs no class (where the idle GPU's time goes).
+
+They also hold the tests by which the other classes yield to evidence (``stacks_say``): a class whose
+premise the feeding thread's stacks contradict does not fire. Without stacks these rules either stay
+silent (``long_kernels``) or fall back to what ``/proc`` shows (the thread attribution's wait classes).
+"""
+
+from __future__ import annotations
+
+from gpuwatch.doctor.attribution import attribution_line, host_line, threads_line, time_split
+from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.mechanisms import advice, is_waiting, words
+from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.model.finding import Finding
+from gpuwatch.model.thread_wait import WAIT_WORDS
+
+#: Share of the feeding thread's stack samples in one mechanism from which it is what the thread does
+#: (a majority: the other half of the samples cannot then tell a different story).
+STACK_MAJORITY = 0.5
+#: GPU-Util from which the GPU always has a kernel in flight, and SM activity under which those kernels
+#: use few SMs: a few long kernels (a kernel that does not finish, a stuck collective), not launch-bound.
+#: (H200: a spin kernel of one block reads 100 % GPU-Util at 1-2 % SM activity; launch-bound loops run
+#: 40-80 % GPU-Util; a healthy GEMM 90 %+ SM activity.)
+LONG_UTIL = 90.0
+LONG_SM = 25.0
+UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
+#: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
+FEEDER_WAITS = 0.5
+
+
+def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = STACK_MAJORITY) -> bool:
+    """The feeding thread's stacks put at least ``share`` of its samples in ``mechanisms``."""
+    return p is not None and p.stacks is not None and p.stacks.share(*mechanisms) >= share
+
+
+def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
+    """The process whose feeding thread mostly waits for the GPU (synchronize, .item(), a collective)."""
+    return next((p for p in g.processes if stacks_say(p, "gpu_wait", "collective")), None)
+
+
+def long_kernels(g: GpuWindow) -> Finding | None:
+    """The GPU always busy, its SMs mostly empty, the host waiting in synchronize: a few long kernels."""
+    if g.util is None or g.sm_active is None or g.util < LONG_UTIL or g.sm_active >= LONG_SM:
+        return None
+    p = waits_on_gpu(g)
+    if p is None or p.stacks is None:
+        return None
+    coll = p.stacks.share("collective") > p.stacks.share("gpu_wait")
+    return finding(
+        "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, the host waits "
+        "for them", "warning", 70.0 + 0.2 * (100.0 - g.sm_active), g,
+        gpu_evidence(g, f"GPU-Util {g.util:.0f}% with SM activity {g.sm_active:.1f}%: a kernel is always in "
+                     "flight, on few SMs", p.stacks.line(f"{p.label}, feeding thread")),
+        ("A collective waits for a peer that does not arrive: find the straggling or stuck rank (NCCL_DEBUG=INFO, "
+         "py-spy dump on every rank) and set a timeout on the process group." if coll else
+         "A kernel runs long on few SMs (a spin or wait loop on the GPU, a tiny grid, a kernel that does not "
+         "finish): profile it (nsys profile, ncu) and give it more blocks, or find the loop that waits on the "
+         "device; it is not launch overhead."), pid=p.pid)
+
+
+def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
+    """GPU processes that wait for work while one of their feeders is busy or blocked (feeder lines)."""
+    out = []
+    for p in g.processes:
+        bound = [f for f in p.feeders if f.bound is not None]
+        if not bound:
+            continue
+        if p.stacks is not None:
+            waiting = p.stacks.share("lock", "network", "subprocess", "sleep", None) >= FEEDER_WAITS
+        else:
+            split = time_split(p)
+            waiting = sum(split.get(w, 0.0) for w in ("lock", "input", "sleep", "other")) >= 100 * FEEDER_WAITS
+        if waiting:
+            out.append((p, [f.line() for f in bound[:3]]))
+    return out
+
+
+def feeder_bound(g: GpuWindow) -> Finding | None:
+    """The GPU process waits on a pipe, a queue or a socket, and what feeds it is busy or blocked."""
+    if g.busy is None or g.busy >= UNDER_USED:
+        return None
+    fed = _fed_waiting(g)
+    if not fed:
+        return None
+    p, lines = fed[0]
+    bound = p.feeders[0].bound or "cpu"
+    busy = g.busy
+    return finding(
+        "feeder_bound", f"The processes that feed the GPU process are the bottleneck (bound on {bound})", "warning",
+        60.0 + 0.4 * (100.0 - busy), g,
+        gpu_evidence(g, f"{p.label} waits for its feeders while the GPU idles {100 - busy:.0f}% of the time",
+                     *lines, p.stacks.line(f"{p.label}, feeding thread") if p.stacks else attribution_line(p)),
+        f"Speed up the feeders, not the GPU process: {_FEEDER_FIX.get(bound, _FEEDER_FIX['cpu'])}", pid=p.pid)
+
+
+_FEEDER_FIX = {
+    "cpu": "run more of them (up to the idle cores) or make each item cheaper; check that they are not pinned "
+           "to one core",
+    "gil": "their threads take turns on the GIL: use processes instead of threads in the feeders",
+    "storage": "they wait on storage: cache inputs on local SSD or in memory, read ahead, and batch small reads",
+    "compile": "they compile (torch.compile, triton, nvcc): compile once at start-up and cache the kernels",
+    "network": "they wait on the network: prefetch and batch remote reads, keep connections open",
+    "host_op": "they run torch/numpy ops on the CPU: batch them, or move them onto the GPU",
+    "serialization": "they (de)serialise every item: use shared memory or a binary format",
+    "subprocess": "they spawn processes per item: keep a pool",
+}
+
+
+def _feeding(g: GpuWindow) -> ProcessWindow | None:
+    holders = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) > 0 or (p.sm_util_mean or 0.0) > 0]
+    return max(holders, key=lambda q: (q.stacks is not None, q.top_thread_cpu or 0.0, q.sm_util_mean or 0.0),
+               default=None)
+
+
+def idle_breakdown(g: GpuWindow) -> Finding | None:
+    """Never silent while a GPU waits and no class explains it: where the feeding thread's time goes,
+    ranked by mechanism and code location, with the advice the top mechanism implies (``diagnose`` calls it
+    only when no finding explains the idle time)."""
+    if g.busy is None or g.busy >= UNDER_USED:
+        return None
+    p = _feeding(g)
+    if p is None:
+        return None
+    idle = 100.0 - g.busy
+    if p.stacks is not None:
+        ev = p.stacks
+        top = ev.locations[0]
+        title = (f"GPU idle {idle:.0f}% of the window: the feeding thread spends {100 * top[1]:.0f}% in {top[0]} "
+                 f"({words(top[2])})")
+        shares = ", ".join(f"{100 * s:.0f}% {words(m)}" for m, s in ev.shares[:4] if s >= 0.01)
+        lines: tuple[str | None, ...] = (ev.line(f"{p.label}, feeding thread"), f"by mechanism: {shares}")
+        said = advice(ev.mechanism)
+        fix = (said[0].upper() + said[1:] + "." if said else
+               "Open the top code location: that is where the idle time is spent.")
+        if ev.holders is not None:
+            lines = (*lines, ev.holders.line("the threads it waits for"))
+    else:
+        split = time_split(p)
+        top_wait = max(split, key=lambda w: split[w])
+        where = WAIT_WORDS.get(top_wait, "runnable without a core")
+        title = f"GPU idle {idle:.0f}% of the window: the feeding thread is {split[top_wait]:.0f}% {where}"
+        why = g.stacks_problem or "no stack samples in this window"
+        lines = (attribution_line(p), threads_line(p), host_line(g), f"stacks not available: {why}")
+        fix = (f"See what the feeding thread does: py-spy dump --pid {p.pid} (Python stacks), and nsys profile "
+               "for the GPU timeline; check for sleeps, remote calls, locks and syncs in the request path.")
+    return finding("idle_breakdown", title, "warning", 30.0 + 0.2 * idle, g,
+                   gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
+                   fix, pid=p.pid)
+
+
+def mostly_waiting(p: ProcessWindow | None) -> bool:
+    """The feeding thread's stacks say it waits (GPU, lock, storage, network...), not computes."""
+    return p is not None and p.stacks is not None and is_waiting(p.stacks.mechanism) and \
+        p.stacks.share(p.stacks.mechanism) >= STACK_MAJORITY

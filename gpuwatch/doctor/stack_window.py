@@ -1,0 +1,187 @@
+"""A window's sampled stacks and feeders reduced to what the rules reason with, one process at a time.
+
+Stacks: for each GPU process, the **feeding thread(s)** (the threads whose stacks touch the GPU: waits,
+launches, the allocator, collectives; else the busiest thread; else the main thread) and where their
+samples go, by mechanism (``mechanisms.py``) and by code location (the innermost frame of the user's own
+code). When the feeding thread mostly waits on a lock or a queue, the other threads that run meanwhile
+are what it waits for: their shares come too (``holders``).
+
+Feeders: each process that feeds a GPU process (``Snapshot.feeders``), reduced over the window to its CPU,
+wait classes, I/O and (where sampled) its own stacks, and to what it is bound on.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gpuwatch.doctor.mechanisms import classify, location, words
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.model.stacks import StackSample, ThreadStack
+
+GPU_MECHANISMS = ("gpu_wait", "launch", "allocator", "collective")
+#: Share of the feeding thread's samples on a lock or queue from which the other running threads are what
+#: it waits for (a third: a queue consumer that waits less than that is fed fast enough).
+LOCK_HOLDERS_SHARE = 0.3
+#: A feeder at this share of a core on its busiest thread, or this much together, is busy (the CPU cut of
+#: the GPU process's own pegged thread, ``attribution.PEGGED_THREAD``, and half a core for the whole process).
+FEEDER_PEGGED = 85.0
+FEEDER_BUSY = 50.0
+#: A feeder whose threads are in storage I/O in this share of samples, or that reads or writes this many
+#: bytes/s, is bound on storage (the same cuts as the GPU process's ``rules_feed.IO_WAIT_SHARE``/``IO_RATE``).
+FEEDER_IO_SHARE = 0.2
+FEEDER_IO_RATE = 5e6
+
+
+@dataclass(frozen=True)
+class StackEvidence:
+    """Where some threads' sampled time went: (mechanism or None, share) and (location, share, mechanism),
+    most first; shares of all their samples."""
+
+    pid: int
+    tids: tuple[int, ...]
+    samples: int
+    shares: tuple[tuple[str | None, float], ...]
+    locations: tuple[tuple[str, float, str | None], ...]
+    holders: StackEvidence | None = None
+
+    def share(self, *mechanisms: str | None) -> float:
+        return sum(s for m, s in self.shares if m in mechanisms)
+
+    @property
+    def mechanism(self) -> str | None:
+        """The mechanism most samples are in (None: none classified)."""
+        return next((m for m, _ in self.shares if m is not None), None)
+
+    def top_locations(self, n: int = 3) -> tuple[tuple[str, float], ...]:
+        return tuple((loc, round(s, 3)) for loc, s, _ in self.locations[:n])
+
+    def line(self, who: str = "the feeding thread") -> str:
+        """"the feeding thread (471) spends 96% in model.py:preprocess (a torch op on the CPU), 4% in ..."."""
+        parts = [f"{100 * s:.0f}% in {loc} ({words(m)})" for loc, s, m in self.locations[:3] if s >= 0.01]
+        tids = "/".join(str(t) for t in self.tids[:3])
+        return f"{who} ({tids}, {self.samples} stack samples) spends " + ", ".join(parts)
+
+
+def _reduce(pid: int, stacks: Sequence[ThreadStack]) -> StackEvidence | None:
+    n = sum(s.count for s in stacks)
+    if n == 0:
+        return None
+    mech: Counter[str | None] = Counter()
+    locs: Counter[str] = Counter()
+    loc_mech: dict[str, Counter[str | None]] = {}
+    for s in stacks:
+        m = classify(s)
+        mech[m] += s.count
+        where = location(s) or "?"
+        locs[where] += s.count
+        loc_mech.setdefault(where, Counter())[m] += s.count
+    return StackEvidence(
+        pid=pid, tids=tuple(sorted({s.tid for s in stacks})), samples=n,
+        shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
+        locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
+                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))))
+
+
+def feeding_threads(stacks: Sequence[ThreadStack], pid: int, top_tid: int | None) -> set[int]:
+    """The threads that feed the GPU: those whose stacks touch it; else the busiest; else the main one."""
+    gpu = {s.tid for s in stacks if classify(s) in GPU_MECHANISMS}
+    if gpu:
+        return gpu
+    tids = {s.tid for s in stacks}
+    for tid in (top_tid, pid):
+        if tid in tids:
+            return {tid}
+    return tids
+
+
+def process_stacks(samples: Iterable[StackSample], pid: int, top_tid: int | None) -> StackEvidence | None:
+    """The feeding threads' evidence over every sample of ``pid`` in the window (and the lock holders')."""
+    stacks = [t for s in samples if s.pid == pid for t in s.stacks]
+    if not stacks:
+        return None
+    feeding = feeding_threads(stacks, pid, top_tid)
+    ev = _reduce(pid, [s for s in stacks if s.tid in feeding])
+    if ev is None:
+        return None
+    if ev.share("lock") >= LOCK_HOLDERS_SHARE:
+        others = [s for s in stacks if s.tid not in feeding and not s.idle]
+        holders = _reduce(pid, others)
+        if holders is not None:
+            ev = StackEvidence(ev.pid, ev.tids, ev.samples, ev.shares, ev.locations, holders)
+    return ev
+
+
+@dataclass(frozen=True)
+class FeederWindow:
+    """One feeder over the window (medians), and what it is bound on: ``storage``, ``cpu``, ``gil``,
+    ``compile``, ``network``, a stack mechanism, or None (it idles: not a bottleneck)."""
+
+    pid: int
+    feeds: int
+    relation: str
+    label: str
+    cpu: float | None
+    top_thread_cpu: float | None
+    waits: dict[str, float]
+    io_bytes_s: float
+    io_wait_share: float | None
+    stacks: StackEvidence | None
+    bound: str | None
+
+    def line(self) -> str:
+        cpu = f"CPU {self.cpu or 0:.0f}% (busiest thread {self.top_thread_cpu or 0:.0f}%)"
+        waits = ", ".join(f"{100 * s:.0f}% {w}" for w, s in sorted(self.waits.items(), key=lambda x: -x[1])
+                          if s >= 0.1)
+        io = f", {self.io_bytes_s / 1e6:.0f} MB/s of I/O" if self.io_bytes_s >= FEEDER_IO_RATE else ""
+        where = f"; {self.stacks.line('its busiest thread')}" if self.stacks else ""
+        return (f"{self.relation} {self.label}: {cpu}" + (f", threads {waits}" if waits else "") + io
+                + f": bound on {self.bound or 'nothing (idle)'}" + where)
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _bound(cpu: float | None, top: float | None, waits: dict[str, float], io: float, io_wait: float | None,
+           stacks: StackEvidence | None) -> str | None:
+    if stacks is not None and stacks.mechanism in ("compile", "storage", "network", "serialization", "host_op",
+                                                   "subprocess") and stacks.share(stacks.mechanism) >= 0.3:
+        return stacks.mechanism
+    if (io_wait or 0.0) >= FEEDER_IO_SHARE or waits.get("io", 0.0) >= FEEDER_IO_SHARE or io >= FEEDER_IO_RATE:
+        return "storage"
+    if (top or 0.0) >= FEEDER_PEGGED:
+        return "cpu"
+    if (cpu or 0.0) >= FEEDER_BUSY and waits.get("lock", 0.0) >= 0.3:
+        return "gil"
+    if (cpu or 0.0) >= FEEDER_BUSY:
+        return "cpu"
+    if waits.get("input", 0.0) >= 0.5 and io >= FEEDER_IO_RATE:
+        return "network"
+    return None
+
+
+def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample]) -> list[FeederWindow]:
+    """One FeederWindow per (feeder, fed process), busiest first."""
+    by: dict[tuple[int, int], list[FeederSample]] = {}
+    for f in samples:
+        by.setdefault((f.pid, f.feeds), []).append(f)
+    out = []
+    for (pid, feeds), fs in by.items():
+        last = fs[-1]
+        waits = Counter(w for f in fs for w in f.thread_waits)
+        n = sum(waits.values())
+        shares = {w: c / n for w, c in waits.items()} if n else {}
+        io = (_median(f.io_read_bytes_s for f in fs) or 0.0) + (_median(f.io_write_bytes_s for f in fs) or 0.0)
+        flags = [f.threads_in_io_wait > 0 for f in fs if f.threads_in_io_wait is not None]
+        io_wait = sum(flags) / len(flags) if flags else None
+        cpu, top = _median(f.cpu_percent for f in fs), _median(f.top_thread_cpu_percent for f in fs)
+        ev = process_stacks(stacks, pid, None)
+        name = last.name or (last.cmdline or "").split(" ")[0] or "?"
+        label = f"pid {pid} ({name})" + (f" `{last.cmdline[:60]}`" if last.cmdline else "")
+        out.append(FeederWindow(pid, feeds, last.relation, label, cpu, top, shares, io, io_wait, ev,
+                                _bound(cpu, top, shares, io, io_wait, ev)))
+    return sorted(out, key=lambda w: (w.bound is None, -(w.cpu or 0.0), w.pid))
