@@ -31,7 +31,7 @@ def test_the_models_label_set_is_the_tables_codes() -> None:
 
 
 def test_every_list_is_read_off_the_table() -> None:
-    assert RULES == rules()
+    assert rules() == RULES
     assert all(c.rule is not None for c in CLASSES if c.closing) and set(explains_idle()) <= set(codes())
     assert {"demand_bound", "time_slicing"} == info_causes()
     assert {"input_cpu_bound", "feeder_bound", "idle_breakdown"} <= thread_findings()
