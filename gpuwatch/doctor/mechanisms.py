@@ -73,7 +73,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
               words="launching kernels (the CUDA launch path)",
               advice="each step launches many small kernels: capture the step in CUDA graphs "
                      "(torch.compile(mode='reduce-overhead')), fuse elementwise ops, and batch more work per kernel"),
-    Mechanism("subprocess", functions=r"waitpid|wait4|_wait$|communicate|_execute_child|fork_exec|posix_spawn",
+    Mechanism("subprocess", functions=r"^(__)?(waitpid|wait4)$|_execute_child|fork_exec|posix_spawn",
               files=r"subprocess\.py$|multiprocessing/popen",
               words="waiting on or spawning a child process", waiting=True,
               advice="a child process runs in the request path: start workers once and keep them (a pool), "
@@ -84,11 +84,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
               words="serialising or deserialising (pickle, json, torch.save/load)",
               advice="objects are (de)serialised per item: send tensors through shared memory or pinned buffers "
                      "instead of pickling them, use a binary format, and load once"),
-    Mechanism("storage", functions=r"^read$|^pread|^write$|^pwrite|fsync|fdatasync|^open$|^openat|__libc_read"
-              r"|__libc_write|readinto|^mmap|os\.read|io_submit|io_uring",
-              words="in file reads and writes (storage)", waiting=True,
-              advice="the thread waits on storage: read ahead asynchronously (a prefetch thread or DataLoader "
-                     "workers), cache inputs in memory or on local SSD, and batch small reads into large ones"),
     Mechanism("network", functions=r"^(__libc_)?(recv|recvfrom|recvmsg|recv_into|send|sendto|sendmsg|sendall"
               r"|connect|accept4?)$|getaddrinfo|SSL_read|SSL_write|SSL_do_handshake|urlopen|getresponse|sock_recv"
               r"|sock_send|create_connection",
@@ -96,6 +91,11 @@ MECHANISMS: tuple[Mechanism, ...] = (
               modules=r"libssl|libgrpc", words="in network calls (sockets, HTTP)", waiting=True,
               advice="the thread waits on the network: take remote calls out of the GPU loop (prefetch, cache, "
                      "batch requests), and keep a connection pool"),
+    Mechanism("storage", functions=r"^read$|^pread|^write$|^pwrite|fsync|fdatasync|^open$|^openat|__libc_read"
+              r"|__libc_write|readinto|^mmap|os\.read|io_submit|io_uring",
+              words="in file reads and writes (storage)", waiting=True,
+              advice="the thread waits on storage: read ahead asynchronously (a prefetch thread or DataLoader "
+                     "workers), cache inputs in memory or on local SSD, and batch small reads into large ones"),
     Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
               words="in a timed sleep", waiting=True,
               advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),

@@ -128,8 +128,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
         top = ev.locations[0]
         title = (f"GPU idle {idle:.0f}% of the window: the feeding thread spends {100 * top[1]:.0f}% in {top[0]} "
                  f"({words(top[2])})")
-        shares = ", ".join(f"{100 * s:.0f}% {words(m)}" for m, s in ev.shares[:4] if s >= 0.01)
-        lines: tuple[str | None, ...] = (ev.line(f"{p.label}, feeding thread"), f"by mechanism: {shares}")
+        lines: tuple[str | None, ...] = (ev.line(f"{p.label}, feeding thread"),)
         said = advice(ev.mechanism)
         fix = (said[0].upper() + said[1:] + "." if said else
                "Open the top code location: that is where the idle time is spent.")

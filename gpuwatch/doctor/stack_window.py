@@ -62,7 +62,11 @@ class StackEvidence:
         """"the feeding thread (471) spends 96% in model.py:preprocess (a torch op on the CPU), 4% in ..."."""
         parts = [f"{100 * s:.0f}% in {loc} ({words(m)})" for loc, s, m in self.locations[:3] if s >= 0.01]
         tids = "/".join(str(t) for t in self.tids[:3])
-        return f"{who} ({tids}, {self.samples} stack samples) spends " + ", ".join(parts)
+        line = f"{who} ({tids}, {self.samples} stack samples) spends " + ", ".join(parts)
+        if len(self.shares) > 1:
+            line += "; by mechanism: " + ", ".join(f"{100 * s:.0f}% {words(m)}" for m, s in self.shares[:4]
+                                                   if s >= 0.01)
+        return line
 
 
 def _reduce(pid: int, stacks: Sequence[ThreadStack]) -> StackEvidence | None:

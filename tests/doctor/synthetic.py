@@ -1,11 +1,31 @@
-"""Synthetic windows for the doctor: a few Snapshots of one GPU and one process, with chosen medians."""
+"""Synthetic windows for the doctor: a few Snapshots of one GPU and one process, with chosen medians, and
+(where given) the stacks sampled from that process and the processes that feed it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gpuwatch.model.clock_events import encode
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.stacks import Frame, StackSample, ThreadStack
+
+SITE = "/usr/lib/python3.11/site-packages"
+STDLIB = "/usr/lib/python3.11"
+
+
+def py(path: str, function: str, line: int = 1) -> Frame:
+    """A Python frame; a bare name (``model.py``) is the user's own code, ``SITE``/``STDLIB`` paths are not."""
+    return Frame(function, path, line)
+
+
+def native(module: str, function: str) -> Frame:
+    return Frame(function, "", None, native=True, module=module)
+
+
+def thread(*frames: Frame, tid: int = 471, count: int = 1, idle: bool = False) -> ThreadStack:
+    """One stack of thread ``tid``, frames innermost first."""
+    return ThreadStack(tid, tuple(frames), count=count, idle=idle)
 
 H200_MEMORY = 150_754_820_096
 
@@ -28,6 +48,16 @@ class Load:
     pcie_rx: float | None = 2e7
     power: float = 300.0
     pid: int = 471
+    #: Stacks sampled from the process on every snapshot (none: no stack source, as on old recordings).
+    stacks: tuple[ThreadStack, ...] = ()
+    feeders: tuple[FeederSample, ...] = ()
+    upstream: str | None = None
+    channel: str | None = None
+    waits: tuple[str, ...] = ()
+    workers: int | None = None
+    workers_cpu: float | None = None
+    #: The stack source's status ("error: ptrace not permitted"), None: no such source.
+    stacks_status: SourceStatus | None = None
 
 
 def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapshot]:
@@ -41,6 +71,12 @@ def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapsho
                     profiling={"gpm": prof} if any(v is not None for v in (load.sm, load.tensor)) else {})
     proc = ProcessSample(pid=load.pid, gpu_index=0, gpu_memory_bytes=2 << 30, name="python3",
                          cpu_percent=load.thread, top_thread_cpu_percent=load.thread, top_thread_id=load.pid,
-                         threads_in_io_wait=load.io_wait_threads)
+                         threads_in_io_wait=load.io_wait_threads, upstream=load.upstream, wait_channel=load.channel,
+                         thread_waits=load.waits, thread_cpu_percents=(load.thread or 0.0,) if load.waits else (),
+                         workers=load.workers, workers_cpu_percent=load.workers_cpu,
+                         threads_running=0 if load.channel else None)
     host = HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=10.0, iowait_percent=load.host_iowait)
-    return [Snapshot(time=t0 + i, host=host, gpus=(gpu,), processes=(proc,), seq=i + 1) for i in range(n)]
+    sources = (load.stacks_status,) if load.stacks_status else ()
+    return [Snapshot(time=t0 + i, host=host, gpus=(gpu,), processes=(proc,), seq=i + 1, sources=sources,
+                     stacks=(StackSample(load.pid, t0 + i, 1.0, load.stacks, native=True),) if load.stacks else (),
+                     feeders=load.feeders) for i in range(n)]

@@ -1,0 +1,103 @@
+"""Classes yield to evidence: the sampled stacks and the feeders decide between look-alikes that /proc
+alone cannot tell apart, and the general finding says where the time goes when no class fits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.model.finding import Finding
+from gpuwatch.model.snapshot import SourceStatus
+
+from .synthetic import SITE, STDLIB, Load, native, py, thread, window
+
+SYNC = thread(native("libcudart.so.12", "cudaStreamSynchronize"), py(f"{SITE}/torch/cuda/__init__.py", "synchronize"),
+              py("bench.py", "step"), count=20)
+HOST_OP = thread(native("libtorch_cpu.so", "at::native::addmm_impl_cpu_"),
+                 py(f"{SITE}/torch/nn/modules/linear.py", "forward"), py("model.py", "preprocess"), count=24)
+LAUNCH = thread(native("libcuda.so.1", "cuLaunchKernel"), py("model.py", "preprocess"), count=1)
+QUEUE = thread(native("libc.so.6", "futex_wait"), py(f"{STDLIB}/queue.py", "get"), py("server.py", "next_batch"),
+               count=20, idle=True)
+EPOLL = thread(native("libc.so.6", "epoll_wait"), py(f"{STDLIB}/selectors.py", "select"), py("server.py", "serve"),
+               count=20, idle=True)
+COMPILE = thread(py(f"{SITE}/torch/_inductor/compile_fx.py", "compile_fx"), py("serve.py", "warm"), count=10)
+
+PEGGED_LAUNCH_LOOKALIKE = Load(util=45.0, sm=3.0, thread=100.0)  # GPU-Util far above SM activity, a pegged thread
+IDLE_SERVER = Load(util=5.0, sm=4.0, thread=2.0, channel="ep_poll")
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f"{f.severity}:{f.code}" for f in findings]
+
+
+def top(load: Load) -> Finding:
+    found = top_problem(diagnose(window(load)))
+    assert found is not None
+    return found
+
+
+def test_without_stacks_the_pegged_thread_behind_a_busy_gpu_is_launch_bound_as_before() -> None:
+    assert top(PEGGED_LAUNCH_LOOKALIKE).code == "launch_bound"
+
+
+def test_a_thread_in_synchronize_is_not_launching_it_is_a_breakdown_with_the_gpu_wait() -> None:
+    f = top(dataclasses.replace(PEGGED_LAUNCH_LOOKALIKE, stacks=(SYNC,)))
+    assert f.code == "idle_breakdown" and f.mechanism == "gpu_wait", f
+    assert f.locations[0] == ("bench.py:step", 1.0)
+    assert "waiting for the GPU" in f.title and "synchronize" in f.fix
+
+
+def test_gpu_always_busy_sms_nearly_empty_host_in_synchronize_is_a_few_long_kernels() -> None:
+    f = top(Load(util=100.0, sm=2.0, thread=100.0, stacks=(SYNC,)))
+    assert f.code == "long_kernels" and f.mechanism == "gpu_wait"
+    assert not any(c.endswith(("launch_bound", "small_kernels")) for c in codes(diagnose(window(
+        Load(util=100.0, sm=2.0, thread=100.0, stacks=(SYNC,))))))
+
+
+def test_a_native_op_is_not_python_input_cpu_bound_names_the_op_and_the_users_function() -> None:
+    f = top(Load(util=15.0, sm=12.0, thread=100.0, stacks=(HOST_OP, LAUNCH)))
+    assert f.code == "input_cpu_bound" and f.mechanism == "host_op"
+    assert "torch/numpy op on the CPU" in f.title and "Python" not in f.title
+    assert f.locations[0][0] == "model.py:preprocess"
+    assert any("100% in model.py:preprocess" in e and "96% a torch/numpy op" in e for e in f.evidence), f.evidence
+
+
+def test_an_idle_server_with_outside_demand_and_no_feeder_is_demand_bound() -> None:
+    f = top(dataclasses.replace(IDLE_SERVER, upstream="external", stacks=(EPOLL,)))
+    assert f.code == "demand_bound" and f.severity == "info"
+
+
+def test_a_server_fed_by_its_own_busy_children_is_feeder_bound_not_demand_bound() -> None:
+    child = FeederSample(pid=900, feeds=471, relation="child", name="python3", cmdline="python3 tokenize_worker.py",
+                         cpu_percent=99.0, top_thread_cpu_percent=99.0, thread_waits=("cpu",))
+    load = dataclasses.replace(IDLE_SERVER, upstream="tree", stacks=(QUEUE,), feeders=(child,))
+    found = diagnose(window(load))
+    f = top_problem(found)
+    assert f is not None and f.code == "feeder_bound" and f.severity == "warning", codes(found)
+    assert "demand_bound" not in [x.code for x in found]
+    assert "bound on cpu" in f.title and any("pid 900" in e and "tokenize_worker.py" in e for e in f.evidence)
+
+
+def test_children_blocked_on_storage_are_not_demand() -> None:
+    child = FeederSample(pid=901, feeds=471, relation="child", name="python3", cpu_percent=3.0,
+                         top_thread_cpu_percent=3.0, thread_waits=("io",), threads_in_io_wait=1,
+                         io_read_bytes_s=80e6)
+    f = top(dataclasses.replace(IDLE_SERVER, stacks=(QUEUE,), feeders=(child,)))
+    assert f.code == "feeder_bound" and "storage" in f.title
+
+
+def test_compiler_workers_are_not_a_data_loader() -> None:
+    loader = Load(util=20.0, sm=15.0, thread=20.0, workers=4, workers_cpu=380.0)
+    assert top(loader).code == "dataloader_bound"
+    compiler = FeederSample(pid=910, feeds=471, relation="child", name="python3", cpu_percent=95.0,
+                            top_thread_cpu_percent=95.0)
+    found = diagnose(window(dataclasses.replace(loader, stacks=(COMPILE,), feeders=(compiler,))))
+    assert "dataloader_bound" not in [f.code for f in found], codes(found)
+
+
+def test_without_stacks_the_breakdown_says_so_and_why() -> None:
+    status = SourceStatus("stacks", "error", "ptrace not permitted: grant CAP_SYS_PTRACE")
+    f = top(Load(util=10.0, sm=8.0, thread=30.0, stacks_status=status))
+    assert f.code == "idle_breakdown" and f.mechanism is None
+    assert any("stacks not available: ptrace not permitted" in e for e in f.evidence), f.evidence

@@ -1,0 +1,80 @@
+"""Frames to mechanisms: one stack of each mechanism, as py-spy reports them (Python and native frames,
+innermost first), is classified by the table; the code location is the innermost frame of the user's code."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwatch.doctor.mechanisms import MECHANISMS, advice, classify, location, words
+from gpuwatch.doctor.stack_window import process_stacks
+from gpuwatch.model.stacks import StackSample, ThreadStack
+
+from .synthetic import SITE, STDLIB, native, py, thread
+
+#: One realistic stack per mechanism, and the user's function that the time is charged to.
+STACKS: dict[str, tuple[ThreadStack, str]] = {
+    "gpu_wait": (thread(native("libcudart.so.12", "cudaStreamSynchronize"),
+                        py(f"{SITE}/torch/cuda/__init__.py", "synchronize"), py("train.py", "step"),
+                        py("train.py", "main")), "train.py:step"),
+    "collective": (thread(native("libnccl.so.2", "ncclAllReduce"),
+                          py(f"{SITE}/torch/distributed/distributed_c10d.py", "all_reduce"),
+                          py("ddp.py", "sync_grads")), "ddp.py:sync_grads"),
+    "compile": (thread(py(f"{SITE}/torch/_inductor/compile_fx.py", "compile_fx"),
+                       py(f"{SITE}/torch/_dynamo/eval_frame.py", "_fn"), py("serve.py", "warm")), "serve.py:warm"),
+    "allocator": (thread(native("libc10_cuda.so", "c10::cuda::CUDACachingAllocator::Native::malloc"),
+                         native("libtorch_cuda.so", "at::native::empty_cuda"), py("train.py", "make_buffers")),
+                  "train.py:make_buffers"),
+    "launch": (thread(native("libcuda.so.1", "cuLaunchKernel"), native("libtorch_cuda.so", "at::native::add_kernel"),
+                      py("loop.py", "tiny_ops")), "loop.py:tiny_ops"),
+    "subprocess": (thread(native("libc.so.6", "wait4"), py(f"{STDLIB}/subprocess.py", "communicate"),
+                          py("media.py", "run_ffmpeg")), "media.py:run_ffmpeg"),
+    "serialization": (thread(py(f"{STDLIB}/pickle.py", "load"), py("loader.py", "decode")), "loader.py:decode"),
+    "storage": (thread(native("libc.so.6", "__libc_read"), py("loader.py", "read_shard"), idle=True),
+                "loader.py:read_shard"),
+    "network": (thread(native("libc.so.6", "recv"), py(f"{STDLIB}/socket.py", "recv_into"),
+                       py(f"{SITE}/urllib3/response.py", "read"), py("client.py", "fetch_features"), idle=True),
+                "client.py:fetch_features"),
+    "sleep": (thread(native("libc.so.6", "clock_nanosleep"), py("poller.py", "wait_for_job"), idle=True),
+              "poller.py:wait_for_job"),
+    "python": (thread(native("libpython3.11.so", "take_gil"), py("tok.py", "encode")), "tok.py:encode"),
+    "lock": (thread(native("libc.so.6", "futex_wait"), py(f"{STDLIB}/threading.py", "wait"),
+                    py(f"{STDLIB}/queue.py", "get"), py("server.py", "next_batch"), idle=True), "server.py:next_batch"),
+    "host_op": (thread(native("libtorch_cpu.so", "at::native::addmm_impl_cpu_"),
+                       native("libtorch_cpu.so", "at::_ops::addmm::call"),
+                       py(f"{SITE}/torch/nn/modules/linear.py", "forward"), py("model.py", "preprocess")),
+                "model.py:preprocess"),
+}
+
+
+def test_every_mechanism_of_the_table_has_a_stack_here() -> None:
+    assert sorted(STACKS) == sorted(m.name for m in MECHANISMS)
+    assert all(words(m.name) and advice(m.name) for m in MECHANISMS)
+
+
+@pytest.mark.parametrize("mechanism", sorted(STACKS))
+def test_a_stack_is_its_mechanism_and_its_location_is_the_users_frame(mechanism: str) -> None:
+    stack, where = STACKS[mechanism]
+    assert classify(stack) == mechanism
+    assert location(stack) == where
+
+
+def test_interpreter_work_in_the_users_code_is_python_and_an_idle_unknown_stack_is_unclassified() -> None:
+    assert classify(thread(py("prep.py", "normalise"), py("prep.py", "main"))) == "python"
+    assert classify(thread(native("libc.so.6", "epoll_wait"), idle=True)) is None
+
+
+def test_a_function_of_the_users_named_like_a_syscall_is_a_location_not_a_mechanism() -> None:
+    assert classify(thread(py("mine.py", "read"), py("mine.py", "get"))) == "python"
+
+
+def test_the_feeding_thread_is_the_one_that_touches_the_gpu_and_the_lock_holders_come_with_it() -> None:
+    gpu, _ = STACKS["lock"]
+    busy, _ = STACKS["host_op"]
+    waits = ThreadStack(471, gpu.frames, count=8, idle=True)
+    touches = ThreadStack(471, STACKS["launch"][0].frames, count=2)
+    worker = ThreadStack(480, busy.frames, count=9)
+    ev = process_stacks([StackSample(471, 1.0, 1.0, (waits, touches, worker))], 471, top_tid=480)
+    assert ev is not None and ev.tids == (471,) and ev.mechanism == "lock"
+    assert ev.share("lock") == pytest.approx(0.8) and ev.locations[0][0] == "server.py:next_batch"
+    assert ev.holders is not None and ev.holders.mechanism == "host_op"
+    assert ev.holders.top_locations(1) == (("model.py:preprocess", 1.0),)
