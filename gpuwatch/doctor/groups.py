@@ -5,6 +5,10 @@ times buries everything else. Findings group when they say the same thing: the s
 title, and evidence and fix that differ only in their numbers. Where a measure differs between GPUs the
 group gives its range ("GPU-Util 12–15%") and where an identifier does (a pid, a thread, a GPU) it lists
 them ("pid 558/603"), so nothing shown is false for any member of the group.
+
+A group never merges different evidence: two findings about one GPU are about two processes and stay
+apart, and a measure that differs by more than a band (a thread pegged at 100 % and one idle at 0 %) keeps
+its findings apart, so a range never spans two different stories.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from gpuwatch.model.finding import Finding
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 #: A number right after these words names something (listed, not ranged).
 IDENTIFIER = re.compile(r"(?:\bpid|\bprocess|\bthread|\bGPU|--pid|\bworker)\s*$", re.IGNORECASE)
+#: How far a measure may differ between members of a group: 10 points, or a quarter of the larger value
+#: (GPU-Util 12-15 % on eight GPUs fed by one loader merges; 0 % and 100 % of a core do not).
+MERGE_POINTS = 10.0
+MERGE_SHARE = 0.25
 
 
 def skeleton(text: str) -> str:
@@ -42,6 +50,26 @@ def merge_numbers(texts: Sequence[str]) -> str:
             out.append(low if float(low) == float(high) else f"{low}–{high}")
         out.append(parts[i + 1])
     return "".join(out)
+
+
+def _close(numbers: Sequence[str]) -> bool:
+    values = [abs(float(n)) for n in numbers]
+    return max(values) - min(values) <= max(MERGE_POINTS, MERGE_SHARE * max(values))
+
+
+def same_evidence(texts: Sequence[str]) -> bool:
+    """Lines of one skeleton whose measures agree within the band (identifiers may differ)."""
+    columns = list(zip(*(NUMBER.findall(t) for t in texts), strict=True))
+    parts = NUMBER.split(texts[0])
+    return all(IDENTIFIER.search(parts[i]) or _close(numbers) for i, numbers in enumerate(columns))
+
+
+def _fits(f: Finding, members: Sequence[Finding]) -> bool:
+    if any(m.gpu_index == f.gpu_index for m in members):
+        return False  # one GPU, two findings: two processes, two stories
+    lines = [(f.title, *(m.title for m in members))]
+    lines += [(e, *others) for e, *others in zip(f.evidence, *(m.evidence for m in members), strict=True)]
+    return all(same_evidence(group) for group in lines)
 
 
 def id_list(label: str, ids: Sequence[int]) -> str:
@@ -77,11 +105,18 @@ def _key(f: Finding) -> tuple[object, ...]:
 
 def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
     """Groups in the order of their best-ranked member; a finding alone is a group of one."""
-    groups: dict[tuple[object, ...], list[Finding]] = {}
+    by_key: dict[tuple[object, ...], list[list[Finding]]] = {}
+    ordered: list[list[Finding]] = []
     for f in sorted(findings, key=lambda f: f.rank_key):
-        groups.setdefault(_key(f), []).append(f)
+        candidates = by_key.setdefault(_key(f), [])
+        group = next((g for g in candidates if _fits(f, g)), None)
+        if group is None:
+            group = []
+            candidates.append(group)
+            ordered.append(group)
+        group.append(f)
     out = []
-    for members in groups.values():
+    for members in ordered:
         lead = members[0]
         if len(members) == 1:
             out.append(FindingGroup(lead, (lead,)))

@@ -101,3 +101,22 @@ def test_without_stacks_the_breakdown_says_so_and_why() -> None:
     f = top(Load(util=10.0, sm=8.0, thread=30.0, stacks_status=status))
     assert f.code == "idle_breakdown" and f.mechanism is None
     assert any("stacks not available: ptrace not permitted" in e for e in f.evidence), f.evidence
+
+
+def _server_windows(upstream: str | None) -> list[list[str]]:
+    """An idle socket server whose feeding thread is seen waiting for input in 4, 5 or 6 of 10 samples (the
+    rest asleep in an unknown place), window after window: the share wanders around the waiting cut."""
+    out = []
+    for k in (4, 5, 6, 5, 4, 6):
+        snaps = window(Load(util=5.0, sm=4.0, thread=2.0, upstream=upstream))
+        snaps = [dataclasses.replace(s, processes=tuple(dataclasses.replace(
+            p, thread_waits=("input" if i < k else "other",), thread_cpu_percents=(2.0,)) for p in s.processes))
+            for i, s in enumerate(snaps)]
+        found = top_problem(diagnose(snaps))
+        out.append([f"{found.severity}:{found.code}"] if found else [])
+    return out
+
+
+def test_an_idle_server_with_outside_demand_keeps_one_verdict_while_its_waiting_share_wanders() -> None:
+    verdicts = _server_windows("external")
+    assert all(v == ["info:demand_bound"] for v in verdicts), verdicts
