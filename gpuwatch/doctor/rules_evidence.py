@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuwatch.doctor.attribution import attribution_line, host_line, threads_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.mechanisms import advice, is_waiting, words
+from gpuwatch.doctor.scores import FEEDER, IDLE_BREAKDOWN, LONG_KERNELS
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.thread_wait import WAIT_WORDS
@@ -27,6 +28,7 @@ LONG_SM = 25.0
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
+FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
 
 
 def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = STACK_MAJORITY) -> bool:
@@ -49,7 +51,7 @@ def long_kernels(g: GpuWindow) -> Finding | None:
     coll = p.stacks.share("collective") > p.stacks.share("gpu_wait")
     return finding(
         "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, the host waits "
-        "for them", "warning", 70.0 + 0.2 * (100.0 - g.sm_active), g,
+        "for them", "warning", LONG_KERNELS(100.0 - g.sm_active), g,
         gpu_evidence(g, f"GPU-Util {g.util:.0f}% with SM activity {g.sm_active:.1f}%: a kernel is always in "
                      "flight, on few SMs", p.stacks.line(f"{p.label}, feeding thread")),
         ("A collective waits for a peer that does not arrive: find the straggling or stuck rank (NCCL_DEBUG=INFO, "
@@ -72,7 +74,7 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
             split = time_split(p)
             waiting = sum(split.get(w, 0.0) for w in ("lock", "input", "sleep", "other")) >= 100 * FEEDER_WAITS
         if waiting:
-            out.append((p, [f.line() for f in bound[:3]]))
+            out.append((p, [f.line() for f in bound[:FEEDERS_NAMED]]))
     return out
 
 
@@ -88,7 +90,7 @@ def feeder_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
     return finding(
         "feeder_bound", f"The processes that feed the GPU process are the bottleneck (bound on {bound})", "warning",
-        60.0 + 0.4 * (100.0 - busy), g,
+        FEEDER(100.0 - busy), g,
         gpu_evidence(g, f"{p.label} waits for its feeders while the GPU idles {100 - busy:.0f}% of the time",
                      *lines, p.stacks.line(f"{p.label}, feeding thread") if p.stacks else attribution_line(p)),
         f"Speed up the feeders, not the GPU process: {_FEEDER_FIX.get(bound, _FEEDER_FIX['cpu'])}", pid=p.pid)
@@ -143,7 +145,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
         lines = (attribution_line(p), threads_line(p), host_line(g), f"stacks not available: {why}")
         fix = (f"See what the feeding thread does: py-spy dump --pid {p.pid} (Python stacks), and nsys profile "
                "for the GPU timeline; check for sleeps, remote calls, locks and syncs in the request path.")
-    return finding("idle_breakdown", title, "warning", 30.0 + 0.2 * idle, g,
+    return finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
                    gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
                    fix, pid=p.pid)
 

@@ -13,6 +13,7 @@ from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_li
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.rules_evidence import mostly_waiting, stacks_say
+from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
@@ -22,9 +23,6 @@ BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting
 #: that band flipped one steady incident between critical and warning with the window's length, so the cut
 #: sits below it (live, ``steady.Steady`` also holds a shown severity until the score moves 2 points).
 CRITICAL_BUSY = 20.0
-#: Input-bound score: 50 plus 0.4 per point of idle GPU, scaled by how pegged the thread is (fitted so that a
-#: fully idle GPU behind a pegged thread, 90, ranks above copies at a few GB/s and below a leak's 80-90).
-INPUT_SCORE = (50.0, 0.4)
 LAUNCH_RATIO = 0.25  # SM activity / GPU-Util under which "busy" means tiny kernels (H200: 0.0-0.03)
 LAUNCH_MIN_UTIL = 10.0
 #: Bytes/s in either direction from which copies, not compute, fill the GPU's time while its SMs idle. H200
@@ -35,9 +33,19 @@ PINNED_RATE = 20e9  # bytes/s: a rate no CPU-staged (pageable) copy reaches on P
 HEALTHY_SM = 80.0
 WORKERS_CPU = 50.0  # loader workers together at half a core or more
 WAITING_CPU = 50.0  # a process under half a core is not what the GPU waits for
+WAITING_PROCESS_CPU = 2 * WAITING_CPU  # all its threads together: a whole core is computing, not waiting
+#: Percent of a core from which a process asleep on storage is working (not a forgotten idle process): the
+#: attribution's ``BUSY_THREAD_CPU`` is 10 %; a reader waiting on NFS uses a few percent.
+WORKING_CPU = 2.0
 IO_RATE = 5e6  # bytes/s read or written: a process that moves data while it waits
 IO_WAIT_SHARE = 0.2
 HOST_IOWAIT = 10.0
+#: Share of the bytes read that came from storage (``read_bytes`` against ``rchar``) from which the reads are
+#: said to be "from storage" (the rest is sockets, pipes or the page cache).
+FROM_STORAGE = 0.9
+#: Share of samples with no thread running from which a process with a storage wait channel is off the CPU
+#: (the same as ``attribution.MAIN_WAITING_SHARE``'s idea: asleep in most samples, with margin).
+ASLEEP_SHARE = 0.7
 #: Kernel wait channels that mean storage (``/proc/PID/wchan``). Sockets, pipes, poll and futex waits
 #: without data moving are a server waiting for work (``demand_bound``), not storage.
 WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs", "jbd2")
@@ -105,7 +113,7 @@ def pcie_copies(g: GpuWindow) -> Finding | None:
            "The copies are already pinned: overlap them with compute (a side stream and non_blocking=True, "
            "double-buffered batches) and move fewer bytes: " + back.split("; ", 1)[-1] + ".")
     return finding(
-        code, title, "warning", 60.0 + min(30.0, 3.0 * moved / 1e9), g,
+        code, title, "warning", COPY.base + min(COPY_CAP, COPY.per_point * moved / 1e9), g,
         gpu_evidence(g, f"{counter} {rate(moved)} ({way}) while SMs are {g.sm_active or 0:.0f}% active", how),
         fix, pid=pegged[0].pid if pegged else None)
 
@@ -116,7 +124,7 @@ def launch_bound(g: GpuWindow) -> Finding | None:
     p = launching(g)[0]
     return finding(
         "launch_bound", "Launch-bound: tiny kernels, one CPU thread launching them as fast as it can", "warning",
-        70.0 + 0.2 * (100.0 - (g.sm_active or 0.0)), g,
+        LAUNCH(100.0 - (g.sm_active or 0.0)), g,
         gpu_evidence(g, f"GPU-Util {g.util:.0f}% but SM activity {g.sm_active:.1f}%: kernels too small to "
                      "fill the GPU, it is busy only launching", thread_line(p)),
         "Cut the number of launches: capture the step in CUDA graphs (torch.cuda.graphs, or "
@@ -134,11 +142,10 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     top = p.top_thread_cpu or 0.0
     mech = p.stacks.mechanism if p.stacks is not None else None
     doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
-    base, per_point = INPUT_SCORE
     said = advice(mech)
     return finding(
         "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
-        "critical" if busy < CRITICAL_BUSY else "warning", base + per_point * (100.0 - busy) * min(1.0, top / 100.0),
+        "critical" if busy < CRITICAL_BUSY else "warning", INPUT((100.0 - busy) * min(1.0, top / 100.0)),
         g, gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
         (said[0].upper() + said[1:] + ". " if said else "") +
         "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
@@ -163,7 +170,7 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
             "no core is idle, so more workers would only queue: make each item cheaper")
     return finding(
         "dataloader_bound", "Data-loader workers are the bottleneck: the GPU waits for batches", "warning",
-        45.0 + 0.4 * (100.0 - busy), g,
+        DATALOADER(100.0 - busy), g,
         gpu_evidence(g, f"{p.label}: {p.workers} worker processes use {p.workers_cpu or 0:.0f}% of a core "
                      f"together, {p.workers_busy or 0:.0f} of them at 80% or more",
                      f"{p.label} itself: busiest thread at {p.top_thread_cpu or 0:.0f}% (waiting for batches"
@@ -180,14 +187,14 @@ def _waiting(p: ProcessWindow, busy: float) -> list[str]:
     if moved >= IO_RATE:
         disk, written = p.io_read_bytes_s or 0.0, p.io_write_bytes_s or 0.0
         total = max(disk, p.io_read_chars_s or 0.0)
-        where = "from storage" if disk >= 0.9 * total else \
+        where = "from storage" if disk >= FROM_STORAGE * total else \
             f"({rate(disk)} of it from storage)" if disk >= IO_RATE else "(sockets, pipes or cached files)"
         signs.append(f"reads {rate(total)} {where}" + (f", writes {rate(written)}" if written >= IO_RATE else ""))
     if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE:
         signs.append(f"threads in D state (uninterruptible I/O) in {100 * (p.io_wait_share or 0):.0f}% of samples")
     channel = p.wait_channel or ""
-    working = busy >= 1.0 or (p.cpu or 0.0) >= 2.0 or (p.sm_util_mean or 0.0) >= 1.0  # not simply idle
-    if not signs and working and (p.sleeping_share or 0.0) >= 0.7 and any(w in channel for w in WAIT_WORDS):
+    working = busy >= 1.0 or (p.cpu or 0.0) >= WORKING_CPU or (p.sm_util_mean or 0.0) >= 1.0  # not simply idle
+    if not signs and working and (p.sleeping_share or 0.0) >= ASLEEP_SHARE and any(w in channel for w in WAIT_WORDS):
         signs.append(f"asleep in {channel} in most samples, while the GPU has work {busy:.0f}% of the time")
     return signs
 
@@ -199,7 +206,7 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         return None
     host_wait = g.host_iowait is not None and g.host_iowait >= HOST_IOWAIT
     for p in sorted(g.processes, key=lambda q: -(q.io_read_chars_s or q.io_read_bytes_s or 0.0)):
-        if (p.top_thread_cpu or 0.0) >= WAITING_CPU or (p.cpu or 0.0) >= 2 * WAITING_CPU:
+        if (p.top_thread_cpu or 0.0) >= WAITING_CPU or (p.cpu or 0.0) >= WAITING_PROCESS_CPU:
             continue
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
@@ -213,12 +220,12 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         where = f"main thread waits in {p.wait_channel}" if p.wait_channel else None
         return finding(
             "off_cpu_wait", "Waiting off the CPU: storage, network or a lock holds the GPU back", "warning",
-            55.0 + 0.4 * (100.0 - busy), g, gpu_evidence(g, asleep, *signs, where),
+            OFF_CPU(100.0 - busy), g, gpu_evidence(g, asleep, *signs, where),
             "Take the wait out of the request path: read ahead asynchronously (a prefetch thread or "
             "DataLoader workers), cache inputs and models in memory or on local SSD at start, batch small reads "
             "into large ones, and never block the GPU loop on network storage or a remote call.", pid=p.pid)
     if host_wait and not g.processes:
         return finding("off_cpu_wait", "Waiting off the CPU: the host waits on storage", "warning",
-                       40.0 + 0.3 * (100.0 - busy), g, gpu_evidence(g, pct("host iowait", g.host_iowait)),
+                       OFF_CPU_HOST(100.0 - busy), g, gpu_evidence(g, pct("host iowait", g.host_iowait)),
                        "Find the process waiting on storage (iotop, pidstat -d) and cache or prefetch its reads.")
     return None

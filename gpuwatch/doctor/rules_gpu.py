@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct
 from gpuwatch.doctor.rules_evidence import LONG_SM, LONG_UTIL, waits_on_gpu
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, HEALTHY_SM, is_launch_bound, pegged_processes
+from gpuwatch.doctor.scores import BANDWIDTH, FP32, SMALL_KERNELS, THROTTLED, TIME_SLICE_PER_PROCESS, TIME_SLICING
 from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.clock_events import SEVERE_REASONS
 from gpuwatch.model.finding import HEALTHY, Finding, Severity
@@ -48,7 +49,7 @@ def small_kernels(g: GpuWindow) -> Finding | None:
                      f"{100 - g.util:.0f}% of the time between requests")
     return finding(
         "small_kernels", "GPU fed one request at a time: small kernels, per-request copies and syncs", "warning",
-        30.0 + 0.4 * (100.0 - g.sm_active), g, gpu_evidence(g, *extra),
+        SMALL_KERNELS(100.0 - g.sm_active), g, gpu_evidence(g, *extra),
         "Batch requests: collect them for a few milliseconds into one batch per length bucket (padding to "
         "fixed lengths ends dynamic shapes), copy each batch once from pinned memory with non_blocking=True "
         "instead of a .cuda() per request, and keep the next batch in flight instead of syncing per request; "
@@ -68,7 +69,7 @@ def fp32_no_tensor(g: GpuWindow) -> Finding | None:
     gpu_bound = g.util is None or g.util >= GPU_BOUND_UTIL  # with gaps in GPU-Util, fix the feeding first
     return finding(
         "fp32_no_tensor", "Matmuls in FP32: tensor cores idle under load", "warning" if gpu_bound else "info",
-        20.0 + 0.5 * g.sm_active, g, gpu_evidence(g, pct("FP32 pipe activity", g.fp32_active)),
+        FP32(g.sm_active), g, gpu_evidence(g, pct("FP32 pipe activity", g.fp32_active)),
         "Run the model in BF16 (or FP16): torch.autocast('cuda', dtype=torch.bfloat16) or "
         "model.to(torch.bfloat16), keeping LayerNorm and softmax in FP32; compare the outputs with FP32 on "
         "real inputs before shipping. TF32 (torch.backends.cuda.matmul.allow_tf32 = True) is a smaller step.")
@@ -80,7 +81,7 @@ def memory_bandwidth(g: GpuWindow) -> Finding | None:
     dram = g.dram_active or 0.0
     return finding(
         "memory_bandwidth_bound", "Memory-bandwidth bound: DRAM, not the SMs, sets the pace", "warning",
-        30.0 + 0.5 * dram, g, gpu_evidence(g, f"DRAM bandwidth {dram:.0f}% of peak", pct("FP32 pipe", g.fp32_active)),
+        BANDWIDTH(dram), g, gpu_evidence(g, f"DRAM bandwidth {dram:.0f}% of peak", pct("FP32 pipe", g.fp32_active)),
         "Move fewer bytes per result: fuse elementwise ops (torch.compile), use BF16/FP16 or lower-precision "
         "weights and activations, avoid copies (in-place ops, no .contiguous() on hot paths), and batch larger "
         "so each weight read serves more requests.")
@@ -99,7 +100,7 @@ def time_slicing(g: GpuWindow) -> Finding | None:
     contended = g.busy >= SLICE_CONTENDED
     return finding(
         "time_slicing", f"{len(users)} processes take turns on one GPU (time-slicing)",
-        "warning" if contended else "info", 50.0 + 5.0 * len(users) + 0.2 * g.busy, g,
+        "warning" if contended else "info", TIME_SLICING(g.busy) + TIME_SLICE_PER_PROCESS * len(users), g,
         gpu_evidence(g, f"mean SM share per process: {shares}",
                      "each process gets the GPU only in its time slices; kernels of different processes "
                      "never overlap, and every switch costs a context switch"),
@@ -132,7 +133,7 @@ def throttled(g: GpuWindow) -> Finding | None:
         fix = ("At the power limit: expected under full load. Raise the limit if the board allows it "
                "(nvidia-smi -pl), or accept the clock; lower-precision math does more per watt.")
     return finding("throttled", "Clocks throttled: " + ("; ".join(severe) if severe else "power cap"),
-                   severity, 20.0 + (1.0 - ratio) * 100.0 * max(active.values()), g,
+                   severity, THROTTLED((1.0 - ratio) * 100.0 * max(active.values())), g,
                    gpu_evidence(g, clock, reasons, power), fix)
 
 

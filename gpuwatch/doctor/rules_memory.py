@@ -9,6 +9,8 @@ that come and go and cost a cudaMalloc/cudaFree and fragmentation each time.
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
+from gpuwatch.doctor.rules_feed import IO_RATE
+from gpuwatch.doctor.scores import CHURN, LEAK, LEAK_CRITICAL_BONUS, MEMORY_IDLE, MEMORY_OCCUPIED
 from gpuwatch.doctor.trends import has_spike, linear_fit, swings
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding, Severity
@@ -22,11 +24,17 @@ LEAK_CRITICAL_S = 600.0  # full within 10 minutes
 CHURN_MIN = 1.0 * GIB  # a swing at least this large, and at least CHURN_MIN_SHARE of the GPU's memory
 CHURN_MIN_SHARE = 0.05
 CHURN_SWINGS = 3  # rises + falls in the window
+CHURN_MIN_SAMPLES = CHURN_SWINGS + 1  # the fewest points that can show that many swings
 CHURN_BIG_SHARE = 0.1  # one rise and fall this large (of the GPU's memory) within SPIKE_S counts already
 SPIKE_S = 20.0
 IDLE_BUSY = 5.0  # GPU-Util under which a GPU does nothing
 IDLE_CPU = 5.0
 IDLE_HELD = 1.0 * GIB
+#: Bytes/s read from which a process holding memory is not idle: the GPU-waiting rules' ``IO_RATE``, the same
+#: idea (a process that moves data while it waits is working).
+IDLE_IO = IO_RATE
+#: Share of the GPU's climb a process's own memory must make to be named as the one leaking.
+LEAK_OWNER_SHARE = 0.5
 GPU_MEM_OCCUPIED = 50.0
 GPU_IDLE_UTIL = 20.0
 
@@ -48,12 +56,13 @@ def memory_leak(g: GpuWindow) -> Finding | None:
         return None
     last = g.mem_used[-1][1]
     left = fit.seconds_to(float(total), last)
-    growing = [p for p in g.processes if (pf := linear_fit(p.gpu_memory)) is not None and pf.rise >= 0.5 * fit.rise]
+    growing = [p for p in g.processes
+               if (pf := linear_fit(p.gpu_memory)) is not None and pf.rise >= LEAK_OWNER_SHARE * fit.rise]
     who = max(growing, key=lambda p: p.gpu_memory_bytes or 0.0) if growing else None
     severity: Severity = "critical" if left is not None and left < LEAK_CRITICAL_S else "warning"
     return finding(
         "memory_leak", "GPU memory leak: memory climbs steadily and is never given back", severity,
-        80.0 + (10.0 if severity == "critical" else 0.0), g,
+        LEAK() + (LEAK_CRITICAL_BONUS if severity == "critical" else 0.0), g,
         gpu_evidence(g, f"GPU memory +{fit.slope / GIB * 60:.1f} GiB/min over {g.seconds:.0f} s "
                      f"(linear fit R² {fit.r2:.2f}, never given back), now "
                      f"{gib(last)} of {gib(total)}",
@@ -67,7 +76,7 @@ def memory_leak(g: GpuWindow) -> Finding | None:
 
 def memory_churn(g: GpuWindow) -> Finding | None:
     total = g.mem_total_bytes
-    if not total or len(g.mem_used) < 4:
+    if not total or len(g.mem_used) < CHURN_MIN_SAMPLES:
         return None
     amplitude = max(CHURN_MIN, CHURN_MIN_SHARE * total)
     rises, falls = swings(g.mem_used, amplitude)
@@ -76,7 +85,7 @@ def memory_churn(g: GpuWindow) -> Finding | None:
         return None
     values = [v for _, v in g.mem_used]
     return finding(
-        "memory_churn", "GPU memory churn: large allocations come and go", "warning", 65.0, g,
+        "memory_churn", "GPU memory churn: large allocations come and go", "warning", CHURN(), g,
         gpu_evidence(g, f"{rises} rises and {falls} falls of {gib(amplitude)} or more in {g.seconds:.0f} s "
                      f"(memory between {gib(min(values))} and {gib(max(values))})"),
         "Keep memory steady: do not call torch.cuda.empty_cache() in the loop (let the caching allocator "
@@ -90,7 +99,7 @@ def _idle_process(g: GpuWindow, p: ProcessWindow) -> bool:
     with its CPU measured over at least one interval (a first sample has no CPU rate: unknown, not idle)."""
     if p.cpu is None or p.samples < 2:
         return False
-    if (p.gpu_memory_bytes or 0.0) < IDLE_HELD or p.cpu >= IDLE_CPU or (p.io_read_chars_s or 0.0) >= 1e6:
+    if (p.gpu_memory_bytes or 0.0) < IDLE_HELD or p.cpu >= IDLE_CPU or (p.io_read_chars_s or 0.0) >= IDLE_IO:
         return False
     if p.sm_util_mean is not None:
         return p.sm_util_mean < 1.0
@@ -105,7 +114,7 @@ def memory_idle(g: GpuWindow) -> Finding | None:
         p = max(idle, key=lambda q: q.gpu_memory_bytes or 0.0)
         share = 100.0 * (p.gpu_memory_bytes or 0.0) / g.mem_total_bytes if g.mem_total_bytes else None
         return finding(
-            "memory_idle", "Memory held by an idle process", "warning", 35.0 + 0.3 * (share or 0.0), g,
+            "memory_idle", "Memory held by an idle process", "warning", MEMORY_IDLE(share or 0.0), g,
             gpu_evidence(g, f"{p.label} holds {gib(p.gpu_memory_bytes or 0.0)}"
                          + (f" ({share:.0f}% of the GPU)" if share is not None else "")
                          + f" for the whole window ({p.seconds:.0f} s) and uses none of it: CPU {p.cpu or 0:.0f}%"
@@ -119,7 +128,7 @@ def memory_idle(g: GpuWindow) -> Finding | None:
         return None
     return finding(
         "memory_idle", "Memory occupied but compute idle", "warning",
-        0.5 * g.mem_used_percent * (1.0 - g.busy / 100.0), g,
+        MEMORY_OCCUPIED(g.mem_used_percent * (1.0 - g.busy / 100.0)), g,
         gpu_evidence(g, f"memory {g.mem_used_percent:.0f}% occupied"),
         "Memory use says nothing about work: the weights and the caching allocator hold it while the GPU "
         "waits. Look before the GPU (the CPU-side findings: preprocessing, copies, storage); if the process "

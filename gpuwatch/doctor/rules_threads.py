@@ -23,6 +23,7 @@ from gpuwatch.doctor.attribution import (
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.rules_evidence import stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
+from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
@@ -57,7 +58,7 @@ def host_cpu_contention(g: GpuWindow) -> Finding | None:
     p, busy = contended[0], g.busy or 0.0
     return finding(
         "host_cpu_contention", "Host CPU oversubscribed: the feeding thread waits for a core", "warning",
-        75.0 + 0.2 * (100.0 - busy), g,
+        HOST_CONTENTION(100.0 - busy), g,
         gpu_evidence(g, attribution_line(p), threads_line(p), host_line(g),
                      f"the GPU idles {100 - busy:.0f}% of the time"),
         "Give the feeding thread a core: run fewer CPU-bound workers and threads than there are cores "
@@ -75,7 +76,7 @@ def gil_contention(g: GpuWindow) -> Finding | None:
         f"; its working threads sleep on a lock (futex) in {100 * p.threads_lock_share:.0f}% of samples"
     return finding(
         "gil_contention", "Python threads take turns on the GIL: the GPU waits for one core's worth of work",
-        "warning", 55.0 + 0.4 * (100.0 - busy), g,
+        "warning", GIL(100.0 - busy), g,
         gpu_evidence(g, (threads_line(p) or p.label) + ", none pegged: the GIL runs one at a time" + lock,
                      attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
         "Threads of one Python process share one GIL, so N threads of Python work give one core. Move the "
@@ -127,7 +128,7 @@ def demand_bound(g: GpuWindow) -> Finding | None:
         f" (SM activity {g.sm_active:.0f}%)" if g.sm_active is not None else "")
     return finding(
         "demand_bound", "Demand-bound: the server waits for requests, the GPU has headroom", "info",
-        10.0 + 0.3 * (100.0 - busy), g,
+        DEMAND(100.0 - busy), g,
         gpu_evidence(g, f"{p.label}: its feeding thread waits for work {waiting_for_work(p):.0f}% of the time, "
                      f"CPU {p.cpu or 0:.0f}%", attribution_line(p), headroom),
         "Nothing to tune in the server: it is idle because no work arrives. The headroom is capacity: send "

@@ -72,3 +72,20 @@ def test_a_class_added_to_the_table_alone_is_diagnosed_ranked_and_explains_idle_
     top = top_problem(after)
     assert top is not None and top.code == "test_only_class"
     assert "idle_breakdown" not in [f.code for f in after]  # it explains the idle time
+
+
+#: Numbers that are units or counts, not choices: none, one, percent, the fewest samples, minutes, hours, GB.
+UNITS = {0, 1, 2, 100, 60, 120, 3600, 1e9}
+
+
+def test_the_rule_modules_name_every_number_they_choose() -> None:
+    """Thresholds and score coefficients are module constants (with the line that says where they came
+    from), never inline in a rule."""
+    inline = []
+    for path in [*sorted((PACKAGE / "doctor").glob("rules_*.py")), PACKAGE / "doctor" / "attribution.py"]:
+        tree = ast.parse(path.read_text())
+        named = {id(n) for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign) for n in ast.walk(node)}
+        inline += [f"{path.name}:{n.lineno} {n.value}" for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and type(n.value) in (int, float) and id(n) not in named
+                   and n.value not in UNITS]
+    assert inline == []
