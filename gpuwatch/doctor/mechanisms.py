@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuwatch.model.stacks import Frame, ThreadStack
 
@@ -140,6 +141,7 @@ def is_waiting(mechanism: str | None) -> bool:
     return mechanism in BY_NAME and BY_NAME[mechanism].waiting
 
 
+@lru_cache(maxsize=4096)  # a live window re-reads the same few dozen stacks at every call
 def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> str | None:
     """The mechanism of one stack: its highest-priority matching frame's; else Python when it runs Python
     code; else None."""
@@ -155,6 +157,7 @@ def user_frame(f: Frame) -> bool:
     return not f.native and bool(f.file) and not NOT_USER.search(f.file)
 
 
+@lru_cache(maxsize=4096)
 def location(stack: ThreadStack) -> str | None:
     """The innermost frame of the user's own code, ``file.py:function``; else the innermost frame."""
     for f in stack.frames:

@@ -13,13 +13,13 @@ wait classes, I/O and (where sampled) its own stacks, and to what it is bound on
 from __future__ import annotations
 
 import statistics
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuwatch.doctor.mechanisms import classify, location, words
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.stacks import StackSample, ThreadStack
+from gpuwatch.model.stacks import StackSample
 
 GPU_MECHANISMS = ("gpu_wait", "launch", "allocator", "collective")
 #: Share of the feeding thread's samples on a lock or queue from which the other running threads are what
@@ -69,7 +69,37 @@ class StackEvidence:
         return line
 
 
-def _reduce(pid: int, stacks: Sequence[ThreadStack]) -> StackEvidence | None:
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One stack of a sample, classified: what the reductions count."""
+
+    tid: int
+    mechanism: str | None
+    location: str
+    count: int
+    idle: bool
+
+
+#: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
+#: it is cached): a live window is judged again at every call, and hashing deep stacks every time would cost
+#: more than classifying them once.
+_ROWS: OrderedDict[int, tuple[StackSample, tuple[_Row, ...]]] = OrderedDict()
+ROWS_CACHED = 1024
+
+
+def rows(sample: StackSample) -> tuple[_Row, ...]:
+    hit = _ROWS.get(id(sample))
+    if hit is not None and hit[0] is sample:
+        _ROWS.move_to_end(id(sample))
+        return hit[1]
+    out = tuple(_Row(t.tid, classify(t), location(t) or "?", t.count, t.idle) for t in sample.stacks)
+    _ROWS[id(sample)] = (sample, out)
+    if len(_ROWS) > ROWS_CACHED:
+        _ROWS.popitem(last=False)
+    return out
+
+
+def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
     n = sum(s.count for s in stacks)
     if n == 0:
         return None
@@ -77,11 +107,9 @@ def _reduce(pid: int, stacks: Sequence[ThreadStack]) -> StackEvidence | None:
     locs: Counter[str] = Counter()
     loc_mech: dict[str, Counter[str | None]] = {}
     for s in stacks:
-        m = classify(s)
-        mech[m] += s.count
-        where = location(s) or "?"
-        locs[where] += s.count
-        loc_mech.setdefault(where, Counter())[m] += s.count
+        mech[s.mechanism] += s.count
+        locs[s.location] += s.count
+        loc_mech.setdefault(s.location, Counter())[s.mechanism] += s.count
     return StackEvidence(
         pid=pid, tids=tuple(sorted({s.tid for s in stacks})), samples=n,
         shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
@@ -89,9 +117,9 @@ def _reduce(pid: int, stacks: Sequence[ThreadStack]) -> StackEvidence | None:
                         for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))))
 
 
-def feeding_threads(stacks: Sequence[ThreadStack], pid: int, top_tid: int | None) -> set[int]:
+def feeding_threads(stacks: Sequence[_Row], pid: int, top_tid: int | None) -> set[int]:
     """The threads that feed the GPU: those whose stacks touch it; else the busiest; else the main one."""
-    gpu = {s.tid for s in stacks if classify(s) in GPU_MECHANISMS}
+    gpu = {s.tid for s in stacks if s.mechanism in GPU_MECHANISMS}
     if gpu:
         return gpu
     tids = {s.tid for s in stacks}
@@ -103,7 +131,7 @@ def feeding_threads(stacks: Sequence[ThreadStack], pid: int, top_tid: int | None
 
 def process_stacks(samples: Iterable[StackSample], pid: int, top_tid: int | None) -> StackEvidence | None:
     """The feeding threads' evidence over every sample of ``pid`` in the window (and the lock holders')."""
-    stacks = [t for s in samples if s.pid == pid for t in s.stacks]
+    stacks = [r for s in samples if s.pid == pid for r in rows(s)]
     if not stacks:
         return None
     feeding = feeding_threads(stacks, pid, top_tid)
