@@ -69,8 +69,11 @@ def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,
 
 def rules_out(found: Finding, other: Finding) -> bool:
     """``found`` about a GPU means the doctor would not report ``other`` about it: the idle breakdown is
-    added only when no cause of idle time is found, and "healthy" only when nothing but infos are."""
+    added only when no cause of idle time is found, and "healthy" only when nothing but infos are; each is
+    said once per GPU."""
     spec = table.BY_CODE.get(other.code)
+    if spec is not None and spec.closing is not None and found.code == other.code:
+        return found.pid != other.pid  # one closing verdict per GPU: the newer one speaks
     if spec is not None and spec.closing == "unexplained":
         return found.code in EXPLAINS_IDLE
     if spec is not None and spec.closing == "all_info":

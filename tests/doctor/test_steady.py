@@ -107,3 +107,13 @@ def test_on_the_bundled_recording_the_idle_start_is_not_shown_beside_the_cause_t
         codes = {f.code for f in doctor(snaps[:end])}
         both += {"idle_breakdown", "input_cpu_bound"} <= codes
     assert both == 0
+
+
+def test_the_idle_breakdown_is_said_once_per_gpu_when_the_process_it_names_changes() -> None:
+    """The breakdown names the GPU's feeding process; when that changes, the new one replaces the old at once
+    instead of both being shown (one about a pegged process, one about an idle one)."""
+    first = dataclasses.replace(found("warning", 40.0, "idle_breakdown"), pid=558)
+    second = dataclasses.replace(first, pid=603)
+    steady = Steady(15.0, rules_out=rules_out)
+    steady([first], 0.0, key)
+    assert [(f.code, f.pid) for f in steady([second], 5.0, key)] == [("idle_breakdown", 603)]
