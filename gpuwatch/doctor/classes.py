@@ -53,7 +53,8 @@ def _c(code: str, rule: Rule | None, doc: str, **kw: object) -> DoctorClass:
 #: In rule order (the order only keeps the output stable: severity and score rank).
 CLASSES: tuple[DoctorClass, ...] = (
     _c("memory_leak", memory_leak, "GPU memory climbs steadily and is never given back",
-       severity="critical when full within 10 minutes at the fitted rate, else warning", excludes=("memory_idle",)),
+       severity="critical when full within 10 minutes at the fitted rate, else warning (the score moves "
+                "smoothly through the cut: live, 2 minutes of band)", excludes=("memory_idle",)),
     _c("memory_churn", memory_churn, "large allocations come and go (cudaMalloc/cudaFree, fragmentation)",
        mechanisms=("allocator",)),
     _c("h2d_copies", pcie_copies, "host-to-device copies over PCIe fill the GPU's time while its SMs idle",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
 from gpuwatch.doctor.rules_feed import IO_RATE
-from gpuwatch.doctor.scores import CHURN, LEAK, LEAK_CRITICAL_BONUS, MEMORY_IDLE, MEMORY_OCCUPIED
+from gpuwatch.doctor.scores import CHURN, LEAK, MEMORY_IDLE, MEMORY_OCCUPIED
 from gpuwatch.doctor.trends import has_spike, linear_fit, swings
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding, Severity
@@ -21,6 +21,7 @@ LEAK_R2 = 0.85  # a staircase (a step every few seconds) fits a line too
 LEAK_FALL = 0.05  # no drop larger than this share of the climb: a leak never gives memory back
 LEAK_LOADING = 0.5  # PCIe RX at least this share of the climb: weights are being loaded, not leaked
 LEAK_CRITICAL_S = 600.0  # full within 10 minutes
+LEAK_URGENT_SPAN = 1.5  # horizons from which a leak's score starts rising (so the cut sits mid-slope)
 CHURN_MIN = 1.0 * GIB  # a swing at least this large, and at least CHURN_MIN_SHARE of the GPU's memory
 CHURN_MIN_SHARE = 0.05
 CHURN_SWINGS = 3  # rises + falls in the window
@@ -45,6 +46,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
+def _urgency(left: float | None) -> float:
+    """0 when memory would be full in 1.5 critical horizons or more (or never), 1 at half a horizon."""
+    return 0.0 if left is None else min(1.0, max(0.0, LEAK_URGENT_SPAN - left / LEAK_CRITICAL_S))
+
+
 def memory_leak(g: GpuWindow) -> Finding | None:
     total = g.mem_total_bytes
     fit = linear_fit(g.mem_used)
@@ -62,7 +68,7 @@ def memory_leak(g: GpuWindow) -> Finding | None:
     severity: Severity = "critical" if left is not None and left < LEAK_CRITICAL_S else "warning"
     return finding(
         "memory_leak", "GPU memory leak: memory climbs steadily and is never given back", severity,
-        LEAK() + (LEAK_CRITICAL_BONUS if severity == "critical" else 0.0), g,
+        LEAK(_urgency(left)), g,
         gpu_evidence(g, f"GPU memory +{fit.slope / GIB * 60:.1f} GiB/min over {g.seconds:.0f} s "
                      f"(linear fit R² {fit.r2:.2f}, never given back), now "
                      f"{gib(last)} of {gib(total)}",

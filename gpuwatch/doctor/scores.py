@@ -52,9 +52,10 @@ TIME_SLICING = Score(50.0, 0.2)
 TIME_SLICE_PER_PROCESS = 5.0
 #: Per point of clock lost (percent of the maximum) times the share of samples throttled.
 THROTTLED = Score(20.0, 1.0)
-#: A leak ends the job: above every feeding class; LEAK_CRITICAL_BONUS when full within the critical horizon.
-LEAK = Score(80.0)
-LEAK_CRITICAL_BONUS = 10.0
+#: A leak ends the job: above every feeding class. Per unit of urgency (0 when full in 1.5x the critical horizon
+#: or never, 0.5 at the horizon, 1 at half of it): the score moves smoothly through the severity's cut, so the
+#: live doctor's 2-point band is a fifth of the horizon (2 minutes of time to full).
+LEAK = Score(80.0, 10.0)
 CHURN = Score(65.0)
 #: Per percent of the GPU's memory the idle process holds.
 MEMORY_IDLE = Score(35.0, 0.3)

@@ -14,8 +14,8 @@ disappear, at every call. An alert has ``for`` for this; a finding has :class:`S
   severity still changes after ``10 * dwell_s``;
 - it **disappears** only once it has been missing at every call for ``dwell_s`` seconds and ``min_calls``
   calls; until then the last one seen is shown (a finding that comes back in the meantime never left);
-- except where the doctor's own verdicts exclude each other (``rules_out(found, kept)``: "no known cause
-  fits" once a cause is found for that GPU, "healthy" once a warning is): what is shown never contradicts
+- except where the doctor's own verdicts exclude each other (``rules_out(found, kept)``: the idle
+  breakdown once a cause is found for that GPU, "healthy" once a warning is): what is shown never contradicts
   itself, so a kept finding that the new findings rule out goes at once, and a new one that a kept
   finding rules out waits until that one has gone.
 
