@@ -68,10 +68,14 @@ def is_copy_bound(g: GpuWindow) -> bool:
     return copy_direction(g) is not None
 
 
+#: What a launching thread's stacks show: the launch path, the Python around it, the allocator it calls.
+LAUNCHING = ("launch", "python", "allocator", None)
+
+
 def launching(g: GpuWindow) -> list[ProcessWindow]:
-    """Pegged processes whose stacks do not say they wait for the GPU: a thread in synchronize is not
-    launching, however busy it spins."""
-    return [p for p in pegged_processes(g) if not stacks_say(p, "gpu_wait", "collective")]
+    """Pegged processes whose stacks (where sampled) show the launch path: a thread in synchronize is not
+    launching however busy it spins, nor is one in a CPU op."""
+    return [p for p in pegged_processes(g) if p.stacks is None or stacks_say(p, *LAUNCHING)]
 
 
 def is_launch_bound(g: GpuWindow) -> bool:

@@ -20,6 +20,7 @@ from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.mechanisms import is_waiting
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load
 from gpuwatch.model.snapshot import Snapshot
@@ -27,6 +28,7 @@ from gpuwatch.model.snapshot import Snapshot
 from . import test_evidence_rules as rules
 from .synthetic import Load
 from .synthetic import window as synthetic
+from .test_mechanisms import STACKS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "faults"
 MAJORITY = 0.5
@@ -35,6 +37,10 @@ PEGGED = 85.0
 
 def _share(p: ProcessWindow, *mechanisms: str) -> float:
     return p.stacks.share(*mechanisms) if p.stacks is not None else 0.0
+
+
+def _share_unclassified(p: ProcessWindow) -> float:
+    return p.stacks.share(None) if p.stacks is not None else 0.0
 
 
 def contradictions(f: Finding, g: GpuWindow) -> list[str]:
@@ -49,6 +55,9 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
     waits_gpu = _share(p, "gpu_wait", "collective")
     if ("launch" in title or "python" in title) and waits_gpu >= MAJORITY:
         out.append(f"claims launches or Python while the stacks wait on the GPU {100 * waits_gpu:.0f}%")
+    if f.code == "launch_bound" and p.stacks is not None and \
+            _share(p, "launch", "python", "allocator") + _share_unclassified(p) < MAJORITY:
+        out.append(f"claims launches while the stacks are mostly {p.stacks.mechanism}")
     if "python" in title and _share(p, "host_op") >= MAJORITY:
         out.append("claims Python while the stacks run a native op")
     if f.code == "input_cpu_bound" and p.stacks is not None and is_waiting(p.stacks.mechanism) \
@@ -109,7 +118,14 @@ SYNTHETIC |= {
     "server_fed_by_tree": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,)),
     "idle_server_external": dataclasses.replace(rules.IDLE_SERVER, upstream="external", stacks=(rules.EPOLL,)),
     "compiling_loader": Load(util=20.0, sm=15.0, thread=20.0, workers=4, workers_cpu=380.0, stacks=(rules.COMPILE,)),
+    "server_fed_by_busy_child": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,),
+                                                    feeders=(FeederSample(900, 471, "child", cpu_percent=99.0,
+                                                                          top_thread_cpu_percent=99.0),)),
 }
+SYNTHETIC |= {f"mechanism_{m}": Load(util=20.0, sm=15.0, thread=40.0, stacks=(dataclasses.replace(s, count=10),))
+              for m, (s, _) in STACKS.items()}
+SYNTHETIC |= {f"pegged_{m}": Load(util=20.0, sm=3.0, thread=100.0, stacks=(dataclasses.replace(s, count=10),))
+              for m, (s, _) in STACKS.items()}
 
 
 @pytest.mark.parametrize("name", sorted(SYNTHETIC))

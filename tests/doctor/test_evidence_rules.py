@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.doctor.mechanisms import advice
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import SourceStatus
 
 from .synthetic import SITE, STDLIB, Load, native, py, thread, window
+from .test_mechanisms import STACKS
 
 SYNC = thread(native("libcudart.so.12", "cudaStreamSynchronize"), py(f"{SITE}/torch/cuda/__init__.py", "synchronize"),
               py("bench.py", "step"), count=20)
@@ -120,3 +124,18 @@ def _server_windows(upstream: str | None) -> list[list[str]]:
 def test_an_idle_server_with_outside_demand_keeps_one_verdict_while_its_waiting_share_wanders() -> None:
     verdicts = _server_windows("external")
     assert all(v == ["info:demand_bound"] for v in verdicts), verdicts
+
+
+@pytest.mark.parametrize("mechanism", sorted(STACKS))
+def test_an_under_used_gpu_names_the_mechanism_and_the_users_function_its_feeding_thread_is_in(
+        mechanism: str) -> None:
+    """Whatever the mechanism, the top finding carries it and the user's function as the top code location,
+    with the advice the mechanism implies."""
+    stack, where = STACKS[mechanism]
+    sampled = dataclasses.replace(stack, count=10)
+    found = diagnose(window(Load(util=20.0, sm=15.0, thread=40.0, stacks=(sampled,))))
+    f = top_problem(found)
+    assert f is not None and f.mechanism == mechanism, [(x.code, x.mechanism) for x in found]
+    assert f.locations[0] == (where, 1.0)
+    if f.code == "idle_breakdown":
+        assert where in f.title and advice(mechanism)[:30].lower() in f.fix.lower()
