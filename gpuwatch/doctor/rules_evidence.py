@@ -37,8 +37,10 @@ def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = 
 
 
 def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
-    """The process whose feeding thread mostly waits for the GPU (synchronize, .item(), a collective)."""
-    return next((p for p in g.processes if stacks_say(p, "gpu_wait", "collective")), None)
+    """The process whose feeding thread mostly waits for the GPU (synchronize, .item(), a collective): from its
+    stacks, or without stacks from /proc (asleep in the GPU driver most of the time)."""
+    return next((p for p in g.processes if stacks_say(p, "gpu_wait", "collective")
+                 or (p.stacks is None and time_split(p).get("gpu", 0.0) >= 100 * STACK_MAJORITY)), None)
 
 
 def long_kernels(g: GpuWindow) -> Finding | None:
@@ -46,14 +48,15 @@ def long_kernels(g: GpuWindow) -> Finding | None:
     if g.util is None or g.sm_active is None or g.util < LONG_UTIL or g.sm_active >= LONG_SM:
         return None
     p = waits_on_gpu(g)
-    if p is None or p.stacks is None:
+    if p is None:
         return None
-    coll = p.stacks.share("collective") > p.stacks.share("gpu_wait")
+    coll = p.stacks is not None and p.stacks.share("collective") > p.stacks.share("gpu_wait")
+    how = p.stacks.line(f"{p.label}, feeding thread") if p.stacks else attribution_line(p)
     return finding(
         "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, the host waits "
         "for them", "warning", LONG_KERNELS(100.0 - g.sm_active), g,
         gpu_evidence(g, f"GPU-Util {g.util:.0f}% with SM activity {g.sm_active:.1f}%: a kernel is always in "
-                     "flight, on few SMs", p.stacks.line(f"{p.label}, feeding thread")),
+                     "flight, on few SMs", how),
         ("A collective waits for a peer that does not arrive: find the straggling or stuck rank (NCCL_DEBUG=INFO, "
          "py-spy dump on every rank) and set a timeout on the process group." if coll else
          "A kernel runs long on few SMs (a spin or wait loop on the GPU, a tiny grid, a kernel that does not "

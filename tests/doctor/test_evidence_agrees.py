@@ -17,6 +17,7 @@ import pytest
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.doctor import diagnose
+from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.mechanisms import is_waiting
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
@@ -77,7 +78,8 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
     if f.code == "dataloader_bound" and (_share(p, "compile") >= MAJORITY
                                          or any(x.bound == "compile" for x in p.feeders)):
         out.append("claims a data loader while the stacks compile")
-    if f.code == "long_kernels" and waits_gpu < MAJORITY:
+    in_driver = time_split(p).get("gpu", 0.0) / 100 if p.stacks is None else 0.0
+    if f.code == "long_kernels" and max(waits_gpu, in_driver) < MAJORITY:
         out.append("claims long kernels while the host does not wait on the GPU")
     if f.code == "feeder_bound" and not any(x.bound is not None for x in p.feeders):
         out.append("claims its feeders are the bottleneck while none is busy or blocked")
@@ -114,6 +116,7 @@ SYNTHETIC = {name: value for name, value in vars(rules).items() if isinstance(va
 SYNTHETIC |= {
     "sync_loop": dataclasses.replace(rules.PEGGED_LAUNCH_LOOKALIKE, stacks=(rules.SYNC,)),
     "long_kernels": Load(util=100.0, sm=2.0, thread=100.0, stacks=(rules.SYNC,)),
+    "long_kernels_proc": Load(util=100.0, sm=2.0, thread=5.0, waits=("gpu",)),
     "native_op": Load(util=15.0, sm=12.0, thread=100.0, stacks=(rules.HOST_OP, rules.LAUNCH)),
     "server_fed_by_tree": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,)),
     "idle_server_external": dataclasses.replace(rules.IDLE_SERVER, upstream="external", stacks=(rules.EPOLL,)),

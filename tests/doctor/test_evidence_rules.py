@@ -59,6 +59,12 @@ def test_gpu_always_busy_sms_nearly_empty_host_in_synchronize_is_a_few_long_kern
         Load(util=100.0, sm=2.0, thread=100.0, stacks=(SYNC,))))))
 
 
+def test_without_stacks_a_host_asleep_in_the_gpu_driver_behind_a_full_gpu_is_long_kernels_too() -> None:
+    f = top(Load(util=100.0, sm=2.0, thread=5.0, waits=("gpu",)))
+    assert f.code == "long_kernels" and f.mechanism is None
+    assert any("waiting in the GPU driver" in e for e in f.evidence), f.evidence
+
+
 def test_a_native_op_is_not_python_input_cpu_bound_names_the_op_and_the_users_function() -> None:
     f = top(Load(util=15.0, sm=12.0, thread=100.0, stacks=(HOST_OP, LAUNCH)))
     assert f.code == "input_cpu_bound" and f.mechanism == "host_op"
