@@ -24,10 +24,13 @@ from gpuwatch.model.stacks import Frame, ThreadStack
 @dataclass(frozen=True)
 class Mechanism:
     name: str
-    #: Regular expressions (searched, case-sensitive) on a frame's function, its file, its native module.
+    #: Regular expressions (searched, case-sensitive) on a frame's function, its file, its native module;
+    #: ``files`` names modules whose every function is the mechanism, ``calls`` single ``file:function`` pairs
+    #: (``threading.py:wait``: a thread's outermost ``threading.py:run`` is not a lock).
     functions: str = ""
     files: str = ""
     modules: str = ""
+    calls: str = ""
     #: How a finding says it: "96% in model.py:step (<words>)".
     words: str = ""
     advice: str = ""
@@ -41,6 +44,7 @@ class Mechanism:
             return False
         return bool((self.functions and re.search(self.functions, f.function))
                     or (self.files and f.file and re.search(self.files, f.file))
+                    or (self.calls and f.file and re.search(self.calls, f"{f.file}:{f.function}"))
                     or (self.modules and f.module and re.search(self.modules, f.module)))
 
 
@@ -53,13 +57,15 @@ MECHANISMS: tuple[Mechanism, ...] = (
               advice="the thread blocks until the GPU finishes: drop per-step synchronize/.item()/.cpu() calls, "
                      "keep results on the GPU and read them back once per batch, or overlap the wait with the next "
                      "step's work"),
-    Mechanism("collective", functions=r"nccl|ProcessGroupNCCL|all_reduce|allreduce|all_gather|broadcast|barrier"
-              r"|reduce_scatter", files=r"torch/distributed/", modules=r"libnccl",
+    Mechanism("collective", functions=r"^nccl|ProcessGroupNCCL|c10d::|gloo::", modules=r"libnccl",
+              files=r"torch/distributed/distributed_c10d\.py$|torch/distributed/_functional_collectives",
               words="in a collective (NCCL, torch.distributed)", waiting=True,
               advice="the thread waits for its peers: find the slow rank (stragglers, uneven batches, a stuck "
                      "peer), overlap communication with compute, and set NCCL_DEBUG=INFO to see the ring"),
     Mechanism("compile", functions=r"ptxas|nvcc|nvrtc|compile_fx|compile_to_module|PTXCompile",
-              files=r"torch/_dynamo/|torch/_inductor/|/triton/|torch/fx/", modules=r"libnvrtc|libnvptxcompiler",
+              files=r"torch/_inductor/(?!runtime/)|torch/_dynamo/(convert_frame|symbolic_convert|output_graph"
+              r"|bytecode_transformation|variables/)|triton/compiler/|torch/_functorch/aot_autograd",
+              modules=r"libnvrtc|libnvptxcompiler",
               words="compiling (torch.compile, inductor, triton)",
               advice="compilation runs in the request path: compile once at start-up (warm up every shape), "
                      "pad to a few fixed shapes so nothing recompiles (torch._dynamo recompile logs say why), and "
@@ -107,12 +113,13 @@ MECHANISMS: tuple[Mechanism, ...] = (
                      "the GPU"),
     Mechanism("lock", functions=r"futex|pthread_cond_(timed)?wait|pthread_mutex_lock|sem_(timed)?wait|lock_PyThread"
               r"|PyThread_acquire_lock",
-              files=r"threading\.py$|queue\.py$|multiprocessing/(queues|synchronize|connection)\.py$",
+              calls=r"threading\.py:(wait|acquire|join|_wait_for_tstate_lock)$|queue\.py:(get|put|join)$"
+              r"|multiprocessing/(queues|synchronize|connection)\.py:\w+$|concurrent/futures/_base\.py:(result|wait)$",
               words="waiting on a lock or a queue", waiting=True,
               advice="the thread waits for another thread or process to hand it work: find what fills the queue "
                      "or holds the lock; that is the bottleneck"),
     Mechanism("host_op", functions=r"at::native|at::cpu|mkl_|cblas_|gemm|GOMP_|__kmp|dnnl|mkldnn|PyArray|npy_"
-              r"|ufunc", files=r"scipy/|numpy/core/|numpy/_core/|numpy/linalg",
+              r"|ufunc", files=r"(^|/)(numpy|scipy|sklearn)/",
               modules=r"libtorch_cpu|_multiarray_umath|libopenblas|libmkl|libgomp|libiomp|libdnnl|libscipy",
               words="a torch/numpy op on the CPU",
               advice="a tensor op runs on the CPU in the thread that feeds the GPU: move the tensor (and the op) "
@@ -123,8 +130,12 @@ BY_NAME = {m.name: m for m in MECHANISMS}
 PYTHON = "python"
 
 #: Paths that are not the user's own code: the standard library, installed packages, the frameworks.
-NOT_USER = re.compile(r"/lib/python\d|site-packages/|dist-packages/|^<frozen|^<string>|/torch/|/numpy/|"
-                      r"^torch/|^numpy/|/triton/|/usr/lib/")
+#: The standard library and the interpreter's own pseudo-files.
+STDLIB = re.compile(r"/lib/python\d[\d.]*/(?!site-packages/|dist-packages/)|^<frozen|^<string>")
+#: Installed packages: the user's code when nothing closer is theirs (an application installed with pip).
+PACKAGES = re.compile(r"site-packages/|dist-packages/")
+#: The frameworks a thread's time is spent *in*, never the code location an engineer would open.
+FRAMEWORKS = re.compile(r"(^|/)(torch|torchvision|numpy|scipy|triton|jax|cupy|tokenizers|PIL|cv2|_pytest)/")
 
 
 def words(mechanism: str | None) -> str:
@@ -154,13 +165,22 @@ def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> s
 
 
 def user_frame(f: Frame) -> bool:
-    return not f.native and bool(f.file) and not NOT_USER.search(f.file)
+    """A frame of the user's own code: Python, not the standard library, an installed package or a framework."""
+    return not f.native and bool(f.file) and not STDLIB.search(f.file) and not PACKAGES.search(f.file) \
+        and not FRAMEWORKS.search(f.file)
+
+
+def _application_frame(f: Frame) -> bool:
+    """Python code of an installed application (not the standard library, not a framework)."""
+    return not f.native and bool(f.file) and not STDLIB.search(f.file) and not FRAMEWORKS.search(f.file)
 
 
 @lru_cache(maxsize=4096)
 def location(stack: ThreadStack) -> str | None:
-    """The innermost frame of the user's own code, ``file.py:function``; else the innermost frame."""
-    for f in stack.frames:
-        if user_frame(f):
-            return f.label()
+    """The innermost frame of the user's own code, ``file.py:function``; else of an installed application
+    (a program installed with pip runs from site-packages); else the innermost frame."""
+    for pick in (user_frame, _application_frame):
+        for f in stack.frames:
+            if pick(f):
+                return f.label()
     return stack.frames[0].label() if stack.frames else None

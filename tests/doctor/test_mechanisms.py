@@ -63,6 +63,24 @@ def test_interpreter_work_in_the_users_code_is_python_and_an_idle_unknown_stack_
     assert classify(thread(native("libc.so.6", "epoll_wait"), idle=True)) is None
 
 
+def test_an_application_installed_with_pip_is_the_location_when_no_closer_frame_is_the_users() -> None:
+    stack = thread(native("libtorch_cpu.so", "at::native::addmm_impl_cpu_"),
+                   py(f"{SITE}/torch/nn/modules/linear.py", "forward"),
+                   py(f"{SITE}/myapp/faults.py", "host_matmuls"), py(f"{STDLIB}/threading.py", "run"))
+    assert classify(stack) == "host_op" and location(stack) == "faults.py:host_matmuls"
+    mine = thread(py(f"{SITE}/myapp/util.py", "helper"), py("serve.py", "handle"))
+    assert location(mine) == "serve.py:handle"
+
+
+def test_running_compiled_code_or_a_thread_body_is_not_compiling_or_a_lock() -> None:
+    compiled = thread(native("libtorch_cpu.so", "at::native::addmm_impl_cpu_"),
+                      py(f"{SITE}/torch/_dynamo/eval_frame.py", "_fn"), py("serve.py", "infer"),
+                      py(f"{STDLIB}/threading.py", "run"), py(f"{STDLIB}/threading.py", "_bootstrap_inner"))
+    assert classify(compiled) == "host_op"
+    assert classify(thread(py(f"{SITE}/numpy/lib/stride_tricks.py", "broadcast_to"), py("prep.py", "tile"))) \
+        == "host_op"
+
+
 def test_a_function_of_the_users_named_like_a_syscall_is_a_location_not_a_mechanism() -> None:
     assert classify(thread(py("mine.py", "read"), py("mine.py", "get"))) == "python"
 
