@@ -36,6 +36,9 @@ class Mechanism:
     advice: str = ""
     #: The thread is waiting (off the CPU or spinning for another party), not computing.
     waiting: bool = False
+    #: Only a running thread does it: an idle stack in the CUDA driver (its own helper threads poll there) is
+    #: not launching, an idle OpenMP worker is not running an op.
+    runs: bool = False
 
     def matches(self, f: Frame) -> bool:
         """A frame of the user's own code never names a mechanism (it is a code location): a function of
@@ -77,7 +80,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
                      "buffers, pad to bucketed shapes, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
     Mechanism("launch", functions=r"cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperative|cuGraphLaunch"
               r"|launch_kernel|cudaGetLastError", modules=r"libtorch_cuda|libcudart|libcuda\.so|libc10_cuda",
-              words="launching kernels (the CUDA launch path)",
+              words="launching kernels (the CUDA launch path)", runs=True,
               advice="each step launches many small kernels: capture the step in CUDA graphs "
                      "(torch.compile(mode='reduce-overhead')), fuse elementwise ops, and batch more work per kernel"),
     Mechanism("subprocess", functions=r"^(__)?(waitpid|wait4)$|_execute_child|fork_exec|posix_spawn",
@@ -121,7 +124,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("host_op", functions=r"at::native|at::cpu|mkl_|cblas_|gemm|GOMP_|__kmp|dnnl|mkldnn|PyArray|npy_"
               r"|ufunc", files=r"(^|/)(numpy|scipy|sklearn)/",
               modules=r"libtorch_cpu|_multiarray_umath|libopenblas|libmkl|libgomp|libiomp|libdnnl|libscipy",
-              words="a torch/numpy op on the CPU",
+              words="a torch/numpy op on the CPU", runs=True,
               advice="a tensor op runs on the CPU in the thread that feeds the GPU: move the tensor (and the op) "
                      "to the GPU, or into worker processes, and check for tensors created on the CPU by accident"),
 )
@@ -157,6 +160,8 @@ def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> s
     """The mechanism of one stack: its highest-priority matching frame's; else Python when it runs Python
     code; else None."""
     for m in table:
+        if stack.idle and m.runs:
+            continue
         if any(m.matches(f) for f in stack.frames):
             return m.name
     if not stack.idle and any(not f.native and f.file for f in stack.frames):

@@ -81,6 +81,14 @@ def test_running_compiled_code_or_a_thread_body_is_not_compiling_or_a_lock() -> 
         == "host_op"
 
 
+def test_an_idle_thread_in_the_cuda_driver_is_not_launching_and_is_not_the_feeding_thread() -> None:
+    helper = ThreadStack(480, (native("libc.so.6", "poll"), native("libcuda.so.1", "cuEGLApiInit")), 30, idle=True)
+    assert classify(helper) is None
+    busy = ThreadStack(471, STACKS["host_op"][0].frames, count=10)
+    ev = process_stacks([StackSample(471, 1.0, 1.0, (helper, busy))], 471, top_tid=471)
+    assert ev is not None and ev.tids == (471,) and ev.mechanism == "host_op"
+
+
 def test_a_function_of_the_users_named_like_a_syscall_is_a_location_not_a_mechanism() -> None:
     assert classify(thread(py("mine.py", "read"), py("mine.py", "get"))) == "python"
 
