@@ -12,6 +12,7 @@ from gpuwatch.doctor.attribution import attribution_line, host_line, threads_lin
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.mechanisms import advice, is_waiting, words
 from gpuwatch.doctor.scores import FEEDER, IDLE_BREAKDOWN, LONG_KERNELS
+from gpuwatch.doctor.stack_window import FeederWindow
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.thread_wait import WAIT_WORDS
@@ -28,6 +29,7 @@ LONG_SM = 25.0
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
+WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
 
 
@@ -69,7 +71,7 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
     out = []
     for p in g.processes:
         bound = [f for f in p.feeders if f.bound is not None]
-        if not bound:
+        if not bound or _loader(p, bound):
             continue
         if p.stacks is not None:
             waiting = p.stacks.share("lock", "network", "subprocess", "sleep", None) >= FEEDER_WAITS
@@ -79,6 +81,11 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
         if waiting:
             out.append((p, [f.line() for f in bound[:FEEDERS_NAMED]]))
     return out
+
+
+def _loader(p: ProcessWindow, bound: list[FeederWindow]) -> bool:
+    """Busy data-loader workers bound on their CPU: ``dataloader_bound``'s premise, which keeps its code."""
+    return bool(p.workers) and (p.workers_cpu or 0.0) >= WORKERS_CPU and all(f.bound in ("cpu", "gil") for f in bound)
 
 
 def feeder_bound(g: GpuWindow) -> Finding | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import WORKERS_CPU, mostly_waiting, stacks_say
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -31,7 +31,6 @@ LAUNCH_MIN_UTIL = 10.0
 PCIE_HIGH = 0.5e9
 PINNED_RATE = 20e9  # bytes/s: a rate no CPU-staged (pageable) copy reaches on PCIe Gen5
 HEALTHY_SM = 80.0
-WORKERS_CPU = 50.0  # loader workers together at half a core or more
 WAITING_CPU = 50.0  # a process under half a core is not what the GPU waits for
 WAITING_PROCESS_CPU = 2 * WAITING_CPU  # all its threads together: a whole core is computing, not waiting
 #: Percent of a core from which a process asleep on storage is working (not a forgotten idle process): the

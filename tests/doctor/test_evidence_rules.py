@@ -89,6 +89,13 @@ def test_a_server_fed_by_its_own_busy_children_is_feeder_bound_not_demand_bound(
     assert "bound on cpu" in f.title and any("pid 900" in e and "tokenize_worker.py" in e for e in f.evidence)
 
 
+def test_busy_loader_workers_seen_as_feeders_are_still_dataloader_bound() -> None:
+    workers = tuple(FeederSample(pid=920 + i, feeds=471, relation="child", name="pt_data_worker", cpu_percent=95.0,
+                                 top_thread_cpu_percent=95.0, thread_waits=("cpu",)) for i in range(4))
+    loader = Load(util=20.0, sm=15.0, thread=20.0, workers=4, workers_cpu=380.0, stacks=(QUEUE,), feeders=workers)
+    assert top(loader).code == "dataloader_bound"
+
+
 def test_children_blocked_on_storage_are_not_demand() -> None:
     child = FeederSample(pid=901, feeds=471, relation="child", name="python3", cpu_percent=3.0,
                          top_thread_cpu_percent=3.0, thread_waits=("io",), threads_in_io_wait=1,
