@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from gpuwatch.doctor.rules import RULES
 from gpuwatch.doctor.rules_gpu import healthy
 from gpuwatch.doctor.rules_threads import EXPLAINS_IDLE, unexplained_underuse
+from gpuwatch.doctor.verdict import verdict
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -64,11 +65,8 @@ def rules_out(found: Finding, other: Finding) -> bool:
 
 
 def top_problem(findings: Sequence[Finding]) -> Finding | None:
-    """The finding to act on first: the highest-ranked warning, else ``healthy``, else the first info."""
-    for f in findings:
-        if f.severity != "info":
-            return f
-    return next((f for f in findings if f.code == "healthy"), findings[0] if findings else None)
+    """The finding to act on first, about any GPU (:func:`~gpuwatch.doctor.verdict.verdict`)."""
+    return verdict(findings)
 
 
 def _nothing_to_diagnose(snapshots: Sequence[Snapshot], pid: int | None) -> Finding:

@@ -2,10 +2,13 @@
 
 Intervals are gathered for :data:`STEP_S` seconds of snapshot time, then the doctor judges the window that
 ends there (the last :data:`WINDOW_S` seconds, as the daemon's live doctor does) and the block's lost
-seconds go to each GPU's top finding. When the doctor has no verdict yet for a GPU that lost time (it needs
-a few seconds of a new load to see it), the block waits for up to :data:`MAX_WAIT_S` seconds so the cause
-it names then covers the start of the load too; after that, the loss goes to ``held_idle`` or
-``unexplained``.
+seconds go to each GPU's verdict (:func:`gpuwatch.doctor.verdict.verdict`, the finding the doctor's
+accuracy is measured on). The judge is the doctor itself on the block's own window, never the live
+doctor's steadied view: that one depends on when readers asked, and a daemon replaying a recording must
+charge what ``gpuwatch report --replay`` charges for it. When the doctor has no verdict yet for a GPU
+that lost time (it needs a few seconds of a new load to see it), the block waits for up to
+:data:`MAX_WAIT_S` seconds so the cause it names then covers the start of the load too; after that, the
+loss goes to ``held_idle`` or ``unexplained``.
 
 Everything here follows snapshot time, not the wall clock: the same stream of Snapshots gives the same
 increments, which is what lets a restarted daemon replay a recording and skip, to the interval, what it
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
+from gpuwatch.doctor.verdict import verdicts
 from gpuwatch.efficiency.account import GpuInterval, Owner, intervals, owner_of
 from gpuwatch.model.causes import HELD_IDLE, NO_PROCESS, UNEXPLAINED, cause_of
 from gpuwatch.model.finding import Finding
@@ -78,26 +82,6 @@ class Increment:
         return bool(self.seconds)
 
 
-#: Info findings that still say where a GPU's time goes: a server with no work, processes taking turns.
-INFO_CAUSES = frozenset({"demand_bound", "time_slicing"})
-
-
-def top_by_gpu(findings: Sequence[Finding]) -> dict[int, Finding]:
-    """Each GPU's top finding: its highest-ranked warning, else ``healthy``, else an info finding that says
-    where the time goes (``findings`` come ranked)."""
-    top: dict[int, Finding] = {}
-    for f in findings:
-        if f.gpu_index is not None and f.severity != "info" and f.gpu_index not in top:
-            top[f.gpu_index] = f
-    for f in findings:
-        if f.gpu_index is not None and f.code == "healthy":
-            top.setdefault(f.gpu_index, f)
-    for f in findings:
-        if f.gpu_index is not None and f.code in INFO_CAUSES:
-            top.setdefault(f.gpu_index, f)
-    return top
-
-
 def _fallback(iv: GpuInterval) -> str:
     return HELD_IDLE if iv.busy <= 0 and iv.processes else UNEXPLAINED
 
@@ -140,7 +124,7 @@ class Ledger:
         if snap.time < self._block_end:
             return None
         findings = self.doctor(window(list(self._history), WINDOW_S))
-        top = top_by_gpu(findings)
+        top = verdicts(findings)
         waiting = {iv.gpu for iv in self._pending if iv.allocated > iv.effective and iv.gpu not in top}
         if waiting and snap.time - self._pending[0].end < MAX_WAIT_S:
             self._block_end += STEP_S  # ask again a step later, not at every snapshot
@@ -151,7 +135,7 @@ class Ledger:
         """Attribute whatever is pending with the doctor's verdict on the window that ends now."""
         if not self._pending:
             return None
-        return self._attribute(top_by_gpu(self.doctor(window(list(self._history), WINDOW_S))))
+        return self._attribute(verdicts(self.doctor(window(list(self._history), WINDOW_S))))
 
     def _attribute(self, top: dict[int, Finding]) -> Increment:
         inc = Increment(until=self._pending[-1].end)

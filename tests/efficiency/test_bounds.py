@@ -10,8 +10,8 @@ import plotext
 import pytest
 
 from gpuwatch.cli.charts import Panel, render
+from gpuwatch.daemon.accounting import open_store
 from gpuwatch.daemon.parts import StartError
-from gpuwatch.efficiency.install import open_store
 from gpuwatch.efficiency.ledger import HOUR, Increment
 from gpuwatch.efficiency.metrics import OTHER, Totals
 from gpuwatch.efficiency.store import MAX_OWNERS, OTHER_OWNER, Store

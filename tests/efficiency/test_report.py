@@ -13,6 +13,7 @@ import pytest
 from efficiency.expected import FAULTS, expected_seconds
 from efficiency.test_daemon import start, wait_for
 from gpuwatch.cli.main import main
+from gpuwatch.data import bundled_recording
 from gpuwatch.efficiency.summary import headroom
 
 LAUNCH = FAULTS / "launch_bound.ndjson.gz"
@@ -79,3 +80,26 @@ def test_compare_baseline_against_a_live_daemons_stream(tmp_path: Path, capsys: 
         assert out["top_finding"] == {"base": "memory_idle", "new": "memory_idle"}
     finally:
         gw.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("speed", ["25", "0"])
+def test_a_daemon_replaying_a_recording_charges_what_report_replay_charges(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], speed: str) -> None:
+    """One recording, one lost-by-cause table: the daemon's accounting (with its live doctor evaluated
+    beside it, at a pace where that evaluation keeps up and at full speed) and ``report --replay``."""
+    recording = bundled_recording()
+    assert main(["report", "--replay", str(recording), "--json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    gw = start(tmp_path, recording, speed=speed)
+    try:
+        wait_for(gw.url, expected_seconds(recording)["observed"], timeout=60.0)
+        assert main(["report", "--connect", gw.url, "--since", "7d", "--json"]) == 0
+        daemon = json.loads(capsys.readouterr().out)
+    finally:
+        gw.kill()
+    table = {by: {r[by]: pytest.approx(r["gpu_hours"], abs=1e-6) for r in rows}
+             for by, rows in offline["lost_gpu_hours"].items() if by != "hour"}
+    assert len(table["cause"]) > 1  # the recording loses time to more than one cause
+    assert {by: {r[by]: r["gpu_hours"] for r in rows} for by, rows in daemon["lost_gpu_hours"].items()
+            if by != "hour"} == table
