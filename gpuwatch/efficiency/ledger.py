@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.verdict import verdicts
-from gpuwatch.efficiency.account import GpuInterval, Owner, intervals, owner_of
+from gpuwatch.efficiency.account import GpuInterval, intervals, owner_of
+from gpuwatch.efficiency.rows import MAX_OWNERS, GpuHour, HistKey, LostKey, Owner, OwnerCap, States
 from gpuwatch.model.causes import HELD_IDLE, NO_PROCESS, UNEXPLAINED, cause_of
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -53,30 +54,32 @@ def hour_of(t: float) -> int:
 
 @dataclass
 class Increment:
-    """GPU-seconds to add: ``seconds[(hour, gpu)]`` = [observed, allocated, busy, effective],
-    ``lost[(hour, gpu, cause, owner)]``, the latest (title, fix) per cause, the SM-activity histogram, and
-    the newest snapshot time covered (the high-water mark)."""
+    """GPU-seconds to add: :class:`States` per (hour, GPU), lost seconds per (hour, GPU, cause, owner), the
+    latest (title, fix) per cause, the SM-activity histogram, and the newest snapshot time covered (the
+    high-water mark)."""
 
-    seconds: dict[tuple[int, int], list[float]] = field(default_factory=dict)
-    lost: dict[tuple[int, int, str, Owner], float] = field(default_factory=dict)
+    seconds: dict[GpuHour, States] = field(default_factory=dict)
+    lost: dict[LostKey, float] = field(default_factory=dict)
     fixes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: Allocated seconds by bin of the block's mean SM activity (``hist[(hour, gpu, bin)]``): percentiles of
-    #: 10-second means for the headroom, not of single samples (a loop that alternates would read as peaks).
-    hist: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    #: Allocated seconds by bin of the block's mean SM activity: percentiles of 10-second means for the
+    #: headroom, not of single samples (a loop that alternates would read as peaks).
+    hist: dict[HistKey, float] = field(default_factory=dict)
     until: float = 0.0
 
-    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner) -> None:
-        hour = hour_of(iv.end)
-        row = self.seconds.setdefault((hour, iv.gpu), [0.0, 0.0, 0.0, 0.0])
-        for i, v in enumerate((iv.observed, iv.allocated, iv.busy, iv.effective)):
-            row[i] += v
+    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner, cap: OwnerCap) -> None:
+        """``iv``'s seconds; its lost part to ``cause`` and ``owner`` (nobody's part to ``no_process``), each
+        owner named or folded into ``(other)`` by ``cap``."""
+        at = GpuHour(hour_of(iv.end), iv.gpu)
+        self.seconds[at] = self.seconds.get(at, States()).plus(
+            States(iv.observed, iv.allocated, iv.busy, iv.effective))
         if iv.unallocated > 0:
-            k = (hour, iv.gpu, NO_PROCESS, owner_of(None, iv.sample))
-            self.lost[k] = self.lost.get(k, 0.0) + iv.unallocated
+            self._lose(LostKey(at.hour, at.gpu, NO_PROCESS, cap(owner_of(None, iv.sample))), iv.unallocated)
         lost = max(0.0, iv.allocated - iv.effective)
         if lost > 0:
-            k = (hour, iv.gpu, cause, owner)
-            self.lost[k] = self.lost.get(k, 0.0) + lost
+            self._lose(LostKey(at.hour, at.gpu, cause, cap(owner)), lost)
+
+    def _lose(self, key: LostKey, seconds: float) -> None:
+        self.lost[key] = self.lost.get(key, 0.0) + seconds
 
     def __bool__(self) -> bool:
         return bool(self.seconds)
@@ -99,8 +102,11 @@ class Ledger:
     """Feed it every Snapshot in order with :meth:`add`; it returns an :class:`Increment` each time a
     block is attributed (and :meth:`flush` the rest, at a stop or when the stream ends)."""
 
-    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose) -> None:
+    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
+                 max_owners: int = MAX_OWNERS) -> None:
         self.max_gap = max_gap
+        #: The one owner cap: the roll-ups and the /metrics counters both take the owners named here.
+        self.owners = OwnerCap(max_owners)
         self.skip_until = skip_until
         self.doctor = doctor
         self._history: deque[Snapshot] = deque()
@@ -148,10 +154,11 @@ class Ledger:
                 inc.fixes[cause] = (finding.title, finding.fix)
             elif cause in OWN_FIXES:
                 inc.fixes.setdefault(cause, (cause.replace("_", " "), OWN_FIXES[cause]))
-            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None))
+            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None), self.owners)
         for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
             b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
-            inc.hist[(hour, gpu, b)] = inc.hist.get((hour, gpu, b), 0.0) + allocated
+            key = HistKey(hour, gpu, b)
+            inc.hist[key] = inc.hist.get(key, 0.0) + allocated
         self._pending = []
         self._block_end = None
         return inc

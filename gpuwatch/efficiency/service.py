@@ -33,7 +33,8 @@ PUT_TIMEOUT_S = 5.0
 class Accounting:
     def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
         self.store = store
-        self.totals = Totals(max_owners)
+        self.max_owners = max_owners
+        self.totals = Totals()
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
         self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
@@ -87,7 +88,8 @@ class Accounting:
                 break
             if self._ledger is None:
                 self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin))
+                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
+                                      max_owners=self.max_owners)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))

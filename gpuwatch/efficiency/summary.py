@@ -13,8 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwatch.efficiency.account import owner_text
 from gpuwatch.efficiency.ledger import BIN_PCT
+from gpuwatch.efficiency.rows import HistRow
 from gpuwatch.efficiency.store import Rollup
 from gpuwatch.model.causes import STATES
 
@@ -83,12 +83,12 @@ def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
 
-def headroom(hist: list[tuple[Any, ...]], percentile: float = PERCENTILE) -> Headroom | None:
+def headroom(hist: list[HistRow], percentile: float = PERCENTILE) -> Headroom | None:
     """The ``percentile`` of SM activity over allocated time, read from the binned roll-ups (to the
     upper edge of its bin), and what the band says about it."""
     bins: dict[int, float] = defaultdict(float)
-    for _, _, b, seconds in hist:
-        bins[int(b)] += float(seconds)
+    for row in hist:
+        bins[row.key.bin] += row.seconds
     total = sum(bins.values())
     if total <= 0:
         return None
@@ -111,23 +111,21 @@ def headroom(hist: list[tuple[Any, ...]], percentile: float = PERCENTILE) -> Hea
 def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summary:
     """The report over ``rollup``; ``since`` moves up to the first hour with data (a short history)."""
     if rollup.seconds:
-        since = max(since, min(float(r[0]) for r in rollup.seconds))
+        since = max(since, min(float(r.key.hour) for r in rollup.seconds))
     funnel = dict.fromkeys(STATES, 0.0)
     by_hour: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for hour, _, *values in rollup.seconds:
-        for state, v in zip(STATES, values, strict=True):
-            funnel[state] += float(v)
-        by_hour[int(hour)][0] += float(values[1])
-        by_hour[int(hour)][1] += float(values[3])
+    for row in rollup.seconds:
+        for state, v in row.states._asdict().items():
+            funnel[state] += v
+        by_hour[row.key.hour][0] += row.states.allocated
+        by_hour[row.key.hour][1] += row.states.effective
     lost: dict[str, dict[str, float]] = {by: defaultdict(float) for by in BREAKDOWNS}
-    for hour, gpu, cause, *rest in rollup.lost:
-        *owner, seconds = rest
-        seconds = float(seconds)
-        lost["cause"][cause] += seconds
-        lost["owner"][owner_text(tuple(owner))] += seconds
-        lost["gpu"][str(gpu)] += seconds
-        lost["hour"][str(hour)] += seconds
-        by_hour[int(hour)][2] += seconds
+    for k, seconds in rollup.lost:
+        lost["cause"][k.cause] += seconds
+        lost["owner"][k.owner.text] += seconds
+        lost["gpu"][str(k.gpu)] += seconds
+        lost["hour"][str(k.hour)] += seconds
+        by_hour[k.hour][2] += seconds
     funnel["lost"] = sum(lost["cause"].values())
     ranked = {by: _sorted(d) for by, d in lost.items()}
     ranked["hour"] = sorted(ranked["hour"], key=lambda kv: kv[0])

@@ -14,6 +14,7 @@ from efficiency.expected import FAULTS, expected_seconds
 from efficiency.test_daemon import start, wait_for
 from gpuwatch.cli.main import main
 from gpuwatch.data import bundled_recording
+from gpuwatch.efficiency.rows import HistKey, HistRow
 from gpuwatch.efficiency.summary import headroom
 
 LAUNCH = FAULTS / "launch_bound.ndjson.gz"
@@ -62,7 +63,7 @@ def test_no_daemon_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(("bin_", "verdict"), [(18, "above the band"), (15, "in the healthy band"),
                                                 (8, "below the band")])
 def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin_: int, verdict: str) -> None:
-    hist = [(0, 0, 2, 5.0), (0, 0, bin_, 95.0)]  # 95 % of the allocated time in bin_ (5 % wide)
+    hist = [HistRow(HistKey(0, 0, 2), 5.0), HistRow(HistKey(0, 0, bin_), 95.0)]  # 95 % of the time in bin_
     h = headroom(hist)
     assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
 
