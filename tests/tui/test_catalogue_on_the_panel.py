@@ -1,0 +1,50 @@
+"""The GPU panel shows catalogue metrics as the catalogue defines them: their labels, their ratios, and the
+colours of their warning and critical levels (``model/metrics.py``), not numbers of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from synthetic import snapshot
+
+from gpuwatch.model.metrics import METRICS
+from gpuwatch.model.snapshot import GpuSample
+from gpuwatch.tui.widgets import gpu_panel
+from gpuwatch.tui.widgets.gpu_panel import Palette, render_gpu
+
+
+class Colours(Palette):
+    def __init__(self) -> None:  # no app: fixed colour names
+        self.primary, self.memory, self.accent = "blue", "green", "cyan"
+        self.ok, self.warning, self.error = "green", "yellow", "red"
+
+
+def _gpu(**fields: float) -> GpuSample:
+    return dataclasses.replace(snapshot(0).gpus[0], **fields)  # type: ignore[arg-type]
+
+
+def _bar_style(gpu: GpuSample, label: str) -> set[str]:
+    out = render_gpu(gpu, 160, Colours())
+    start = out.plain.index(label)
+    end = start + 40
+    return {str(s.style) for s in out.spans if s.start < end and s.end > start + len(label)} - {"bold", "dim"}
+
+
+@pytest.mark.parametrize(("temperature", "colour"), [(60.0, "blue"), (85.0, "yellow"), (93.0, "red")])
+def test_the_temperature_is_coloured_at_the_catalogues_levels(temperature: float, colour: str) -> None:
+    spec = METRICS["gpu.temperature_c"]
+    assert spec.levels is not None
+    assert _bar_style(_gpu(temperature_c=temperature), spec.label) == {colour}
+
+
+def test_moving_a_level_in_the_catalogue_moves_the_panels_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_panel, "TEMP", dataclasses.replace(METRICS["gpu.temperature_c"], levels=(40.0, 50.0)))
+    assert _bar_style(_gpu(temperature_c=60.0), "temp") == {"red"}
+
+
+def test_the_power_bar_is_the_catalogues_ratio_and_its_label() -> None:
+    spec = METRICS["gpu.power_percent"]
+    gpu = _gpu(power_w=700.0, power_limit_w=700.0)  # at the limit: the catalogue's critical level
+    assert spec.fraction(gpu) == pytest.approx(1.0) and spec.level(100.0) == "critical"
+    assert _bar_style(gpu, spec.label) == {"red"}
