@@ -1,0 +1,236 @@
+""""Where does X go" is true: for each row of that table in ``docs/architecture.md`` a worked example makes the
+change in a copy of the package, touching only the files the row names, and shows it flowing through (a
+metric to the rules, ``/metrics`` and ``gpuwatch rules metrics``; a receiver kind from the config to the body
+posted; a source to the Snapshot, the alert rules and ``/metrics``; an alert kind from a rule file to the
+engine, the PromQL export and the kinds table). A row that names too few files fails its example; one that
+names a file the example does not need fails the comparison with the table."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_HEADING = "## Where does X go"
+
+
+def table() -> dict[str, set[str]]:
+    """Each row of the table: the files (and ``dir/<name>/`` patterns) it names, relative to ``gpuwatch/``."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index(TABLE_HEADING):]
+    rows: dict[str, set[str]] = {}
+    for line in section.splitlines()[1:]:
+        if line.startswith("## "):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("X", "---"):
+            rows[cells[0]] = {p for p in re.findall(r"`([^`\s]+)`", cells[1]) if "/" in p or p.endswith(".py")}
+    return rows
+
+
+def worked_example(tmp_path: Path, edits: dict[str, list[tuple[str, str]]], new: dict[str, str],
+                   script: str) -> str:
+    """Copy the package, apply ``edits`` (file -> [(text, replacement)], each text found exactly once) and
+    add the ``new`` files, then run ``script`` against the copy (the tests' helpers importable); its output."""
+    copy = tmp_path / "gpuwatch"
+    shutil.copytree(ROOT / "gpuwatch", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, changes in edits.items():
+        path = copy / rel
+        text = path.read_text(encoding="utf-8")
+        for old, replacement in changes:
+            assert text.count(old) == 1, f"{rel}: the example's anchor {old!r} is not there exactly once"
+            text = text.replace(old, replacement)
+        path.write_text(text, encoding="utf-8")
+    for rel, body in new.items():
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_text(textwrap.dedent(body), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "tests")])}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def touched(edits: dict[str, list[tuple[str, str]]], new: dict[str, str]) -> set[str]:
+    """The files an example changed, as the table names them (a new package under ``sources/`` is
+    ``sources/<name>/``, a new widget module ``tui/widgets/``)."""
+    out = set(edits)
+    for rel in new:
+        parts = rel.split("/")
+        out.add(f"{parts[0]}/<name>/" if parts[0] == "sources" and len(parts) > 2 else "/".join(parts[:-1]) + "/")
+    return out
+
+
+def test_the_table_has_a_row_for_each_kind_of_change() -> None:
+    assert set(table()) == {"new metric", "new source", "new alert kind", "new doctor class", "new pane",
+                            "new receiver"}
+
+
+# -- a metric ------------------------------------------------------------------------------------------------
+METRIC_EDITS = {"model/metrics.py": [(
+    '''    MetricSpec("gpu.mem_total_bytes",''',
+    '''    MetricSpec("gpu.mem_free_bytes", "gpu", "bytes", "device memory not in use",
+               lambda g: None if g.mem_total_bytes is None or g.mem_used_bytes is None
+               else float(g.mem_total_bytes - g.mem_used_bytes), "gpuwatch_gpu_memory_free_bytes"),
+    MetricSpec("gpu.mem_total_bytes",''')]}
+METRIC_SCRIPT = '''
+    import contextlib, io
+    from core.factories import full_snapshot
+    from gpuwatch.alerts import AlertEngine, parse_rules
+    from gpuwatch.cli.main import main
+    from gpuwatch.exporter.gpu import gpu_families
+    from gpuwatch.model.series import CATALOGUE
+
+    snap = full_snapshot()
+    rule = ("groups:\\n- name: g\\n  rules:\\n  - alert: LowFree\\n    condition: {threshold: "
+            "{metric: gpu.mem_free_bytes, op: '>', value: 0}}\\n")
+    engine = AlertEngine(parse_rules(rule, "example.yml"))
+    print("alert", sorted({t.alert.state for t in engine.evaluate(snap)}))
+    print("served", any(f.name == "gpuwatch_gpu_memory_free_bytes" and f.samples for f in gpu_families(snap)))
+    print("listed", any(s.name == "gpuwatch_gpu_memory_free_bytes" for s in CATALOGUE))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["rules", "metrics", "--all"])
+    print("documented", "gpu.mem_free_bytes" in out.getvalue())
+'''
+
+
+def test_a_new_metric_is_one_spec_in_the_catalogue(tmp_path: Path) -> None:
+    out = worked_example(tmp_path, METRIC_EDITS, {}, METRIC_SCRIPT)
+    assert out.split("\n")[:4] == ["alert ['firing']", "served True", "listed True", "documented True"]
+    assert touched(METRIC_EDITS, {}) == table()["new metric"]
+
+
+# -- a receiver kind -----------------------------------------------------------------------------------------
+RECEIVER_EDITS = {
+    "notify/payloads.py": [
+        ('''BUILDERS: dict[str, Callable[..., Any]] = {''', '''def chat(receiver: str, group_key: str, group_labels: Mapping[str, str], alerts: Sequence[Mapping[str, Any]],
+         external_url: str) -> dict[str, Any]:
+    return {"say": f"{len(alerts)} alert(s) for {receiver}", "names": [a["labels"]["alertname"] for a in alerts]}
+
+
+BUILDERS: dict[str, Callable[..., Any]] = {"chat": chat, '''),
+    ],
+    "config/model.py": [('''RECEIVER_KINDS = ("generic",''', '''RECEIVER_KINDS = ("chat", "generic",''')],
+}
+RECEIVER_SCRIPT = '''
+    import asyncio, time
+    from pathlib import Path
+    from core.factories import full_snapshot
+    from notify.receiver import Receiver
+    from gpuwatch.alerts import AlertEngine, parse_rules
+    from gpuwatch.config.loader import load_config
+    from gpuwatch.daemon.parts import build_targets
+    from gpuwatch.notify import Deliverer, Notifier, Outbox
+
+    receiver = Receiver()
+    env = {"CHAT_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+    Path("gw.toml").write_text(f"""[[receivers]]\\nname = "team"\\nkind = "chat"\\nurl = "{receiver.url}"\\n"""
+                               f"""secret_env = "CHAT_SECRET"\\n""")
+    config = load_config(Path("gw.toml"), env)
+    rule = ("groups:\\n- name: g\\n  rules:\\n  - alert: Hot\\n    condition: {threshold: "
+            "{metric: gpu.temperature_c, op: '>', value: 0}}\\n")
+    engine = AlertEngine(parse_rules(rule, "example.yml"))
+    snap = full_snapshot(time.time())
+    outbox = Outbox(Path("outbox.sqlite"))
+    Notifier(outbox, config.receivers, "http://gpuwatch.example", 0.0).handle(engine.evaluate(snap),
+                                                                               engine.alerts(), snap.time)
+    deliverer = Deliverer(outbox, build_targets(config, env), config.notify)
+
+    async def drain():
+        stop = asyncio.Event()
+        task = asyncio.create_task(deliverer.run(stop))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not receiver.delivered():
+            await asyncio.sleep(0.05)
+        stop.set()
+        await task
+
+    asyncio.run(drain())
+    print(receiver.delivered()[0].json()["say"])
+    receiver.close()
+'''
+
+
+def test_a_new_receiver_kind_is_its_body_and_its_name(tmp_path: Path) -> None:
+    out = worked_example(tmp_path, RECEIVER_EDITS, {}, RECEIVER_SCRIPT)
+    assert out.splitlines()[0] == "2 alert(s) for team"  # the two GPUs of the snapshot, in the new body
+    assert touched(RECEIVER_EDITS, {}) == table()["new receiver"]
+
+
+# -- a source ------------------------------------------------------------------------------------------------
+SOURCE_NEW = {"sources/rack/__init__.py": '''
+    """Which rack each GPU sits in, from a file of ``UUID rack`` lines: a labels source."""
+
+    from __future__ import annotations
+
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from gpuwatch.sources.base import Reading, Source
+
+
+    class RackSource(Source):
+        name = "rack"
+        role = "labels"
+
+        def __init__(self, path: str) -> None:
+            self.path = Path(path)
+
+        def poll(self, now: float, pids: Sequence[int]) -> Reading:
+            pairs = (line.split() for line in self.path.read_text().splitlines() if line.strip())
+            return Reading(gpu_labels={uuid: {"rack": rack} for uuid, rack in pairs})
+'''}
+SOURCE_EDITS = {
+    "runtime/build.py": [
+        ('''    kubelet_interval: float = 10.0
+''', '''    kubelet_interval: float = 10.0
+    #: A file of ``UUID rack`` lines (None: no rack labels).
+    rack_file: str | None = None
+'''),
+        ('''    if not opts.kubelet_socket:
+        return []''', '''    if opts.rack_file:
+        from gpuwatch.sources.rack import RackSource
+
+        return [RackSource(opts.rack_file)]
+    if not opts.kubelet_socket:
+        return []'''),
+    ],
+    "alerts/condition_fields.py": [('''SOURCE_NAMES = ("nvml",''', '''SOURCE_NAMES = ("rack", "nvml",''')],
+}
+SOURCE_SCRIPT = '''
+    import sys
+    from pathlib import Path
+    from fakes.fake_pynvml import make_fake_nvml
+
+    nvml = sys.modules["pynvml"] = make_fake_nvml(gpus=2)  # the NVML a test has; the rest is real
+    from gpuwatch.alerts import parse_rules
+    from gpuwatch.exporter.collector import _source_families
+    from gpuwatch.runtime.build import SamplingOptions, open_sampler
+
+    Path("racks.txt").write_text(f"{nvml.gpus[1].uuid} r7\\n")
+    opened = open_sampler(SamplingOptions(rack_file="racks.txt"))
+    snap = None
+    while snap is None or len(snap.sources) < 3:
+        snap = opened.sampler.tick()
+    print("status", {s.name: s.state for s in snap.sources}["rack"])
+    print("labels", sorted(g.labels.get("rack", "-") for g in snap.gpus))
+    rule = "groups:\\n- name: g\\n  rules:\\n  - alert: RackGone\\n    condition: {stale: {source: rack}}\\n"
+    print("rule", [r.name for r in parse_rules(rule, "example.yml").rules])
+    up = next(f for f in _source_families(snap) if f.name == "gpuwatch_source_up")
+    print("metrics", [s.value for s in up.samples if s.labels["source"] == "rack"])
+    opened.sampler.producer.close()
+'''
+
+
+def test_a_new_source_is_its_package_where_it_is_opened_and_its_name(tmp_path: Path) -> None:
+    out = worked_example(tmp_path, SOURCE_EDITS, SOURCE_NEW, SOURCE_SCRIPT)
+    assert out.splitlines()[:4] == ["status ok", "labels ['-', 'r7']", "rule ['RackGone']", "metrics [1.0]"]
+    assert touched(SOURCE_EDITS, SOURCE_NEW) == table()["new source"]
