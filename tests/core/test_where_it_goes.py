@@ -15,8 +15,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_HEADING = "## Where does X go"
 
@@ -111,12 +109,13 @@ def test_a_new_metric_is_one_spec_in_the_catalogue(tmp_path: Path) -> None:
 # -- a receiver kind -----------------------------------------------------------------------------------------
 RECEIVER_EDITS = {
     "notify/payloads.py": [
-        ('''BUILDERS: dict[str, Callable[..., Any]] = {''', '''def chat(receiver: str, group_key: str, group_labels: Mapping[str, str], alerts: Sequence[Mapping[str, Any]],
+        ("BUILDERS: dict[str, Callable[..., Any]] = {", """def chat(receiver: str, group_key: str,
+         group_labels: Mapping[str, str], alerts: Sequence[Mapping[str, Any]],
          external_url: str) -> dict[str, Any]:
     return {"say": f"{len(alerts)} alert(s) for {receiver}", "names": [a["labels"]["alertname"] for a in alerts]}
 
 
-BUILDERS: dict[str, Callable[..., Any]] = {"chat": chat, '''),
+BUILDERS: dict[str, Callable[..., Any]] = {"chat": chat, """),
     ],
     "config/model.py": [('''RECEIVER_KINDS = ("generic",''', '''RECEIVER_KINDS = ("chat", "generic",''')],
 }
