@@ -35,7 +35,8 @@ def table() -> dict[str, set[str]]:
 
 def worked_example(tmp_path: Path, edits: dict[str, list[tuple[str, str]]], new: dict[str, str],
                    script: str) -> str:
-    """Copy the package, apply ``edits`` (file -> [(text, replacement)], each text found exactly once) and
+    """Copy the package, apply ``edits`` (file -> [(text, replacement)], each text found exactly once; an
+    empty text: the replacement is added at the end) and
     add the ``new`` files, then run ``script`` against the copy (the tests' helpers importable); its output."""
     copy = tmp_path / "gpuwatch"
     shutil.copytree(ROOT / "gpuwatch", copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -43,6 +44,9 @@ def worked_example(tmp_path: Path, edits: dict[str, list[tuple[str, str]]], new:
         path = copy / rel
         text = path.read_text(encoding="utf-8")
         for old, replacement in changes:
+            if not old:  # added at the end
+                text += replacement
+                continue
             assert text.count(old) == 1, f"{rel}: the example's anchor {old!r} is not there exactly once"
             text = text.replace(old, replacement)
         path.write_text(text, encoding="utf-8")
@@ -233,3 +237,76 @@ def test_a_new_source_is_its_package_where_it_is_opened_and_its_name(tmp_path: P
     out = worked_example(tmp_path, SOURCE_EDITS, SOURCE_NEW, SOURCE_SCRIPT)
     assert out.splitlines()[:4] == ["status ok", "labels ['-', 'r7']", "rule ['RackGone']", "metrics [1.0]"]
     assert touched(SOURCE_EDITS, SOURCE_NEW) == table()["new source"]
+
+
+# -- an alert kind -------------------------------------------------------------------------------------------
+OUTSIDE_DATACLASS = '''@dataclass(frozen=True)
+class Outside:
+    metric: str
+    low: float
+    high: float
+    kind: str = field(default="outside", init=False)
+
+
+Condition: TypeAlias = "Outside | Threshold |'''
+OUTSIDE_EVAL = '''
+
+class OutsideEval(Evaluator):
+    """``metric`` below ``low`` or above ``high``, per entity."""
+
+    def evaluate(self, frame: Frame, active: frozenset[Key] = frozenset()) -> Results:
+        c = self.cond
+        out: Results = {}
+        for key in frame.keys(self.scope):
+            v = read(frame, key, c.metric)
+            if v is not None and not c.low <= v <= c.high:
+                out[key] = v
+        return out
+'''
+LEAVES_DOC_END = "    :func:`gpuwatch.alerts.export.to_promql`.\"\"\"\n"
+OUTSIDE_PROMQL = LEAVES_DOC_END + '''
+    @staticmethod
+    def outside(cond, step, latch):
+        name, scale = _series(cond.metric)
+        return f"{name} < {_num(cond.low * scale)} or {name} > {_num(cond.high * scale)}"
+'''
+OUTSIDE_KIND = '''    Kind("outside", Outside, ("metric", "low", "high"), (),
+         lambda f: Outside(f.metric(), f.number("low"), f.number("high")), OutsideEval, Leaves.outside,
+         "the metric is below `low` or above `high`"),
+    Kind("stale", Stale,'''
+ALERT_KIND_EDITS = {
+    "alerts/rules.py": [('Condition: TypeAlias = "Threshold |', OUTSIDE_DATACLASS)],
+    "alerts/conditions.py": [("", OUTSIDE_EVAL)],
+    "alerts/promql.py": [(LEAVES_DOC_END, OUTSIDE_PROMQL)],
+    "alerts/kinds.py": [
+        ("from gpuwatch.alerts.promql import Leaves\n", "from gpuwatch.alerts.promql import Leaves\n"
+         "from gpuwatch.alerts.conditions import OutsideEval\nfrom gpuwatch.alerts.rules import Outside\n"),
+        ('    Kind("stale", Stale,', OUTSIDE_KIND),
+    ],
+}
+ALERT_KIND_SCRIPT = '''
+    import contextlib, io
+    from core.factories import full_snapshot
+    from gpuwatch.alerts import AlertEngine, parse_rules
+    from gpuwatch.alerts.export import export_prometheus
+    from gpuwatch.cli.main import main
+
+    rule = ("groups:\\n- name: g\\n  rules:\\n  - alert: OutOfBand\\n    condition: {outside: "
+            "{metric: gpu.temperature_c, low: 0, high: 1}}\\n")
+    rules = parse_rules(rule, "example.yml")
+    engine = AlertEngine(rules)
+    print("alert", sorted({t.alert.state for t in engine.evaluate(full_snapshot())}))
+    print("promql", "gpuwatch_gpu_temperature_celsius < 0 or gpuwatch_gpu_temperature_celsius > 1"
+          in export_prometheus(rules).text)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["rules", "kinds"])
+    print("documented", "| `outside` |" in out.getvalue())
+'''
+
+
+def test_a_new_alert_kind_is_its_entry_dataclass_evaluator_and_promql(tmp_path: Path) -> None:
+    out = worked_example(tmp_path, ALERT_KIND_EDITS, {}, ALERT_KIND_SCRIPT)
+    assert out.splitlines()[:3] == ["alert ['firing']", "promql True", "documented True"]
+    row, done = table()["new alert kind"], touched(ALERT_KIND_EDITS, {})
+    assert done <= row and row - done == {"alerts/windows.py"}  # a windowed kind's evaluator goes there instead
