@@ -310,3 +310,61 @@ def test_a_new_alert_kind_is_its_entry_dataclass_evaluator_and_promql(tmp_path: 
     assert out.splitlines()[:3] == ["alert ['firing']", "promql True", "documented True"]
     row, done = table()["new alert kind"], touched(ALERT_KIND_EDITS, {})
     assert done <= row and row - done == {"alerts/windows.py"}  # a windowed kind's evaluator goes there instead
+
+
+# -- a pane --------------------------------------------------------------------------------------------------
+PANE_NEW = {"tui/widgets/energy_pane.py": '''
+    """The energy pane: what the selected GPU has drawn since the driver loaded."""
+
+    from __future__ import annotations
+
+    from textual.widgets import Static
+
+    from gpuwatch.model.snapshot import GpuSample
+
+
+    class EnergyPane(Static):
+        DEFAULT_CSS = "EnergyPane { height: 3; width: 24; }"
+
+        def show(self, gpu: GpuSample | None) -> None:
+            joules = None if gpu is None else gpu.energy_j
+            self.update("drawn " + ("-" if joules is None else f"{joules / 1e6:.3f}MJ"))
+'''}
+PANE_EDITS = {"tui/screen.py": [
+    ("from gpuwatch.tui.widgets.diagnosis_pane import", "from gpuwatch.tui.widgets.energy_pane import EnergyPane\n"
+     "from gpuwatch.tui.widgets.diagnosis_pane import"),
+    ('            yield HistoryPlot(id="plot")\n', '            yield HistoryPlot(id="plot")\n'
+     '            yield EnergyPane(id="energy")\n'),  # beside the GPU panel: no rows of its own
+    ("            self.query_one(GpuPanel).show(gpu, snap.host, snap.time)\n",
+     "            self.query_one(GpuPanel).show(gpu, snap.host, snap.time)\n"
+     "            self.query_one(EnergyPane).show(gpu)\n"),
+]}
+PANE_SCRIPT = '''
+    import asyncio
+    from gpuwatch.data import bundled_recording
+    from gpuwatch.sampler.sampler import Sampler
+    from gpuwatch.sources.replay import ReplayProducer
+    from gpuwatch.tui.app import make_app
+    from gpuwatch.tui.feed import local_feed
+    from gpuwatch.model.recording import load
+
+    feed = local_feed(Sampler(ReplayProducer(bundled_recording(), speed=0)), "recording", True,
+                      run_sampler=False)
+    feed.prime(5)
+    app = make_app(feed)
+    energy = load(bundled_recording())[4].gpus[0].energy_j
+
+    async def run():
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            screen = app.export_screenshot().replace("&#160;", " ")
+            print("drawn", f"drawn {energy / 1e6:.3f}MJ" in screen)
+
+    asyncio.run(run())
+'''
+
+
+def test_a_new_pane_is_its_widget_and_the_screen_that_composes_and_draws_it(tmp_path: Path) -> None:
+    out = worked_example(tmp_path, PANE_EDITS, PANE_NEW, PANE_SCRIPT)
+    assert out.splitlines()[:1] == ["drawn True"]
+    assert touched(PANE_EDITS, PANE_NEW) == table()["new pane"]
