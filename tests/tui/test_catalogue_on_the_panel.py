@@ -10,7 +10,7 @@ from synthetic import snapshot
 
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.snapshot import GpuSample
-from gpuwatch.tui.widgets import gpu_panel
+from gpuwatch.tui.widgets import fleet_table, gpu_panel, history_plot
 from gpuwatch.tui.widgets.gpu_panel import Palette, render_gpu
 
 
@@ -48,3 +48,9 @@ def test_the_power_bar_is_the_catalogues_ratio_and_its_label() -> None:
     gpu = _gpu(power_w=700.0, power_limit_w=700.0)  # at the limit: the catalogue's critical level
     assert spec.fraction(gpu) == pytest.approx(1.0) and spec.level(100.0) == "critical"
     assert _bar_style(gpu, spec.label) == {"red"}
+
+
+def test_the_dashboard_names_each_metric_by_its_catalogue_key() -> None:
+    """One metric, one name: the fleet table's columns and the history plot's series are catalogue keys."""
+    keys = [k for k, _, _ in fleet_table.COLUMNS if "." in k] + list(history_plot.SERIES)
+    assert len(keys) == 9 and all(k in METRICS for k in keys)

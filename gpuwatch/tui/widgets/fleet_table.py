@@ -17,11 +17,13 @@ from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.tui.format import DASH, num, pct, size
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
-COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
-           ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM", 13), ("temp", "TEMP", 5),
-           ("power", "POWER", 9), ("clocks", "CLOCKS", 14), ("procs", "PROCS", 5), ("alerts", "ALERTS", 6),
-           ("status", "STATUS", 40))
-RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts"})
+#: Columns of catalogue metrics go by their keys in the catalogue (``model/metrics.py``).
+COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("gpu.util", "UTIL", 5),
+           ("gpu.sm_active", "SM ACT", 6), ("gpu.sm_occupancy", "SM OCC", 6), ("gpu.mem_used_bytes", "MEM", 13),
+           ("gpu.temperature_c", "TEMP", 5), ("gpu.power_w", "POWER", 9), ("clocks", "CLOCKS", 14),
+           ("procs", "PROCS", 5), ("alerts", "ALERTS", 6), ("status", "STATUS", 40))
+RIGHT = frozenset({"gpu.util", "gpu.sm_active", "gpu.sm_occupancy", "gpu.mem_used_bytes", "gpu.temperature_c",
+                   "gpu.power_w", "procs", "alerts"})
 
 
 def _clocks(g: GpuSample) -> Text:
