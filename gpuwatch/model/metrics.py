@@ -20,6 +20,9 @@ Scope = Literal["gpu", "process", "host"]
 #: How Prometheus should read a series; a counter's name ends in ``_total``.
 Kind = Literal["gauge", "counter", "histogram"]
 Level = Literal["ok", "warning", "critical"]
+#: How a value of each unit is written where the spec says nothing else.
+UNIT_FORMATS = {"percent": "{:.0f}%", "celsius": "{:.0f}°C", "watts": "{:.0f} W", "MHz": "{:.0f} MHz"}
+MISSING = "–"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,14 @@ class MetricSpec:
     label: str = ""
     #: (warning, critical) levels in ``unit``: the dashboard colours a value at or above each.
     levels: tuple[float, float] | None = None
+    #: How the dashboard writes a value (a ``str.format`` pattern with its unit's symbol); "" follows the unit.
+    fmt: str = ""
+
+    def text(self, value: float | None) -> str:
+        """``value`` as the dashboard writes it (``62%``, ``71°C``), or a dash when it is unknown."""
+        if value is None:
+            return MISSING
+        return (self.fmt or UNIT_FORMATS.get(self.unit, "{:g}")).format(value)
 
     def level(self, value: float | None) -> Level | None:
         """Where ``value`` stands against :attr:`levels` (None: unknown value, or no levels)."""

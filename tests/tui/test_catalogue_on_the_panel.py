@@ -54,3 +54,12 @@ def test_the_dashboard_names_each_metric_by_its_catalogue_key() -> None:
     """One metric, one name: the fleet table's columns and the history plot's series are catalogue keys."""
     keys = [k for k, _, _ in fleet_table.COLUMNS if "." in k] + list(history_plot.SERIES)
     assert len(keys) == 9 and all(k in METRICS for k in keys)
+
+
+def test_values_are_written_as_the_catalogue_formats_them() -> None:
+    temp = METRICS["gpu.temperature_c"]
+    gpu = _gpu(temperature_c=71.4, gpu_util=62.0)
+    text = render_gpu(gpu, 160, Colours()).plain
+    assert temp.text(71.4) == "71°C" and temp.text(71.4) in text
+    assert METRICS["gpu.util"].text(62.0) == "62%" and "62%" in text
+    assert temp.text(None) == "–"  # unknown: a dash, without a unit hanging on it

@@ -112,14 +112,14 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
     temp = gpu.temperature_c
     vw = 14
     rows = [
-        (_bar(UTIL, gpu, pct(gpu.gpu_util), pal.primary, half, vw),
+        (_bar(UTIL, gpu, UTIL.text(gpu.gpu_util), pal.primary, half, vw),
          _bar(SM_ACTIVE, gpu, _prof_value(gpu, "sm_active"), pal.accent, right_w)),
         (_bar(SM_OCCUPANCY, gpu, _prof_value(gpu, "sm_occupancy"), pal.accent, half, vw),
          _bar(TENSOR, gpu, _prof_value(gpu, "tensor_active"), pal.accent, right_w)),
         (_bar(MEM, gpu, mem_value, _levelled(MEM, gpu, pal.memory, pal), half, vw),
          _bar(DRAM, gpu, _prof_value(gpu, "dram_active"), pal.memory, right_w)),
         (_bar(POWER, gpu, power_value, _levelled(POWER, gpu, pal.primary, pal), half, vw),
-         _half(TEMP.label, _frac(temp, 100.0), Text(f"{num(temp)}°C"), _levelled(TEMP, gpu, pal.primary, pal),
+         _half(TEMP.label, _frac(temp, 100.0), TEMP.text(temp), _levelled(TEMP, gpu, pal.primary, pal),
                right_w)),
         (_bar(SM_CLOCK, gpu, clock_value, pal.primary, half, vw), _pcie(gpu, right_w)),
     ]
