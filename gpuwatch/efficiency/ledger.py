@@ -66,7 +66,7 @@ class Increment:
     hist: dict[HistKey, float] = field(default_factory=dict)
     until: float = 0.0
 
-    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner, cap: OwnerCap) -> None:
+    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner, cap: Callable[[Owner], Owner]) -> None:
         """``iv``'s seconds; its lost part to ``cause`` and ``owner`` (nobody's part to ``no_process``), each
         owner named or folded into ``(other)`` by ``cap``."""
         at = GpuHour(hour_of(iv.end), iv.gpu)
@@ -105,8 +105,9 @@ class Ledger:
     def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
                  max_owners: int = MAX_OWNERS) -> None:
         self.max_gap = max_gap
-        #: The one owner cap: the roll-ups and the /metrics counters both take the owners named here.
-        self.owners = OwnerCap(max_owners)
+        self.max_owners = max_owners
+        #: The owners named in each hour still open (the roll-ups' span of the one cap, :class:`OwnerCap`).
+        self._owners: dict[int, OwnerCap] = {}
         self.skip_until = skip_until
         self.doctor = doctor
         self._history: deque[Snapshot] = deque()
@@ -143,6 +144,12 @@ class Ledger:
             return None
         return self._attribute(verdicts(self.doctor(window(list(self._history), WINDOW_S))))
 
+    def _cap(self, hour: int) -> OwnerCap:
+        if hour not in self._owners:
+            self._owners = {h: c for h, c in self._owners.items() if h >= hour - HOUR}
+            self._owners[hour] = OwnerCap(self.max_owners)
+        return self._owners[hour]
+
     def _attribute(self, top: dict[int, Finding]) -> Increment:
         inc = Increment(until=self._pending[-1].end)
         for iv in self._pending:
@@ -154,7 +161,8 @@ class Ledger:
                 inc.fixes[cause] = (finding.title, finding.fix)
             elif cause in OWN_FIXES:
                 inc.fixes.setdefault(cause, (cause.replace("_", " "), OWN_FIXES[cause]))
-            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None), self.owners)
+            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None),
+                             self._cap(hour_of(iv.end)))
         for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
             b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
             key = HistKey(hour, gpu, b)

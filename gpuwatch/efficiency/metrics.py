@@ -2,9 +2,10 @@
 
 Counters since the daemon started, added from the same increments the roll-ups are (so ``increase()`` over
 an hour in Prometheus and the hour's roll-up agree). Series per GPU: 4 for the states, plus one per
-(cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners the ledger names
-(``daemon.max_process_series`` of them, the process series' cap; past it, new owners add up under
-``command="(other)"``: :class:`~gpuwatch.efficiency.rows.OwnerCap`, the same owners the roll-ups name).
+(cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners named, capped by
+the accounting's one owner cap (:class:`~gpuwatch.efficiency.rows.OwnerCap`, ``daemon.max_process_series``
+owners, then ``command="(other)"``) over the daemon's life, as a counter keeps every series it served (the
+roll-ups apply the same cap over each hour).
 Owners are pods or (user, command) pairs, not pids, so a host starting thousands of short-lived workers of
 one program adds one owner.
 """
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 
 from gpuwatch.efficiency.ledger import Increment
-from gpuwatch.efficiency.rows import Owner, States
+from gpuwatch.efficiency.rows import MAX_OWNERS, Owner, OwnerCap, States
 from gpuwatch.exporter.gpu import family
 from gpuwatch.model.causes import STATES
 from gpuwatch.model.series import GPU_LOST_SECONDS, GPU_SECONDS
@@ -26,7 +27,8 @@ from gpuwatch.model.series import GPU_LOST_SECONDS, GPU_SECONDS
 class Totals:
     """Running totals of the committed increments, safe to read from the scrape thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_owners: int = MAX_OWNERS) -> None:
+        self._owners = OwnerCap(max_owners)
         self._lock = threading.Lock()
         self.seconds: dict[int, States] = {}
         self.lost: dict[tuple[int, str, Owner], float] = {}
@@ -36,7 +38,7 @@ class Totals:
             for at, states in inc.seconds.items():
                 self.seconds[at.gpu] = self.seconds.get(at.gpu, States()).plus(states)
             for k, seconds in inc.lost.items():
-                key = (k.gpu, k.cause, k.owner)
+                key = (k.gpu, k.cause, self._owners(k.owner))
                 self.lost[key] = self.lost.get(key, 0.0) + seconds
 
     def families(self) -> Iterator[Metric]:

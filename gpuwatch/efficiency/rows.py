@@ -1,9 +1,11 @@
 """The accounting's rows, named once and kept from the ledger to SQLite, the API, ``/metrics`` and the report.
 
 An :class:`Increment` of the ledger, a row of the store, a row of ``GET /api/v1/efficiency`` and what the
-report adds up are the same named tuples: ``row.allocated``, never ``values[1]``. Who an owner is, and how
-many owners one accounting names before the rest add up under ``(other)`` (:class:`OwnerCap`), is decided
-here once, in the ledger, so the roll-ups and the counters name the same owners.
+report adds up are the same named tuples: ``row.states.allocated``, never ``values[1]``. Who an owner is,
+and the one rule for how many are named before the rest add up under ``(other)`` (:class:`OwnerCap`), are
+here. The rule runs over two spans: each hour in the ledger (so the hourly roll-ups stay bounded and a new
+hour names new owners) and the daemon's life on /metrics (a counter keeps every series it ever served);
+within the first ``MAX_OWNERS`` owners both name the same ones.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class Accounting:
     def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
         self.store = store
         self.max_owners = max_owners
-        self.totals = Totals()
+        self.totals = Totals(max_owners)
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
         self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)

@@ -38,24 +38,27 @@ def test_hours_older_than_the_retention_are_deleted_as_time_moves_on() -> None:
 
 
 def test_one_cap_names_the_same_owners_in_the_rollups_and_on_metrics_and_drops_no_second() -> None:
-    """The biggest memory holder of an idle GPU changes every 10 s, six owners in a minute; the cap is three."""
+    """The biggest memory holder of an idle GPU changes every 10 s, six owners in a minute, and six new ones
+    an hour later; the cap is three. The roll-ups name three per hour, /metrics three in all."""
     workers = [dataclasses.replace(full_process(100 + i), name=f"worker-{i}", pod=None,
-                                   gpu_memory_bytes=(10 - i) << 20)
-               for i in range(6)]
+                                   gpu_memory_bytes=(20 - i) << 20)
+               for i in range(12)]
     idle = dataclasses.replace(full_gpu(0, 0.0), profiling={}, labels={})
-    snaps = [dataclasses.replace(full_snapshot(1000.0 + t), gpus=(idle,), processes=tuple(workers[t // 10:]))
-             for t in range(60)]
-    store, totals = Store(None, 86400.0), Totals()
+    snaps = [dataclasses.replace(full_snapshot(start + t), gpus=(idle,), processes=tuple(workers[first + t // 10:]))
+             for start, first in ((1000.0, 0), (1000.0 + HOUR, 6)) for t in range(60)]
+    store, totals = Store(None, 86400.0), Totals(max_owners=3)
     ledger = Ledger(max_gap=5.0, doctor=lambda window: [], max_owners=3)
     for inc in [*(ledger.add(s) for s in snaps), ledger.flush()]:
         if inc:
             store.commit(inc, "test")
             totals.add(inc)
-    in_file = {r.key.owner for r in store.rollup().lost}
+    first_hour = {r.key.owner for r in store.rollup().lost if r.key.hour == 0}
+    second_hour = {r.key.owner for r in store.rollup().lost if r.key.hour == HOUR}
     on_metrics = {owner for (_, _, owner) in totals.lost}
-    assert in_file == on_metrics and len(in_file) == 4 and OTHER_OWNER in in_file
-    assert sum(r.seconds for r in store.rollup().lost) == pytest.approx(59.0)  # nothing dropped, only folded
-    assert sum(totals.lost.values()) == pytest.approx(59.0)
+    assert first_hour == on_metrics and len(first_hour) == 4 and OTHER_OWNER in first_hour
+    assert len(second_hour) == 4 and OTHER_OWNER in second_hour and not (second_hour & first_hour) - {OTHER_OWNER}
+    assert sum(r.seconds for r in store.rollup().lost) == pytest.approx(118.0)  # nothing dropped, only folded
+    assert sum(totals.lost.values()) == pytest.approx(118.0)
     assert [f.name for f in totals.families()] == ["gpuwatch_gpu_seconds", "gpuwatch_gpu_lost_seconds"]
 
 

@@ -30,7 +30,7 @@ def served_families(tmp_path: Path) -> dict[str, str]:
     collector = SnapshotCollector(full_snapshot, lambda: [alert], extra=lambda: daemon_families(outbox, counters),
                                   names="both")
     exporter = Exporter(collector)
-    exporter.registry.register(TotalsCollector(Totals()))  # what the daemon's efficiency accounting adds
+    exporter.registry.register(TotalsCollector(Totals(256)))  # what the daemon's efficiency accounting adds
     body = render(exporter.registry).decode()
     outbox.close()
     return {f.name: f.type for f in text_string_to_metric_families(body)}
