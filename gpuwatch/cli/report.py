@@ -98,10 +98,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.replay}: {exc}") from None
         until = accounted.end
         since = max(until - args.since, accounted.start)
-        rollup = Rollup([r for r in accounted.rollup.seconds if r[0] + 3600 > since],
-                        [r for r in accounted.rollup.lost if r[0] + 3600 > since], accounted.rollup.fixes,
-                        [r for r in accounted.rollup.hist if r[0] + 3600 > since])
-        summary = summarise(rollup, since, until, f"recording {args.replay.name}")
+        summary = summarise(accounted.rollup.since(since), since, until, f"recording {args.replay.name}")
     else:
         body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
         summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]

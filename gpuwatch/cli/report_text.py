@@ -62,9 +62,9 @@ def render_csv(s: Summary, by: str, writer: Any) -> None:
 def chart(s: Summary, width: int | None = None) -> str:
     from gpuwatch.cli.charts import Panel, render
 
-    labels = [_utc(h, "%d %H:00") for h, *_ in s.hours]
-    efficiency = [100.0 * e / a if a > 0 else 0.0 for _, a, e, _ in s.hours]
-    lost = [lo / HOUR for *_, lo in s.hours]
+    labels = [_utc(r.hour, "%d %H:00") for r in s.hours]
+    efficiency = [100.0 * r.effective / r.allocated if r.allocated > 0 else 0.0 for r in s.hours]
+    lost = [r.lost / HOUR for r in s.hours]
     return render([Panel("efficiency per hour (effective / allocated, %)", labels, {"efficiency": efficiency},
                          bars=True, ylim=(0, 100)),
                    Panel("lost GPU-hours per hour", labels, {"lost": lost}, bars=True)], width)

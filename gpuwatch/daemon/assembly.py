@@ -2,8 +2,9 @@
 through the methods their owners expose.
 
 :func:`assemble` makes the alert engine, the outbox, notifier and deliverer, the stream hub, the pipeline
-between the sampler thread and the event loop, the one shared live-doctor evaluation, and the exporter
-with two registered collectors: the Snapshot's series and the daemon's own (:class:`DaemonSeries`).
+between the sampler thread and the event loop, the one shared live-doctor evaluation, the exporter
+with two registered collectors: the Snapshot's series and the daemon's own (:class:`DaemonSeries`), and
+the GPU-hour accounting (:mod:`gpuwatch.daemon.accounting`).
 :meth:`Parts.reload` hands new rules, receivers and limits to their owners; nothing else writes another
 object's attributes.
 """
@@ -17,10 +18,11 @@ from prometheus_client.core import Metric
 
 from gpuwatch.alerts import AlertEngine, RuleSet
 from gpuwatch.config import Config
-from gpuwatch.daemon import parts
+from gpuwatch.daemon import accounting, parts
 from gpuwatch.daemon.pipeline import Pipeline
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.diagnosis import SharedDiagnosis
+from gpuwatch.efficiency.service import Accounting
 from gpuwatch.exporter import Exporter, SnapshotCollector
 from gpuwatch.notify import Deliverer, Notifier, Outbox, Target
 from gpuwatch.sampler.sampler import Sampler
@@ -38,6 +40,8 @@ class Parts:
     diagnosis: SharedDiagnosis
     collector: SnapshotCollector
     exporter: Exporter
+    #: The GPU-hour accounting (None: ``[efficiency] enabled = false``).
+    efficiency: Accounting | None = None
 
     def counters(self) -> parts.DaemonCounters:
         return parts.DaemonCounters(
@@ -90,4 +94,5 @@ def assemble(config: Config, sampler: Sampler, port: int) -> Parts:
     sampler.observe_tick_duration(exporter.observe_tick)
     sampler.subscribe(collector.totals.observe)  # byte counters add up every Snapshot
     sampler.subscribe(pipeline.offer)
+    built.efficiency = accounting.build(config, sampler, exporter)  # GPU-seconds by cause: efficiency/
     return built

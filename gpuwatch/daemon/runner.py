@@ -24,7 +24,7 @@ from aiohttp import web
 from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
-from gpuwatch.daemon import parts
+from gpuwatch.daemon import accounting, parts
 from gpuwatch.daemon.app import Services, build_app
 from gpuwatch.daemon.assembly import assemble
 from gpuwatch.daemon.connections import (
@@ -36,7 +36,6 @@ from gpuwatch.daemon.connections import (
     raise_fd_limit,
 )
 from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
-from gpuwatch.efficiency.install import install as install_efficiency
 from gpuwatch.notify import Target
 from gpuwatch.sampler.sampler import Sampler
 
@@ -77,7 +76,8 @@ class Daemon:
         #: The connection cap; :meth:`run` lowers it to what the open-file limit allows.
         self.guard = ConnectionGuard(config.daemon.max_connections)
         self.app = build_app(self.services, middlewares=[self.guard.middleware])
-        self.efficiency = install_efficiency(self)  # GPU-seconds by cause: gpuwatch/efficiency/
+        self.efficiency = p.efficiency
+        accounting.serve(self.app, self.efficiency)
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None

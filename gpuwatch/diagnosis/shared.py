@@ -6,8 +6,9 @@ this history? :class:`SharedDiagnosis` answers it once per new snapshot at most,
 :class:`~gpuwatch.doctor.LiveDoctor` (which remembers since when each finding holds and keeps severities
 steady between calls), and hands the same :class:`Evaluation` to every reader until the history moves on.
 A thread keeps it at most ``every_s`` old for readers that only look (``/metrics``), counting from the
-last time anyone asked (an evaluation, or a check that found it current): the accounting asks every 10 s
-of samples, so with the default 15 s the thread itself never has to run the doctor. A reader that finds it
+last time anyone asked (an evaluation, or a check that found it current). (The GPU-hour accounting does
+not read it: its steadied view depends on when readers asked, and the accounting must charge a recording
+as ``gpuwatch report --replay`` does.) A reader that finds it
 behind the newest snapshot refreshes it first, one at a time, so ten clients asking together cost one
 evaluation. Other questions (another window, one process) are answered by ``diagnose_current`` and cached
 per newest snapshot as well.

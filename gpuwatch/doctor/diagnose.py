@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor import classes as table
+from gpuwatch.doctor.verdict import verdict
 from gpuwatch.doctor.window import GpuWindow, summarise
-from gpuwatch.model.finding import HEALTHY, Finding
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.model.stacks import StackProfile
 
@@ -82,11 +83,8 @@ def rules_out(found: Finding, other: Finding) -> bool:
 
 
 def top_problem(findings: Sequence[Finding]) -> Finding | None:
-    """The finding to act on first: the highest-ranked warning, else ``healthy``, else the first info."""
-    for f in findings:
-        if f.severity != "info":
-            return f
-    return next((f for f in findings if f.code == HEALTHY), findings[0] if findings else None)
+    """The finding to act on first, about any GPU (:func:`~gpuwatch.doctor.verdict.verdict`)."""
+    return verdict(findings)
 
 
 def _nothing_to_diagnose(snapshots: Sequence[Snapshot], pid: int | None) -> Finding:

@@ -20,33 +20,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwatch.model.causes import OWNER_LABELS
+from gpuwatch.efficiency.rows import NO_OWNER, Owner
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 
-__all__ = ["OWNER_LABELS", "GpuInterval", "Owner", "intervals", "owner_of", "owner_text"]
-Owner = tuple[str, str, str, str, str]
-NO_OWNER: Owner = ("", "", "", "", "")
+__all__ = ["GpuInterval", "Owner", "intervals", "owner_of"]
 
 
 def owner_of(p: ProcessSample | None, gpu: GpuSample) -> Owner:
     """The pod holding the process (or, with no process, the GPU), else the process's user and command."""
     if p is not None and p.pod:
-        return (p.namespace or "", p.pod, p.container or "", "", "")
+        return Owner(p.namespace or "", p.pod, p.container or "")
     if gpu.labels.get("pod"):
-        return (gpu.labels.get("namespace", ""), gpu.labels["pod"], gpu.labels.get("container", ""), "", "")
+        return Owner(gpu.labels.get("namespace", ""), gpu.labels["pod"], gpu.labels.get("container", ""))
     if p is None:
         return NO_OWNER
-    return ("", "", "", p.user or "", p.command)
-
-
-def owner_text(owner: Owner) -> str:
-    """How a report names an owner: ``namespace/pod/container``, ``user:command``, or ``-`` for nobody."""
-    namespace, pod, container, user, command = owner
-    if pod:
-        return "/".join(x for x in (namespace, pod, container) if x)
-    if user or command:
-        return f"{user or '?'}:{command or '?'}"
-    return "-"
+    return Owner(user=p.user or "", command=p.command)
 
 
 def _pct(value: float | None) -> float | None:

@@ -2,10 +2,13 @@
 
 Intervals are gathered for :data:`STEP_S` seconds of snapshot time, then the doctor judges the window that
 ends there (the last :data:`WINDOW_S` seconds, as the daemon's live doctor does) and the block's lost
-seconds go to each GPU's top finding. When the doctor has no verdict yet for a GPU that lost time (it needs
-a few seconds of a new load to see it), the block waits for up to :data:`MAX_WAIT_S` seconds so the cause
-it names then covers the start of the load too; after that, the loss goes to ``held_idle`` or
-``unexplained``.
+seconds go to each GPU's verdict (:func:`gpuwatch.doctor.verdict.verdict`, the finding the doctor's
+accuracy is measured on). The judge is the doctor itself on the block's own window, never the live
+doctor's steadied view: that one depends on when readers asked, and a daemon replaying a recording must
+charge what ``gpuwatch report --replay`` charges for it. When the doctor has no verdict yet for a GPU
+that lost time (it needs a few seconds of a new load to see it), the block waits for up to
+:data:`MAX_WAIT_S` seconds so the cause it names then covers the start of the load too; after that, the
+loss goes to ``held_idle`` or ``unexplained``.
 
 Everything here follows snapshot time, not the wall clock: the same stream of Snapshots gives the same
 increments, which is what lets a restarted daemon replay a recording and skip, to the interval, what it
@@ -20,7 +23,9 @@ from dataclasses import dataclass, field
 
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
-from gpuwatch.efficiency.account import GpuInterval, Owner, intervals, owner_of
+from gpuwatch.doctor.verdict import verdicts
+from gpuwatch.efficiency.account import GpuInterval, intervals, owner_of
+from gpuwatch.efficiency.rows import MAX_OWNERS, GpuHour, HistKey, LostKey, Owner, OwnerCap, States
 from gpuwatch.model.causes import HELD_IDLE, NO_PROCESS, UNEXPLAINED, cause_of
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -49,53 +54,35 @@ def hour_of(t: float) -> int:
 
 @dataclass
 class Increment:
-    """GPU-seconds to add: ``seconds[(hour, gpu)]`` = [observed, allocated, busy, effective],
-    ``lost[(hour, gpu, cause, owner)]``, the latest (title, fix) per cause, the SM-activity histogram, and
-    the newest snapshot time covered (the high-water mark)."""
+    """GPU-seconds to add: :class:`States` per (hour, GPU), lost seconds per (hour, GPU, cause, owner), the
+    latest (title, fix) per cause, the SM-activity histogram, and the newest snapshot time covered (the
+    high-water mark)."""
 
-    seconds: dict[tuple[int, int], list[float]] = field(default_factory=dict)
-    lost: dict[tuple[int, int, str, Owner], float] = field(default_factory=dict)
+    seconds: dict[GpuHour, States] = field(default_factory=dict)
+    lost: dict[LostKey, float] = field(default_factory=dict)
     fixes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: Allocated seconds by bin of the block's mean SM activity (``hist[(hour, gpu, bin)]``): percentiles of
-    #: 10-second means for the headroom, not of single samples (a loop that alternates would read as peaks).
-    hist: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    #: Allocated seconds by bin of the block's mean SM activity: percentiles of 10-second means for the
+    #: headroom, not of single samples (a loop that alternates would read as peaks).
+    hist: dict[HistKey, float] = field(default_factory=dict)
     until: float = 0.0
 
-    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner) -> None:
-        hour = hour_of(iv.end)
-        row = self.seconds.setdefault((hour, iv.gpu), [0.0, 0.0, 0.0, 0.0])
-        for i, v in enumerate((iv.observed, iv.allocated, iv.busy, iv.effective)):
-            row[i] += v
+    def add_interval(self, iv: GpuInterval, cause: str, owner: Owner, cap: Callable[[Owner], Owner]) -> None:
+        """``iv``'s seconds; its lost part to ``cause`` and ``owner`` (nobody's part to ``no_process``), each
+        owner named or folded into ``(other)`` by ``cap``."""
+        at = GpuHour(hour_of(iv.end), iv.gpu)
+        self.seconds[at] = self.seconds.get(at, States()).plus(
+            States(iv.observed, iv.allocated, iv.busy, iv.effective))
         if iv.unallocated > 0:
-            k = (hour, iv.gpu, NO_PROCESS, owner_of(None, iv.sample))
-            self.lost[k] = self.lost.get(k, 0.0) + iv.unallocated
+            self._lose(LostKey(at.hour, at.gpu, NO_PROCESS, cap(owner_of(None, iv.sample))), iv.unallocated)
         lost = max(0.0, iv.allocated - iv.effective)
         if lost > 0:
-            k = (hour, iv.gpu, cause, owner)
-            self.lost[k] = self.lost.get(k, 0.0) + lost
+            self._lose(LostKey(at.hour, at.gpu, cause, cap(owner)), lost)
+
+    def _lose(self, key: LostKey, seconds: float) -> None:
+        self.lost[key] = self.lost.get(key, 0.0) + seconds
 
     def __bool__(self) -> bool:
         return bool(self.seconds)
-
-
-#: Info findings that still say where a GPU's time goes: a server with no work, processes taking turns.
-INFO_CAUSES = frozenset({"demand_bound", "time_slicing"})
-
-
-def top_by_gpu(findings: Sequence[Finding]) -> dict[int, Finding]:
-    """Each GPU's top finding: its highest-ranked warning, else ``healthy``, else an info finding that says
-    where the time goes (``findings`` come ranked)."""
-    top: dict[int, Finding] = {}
-    for f in findings:
-        if f.gpu_index is not None and f.severity != "info" and f.gpu_index not in top:
-            top[f.gpu_index] = f
-    for f in findings:
-        if f.gpu_index is not None and f.code == "healthy":
-            top.setdefault(f.gpu_index, f)
-    for f in findings:
-        if f.gpu_index is not None and f.code in INFO_CAUSES:
-            top.setdefault(f.gpu_index, f)
-    return top
 
 
 def _fallback(iv: GpuInterval) -> str:
@@ -115,8 +102,12 @@ class Ledger:
     """Feed it every Snapshot in order with :meth:`add`; it returns an :class:`Increment` each time a
     block is attributed (and :meth:`flush` the rest, at a stop or when the stream ends)."""
 
-    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose) -> None:
+    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
+                 max_owners: int = MAX_OWNERS) -> None:
         self.max_gap = max_gap
+        self.max_owners = max_owners
+        #: The owners named in each hour still open (the roll-ups' span of the one cap, :class:`OwnerCap`).
+        self._owners: dict[int, OwnerCap] = {}
         self.skip_until = skip_until
         self.doctor = doctor
         self._history: deque[Snapshot] = deque()
@@ -140,7 +131,7 @@ class Ledger:
         if snap.time < self._block_end:
             return None
         findings = self.doctor(window(list(self._history), WINDOW_S))
-        top = top_by_gpu(findings)
+        top = verdicts(findings)
         waiting = {iv.gpu for iv in self._pending if iv.allocated > iv.effective and iv.gpu not in top}
         if waiting and snap.time - self._pending[0].end < MAX_WAIT_S:
             self._block_end += STEP_S  # ask again a step later, not at every snapshot
@@ -151,7 +142,13 @@ class Ledger:
         """Attribute whatever is pending with the doctor's verdict on the window that ends now."""
         if not self._pending:
             return None
-        return self._attribute(top_by_gpu(self.doctor(window(list(self._history), WINDOW_S))))
+        return self._attribute(verdicts(self.doctor(window(list(self._history), WINDOW_S))))
+
+    def _cap(self, hour: int) -> OwnerCap:
+        if hour not in self._owners:
+            self._owners = {h: c for h, c in self._owners.items() if h >= hour - HOUR}
+            self._owners[hour] = OwnerCap(self.max_owners)
+        return self._owners[hour]
 
     def _attribute(self, top: dict[int, Finding]) -> Increment:
         inc = Increment(until=self._pending[-1].end)
@@ -164,10 +161,12 @@ class Ledger:
                 inc.fixes[cause] = (finding.title, finding.fix)
             elif cause in OWN_FIXES:
                 inc.fixes.setdefault(cause, (cause.replace("_", " "), OWN_FIXES[cause]))
-            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None))
+            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None),
+                             self._cap(hour_of(iv.end)))
         for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
             b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
-            inc.hist[(hour, gpu, b)] = inc.hist.get((hour, gpu, b), 0.0) + allocated
+            key = HistKey(hour, gpu, b)
+            inc.hist[key] = inc.hist.get(key, 0.0) + allocated
         self._pending = []
         self._block_end = None
         return inc

@@ -2,10 +2,12 @@
 
 Counters since the daemon started, added from the same increments the roll-ups are (so ``increase()`` over
 an hour in Prometheus and the hour's roll-up agree). Series per GPU: 4 for the states, plus one per
-(cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners seen, and owners
-in all are capped (``daemon.max_process_series``, the process series' cap); past the cap, new owners add
-up under ``command="(other)"``. Owners are pods or (user, command) pairs, not pids, so a host starting
-thousands of short-lived workers of one program adds one owner.
+(cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners named, capped by
+the accounting's one owner cap (:class:`~gpuwatch.efficiency.rows.OwnerCap`, ``daemon.max_process_series``
+owners, then ``command="(other)"``) over the daemon's life, as a counter keeps every series it served (the
+roll-ups apply the same cap over each hour).
+Owners are pods or (user, command) pairs, not pids, so a host starting thousands of short-lived workers of
+one program adds one owner.
 """
 
 from __future__ import annotations
@@ -15,44 +17,35 @@ from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 
-from gpuwatch.efficiency.account import Owner
 from gpuwatch.efficiency.ledger import Increment
+from gpuwatch.efficiency.rows import MAX_OWNERS, Owner, OwnerCap, States
 from gpuwatch.exporter.gpu import family
 from gpuwatch.model.causes import STATES
 from gpuwatch.model.series import GPU_LOST_SECONDS, GPU_SECONDS
-
-OTHER: Owner = ("", "", "", "", "(other)")
 
 
 class Totals:
     """Running totals of the committed increments, safe to read from the scrape thread."""
 
-    def __init__(self, max_owners: int) -> None:
-        self.max_owners = max_owners
+    def __init__(self, max_owners: int = MAX_OWNERS) -> None:
+        self._owners = OwnerCap(max_owners)
         self._lock = threading.Lock()
-        self.seconds: dict[int, list[float]] = {}
+        self.seconds: dict[int, States] = {}
         self.lost: dict[tuple[int, str, Owner], float] = {}
-        self._owners: set[Owner] = set()
 
     def add(self, inc: Increment) -> None:
         with self._lock:
-            for (_, gpu), values in inc.seconds.items():
-                row = self.seconds.setdefault(gpu, [0.0] * len(STATES))
-                for i, v in enumerate(values):
-                    row[i] += v
-            for (_, gpu, cause, owner), seconds in inc.lost.items():
-                if owner not in self._owners:
-                    if len(self._owners) >= self.max_owners:
-                        owner = OTHER
-                    self._owners.add(owner)
-                key = (gpu, cause, owner)
+            for at, states in inc.seconds.items():
+                self.seconds[at.gpu] = self.seconds.get(at.gpu, States()).plus(states)
+            for k, seconds in inc.lost.items():
+                key = (k.gpu, k.cause, self._owners(k.owner))
                 self.lost[key] = self.lost.get(key, 0.0) + seconds
 
     def families(self) -> Iterator[Metric]:
         seconds, lost = family(GPU_SECONDS), family(GPU_LOST_SECONDS)
         with self._lock:
-            for gpu, values in sorted(self.seconds.items()):
-                for state, value in zip(STATES, values, strict=True):
+            for gpu, states in sorted(self.seconds.items()):
+                for state, value in zip(STATES, states, strict=True):
                     seconds.add_metric([str(gpu), state], value)
             for (gpu, cause, owner), value in sorted(self.lost.items()):
                 lost.add_metric([str(gpu), cause, *owner], value)

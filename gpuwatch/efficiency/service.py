@@ -14,8 +14,7 @@ import logging
 import queue
 import threading
 
-from gpuwatch.doctor import diagnose
-from gpuwatch.efficiency.ledger import Doctor, Increment, Ledger
+from gpuwatch.efficiency.ledger import Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.snapshot import Snapshot
@@ -32,10 +31,9 @@ PUT_TIMEOUT_S = 5.0
 
 
 class Accounting:
-    def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None,
-                 doctor: Doctor = diagnose) -> None:
+    def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
         self.store = store
-        self.doctor = doctor
+        self.max_owners = max_owners
         self.totals = Totals(max_owners)
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
@@ -90,7 +88,8 @@ class Accounting:
                 break
             if self._ledger is None:
                 self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor)
+                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
+                                      max_owners=self.max_owners)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))

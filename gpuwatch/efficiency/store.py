@@ -6,8 +6,9 @@ a restart the ledger skips every interval up to the mark, so a crash (kill -9 in
 commits loses nothing that was committed and counts nothing twice. (A live host whose clock is set back
 counts again only once the clock passes the mark: time it cannot tell apart is not counted twice.)
 
-The file stays bounded: hours older than the retention are deleted, and each (hour, GPU) keeps at most
-:data:`MAX_OWNERS` owners; more are added up under the owner ``(other)``.
+The file stays bounded: hours older than the retention are deleted, and the owners come capped from the
+ledger (:class:`~gpuwatch.efficiency.rows.OwnerCap`: past the cap, under the owner ``(other)``). Rows go
+in and come out as the named tuples of :mod:`gpuwatch.efficiency.rows`.
 """
 
 from __future__ import annotations
@@ -20,15 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwatch.efficiency.account import OWNER_LABELS, Owner
 from gpuwatch.efficiency.ledger import HOUR, Increment
-from gpuwatch.model.causes import STATES
+from gpuwatch.efficiency.rows import GpuHour, HistKey, HistRow, LostKey, LostRow, Owner, SecondsRow, States
+from gpuwatch.model.causes import OWNER_LABELS, STATES
 
 FILE = "efficiency.sqlite"
-MAX_OWNERS = 64
-HIST_COLUMNS = ("hour", "gpu", "bin", "seconds")
-LOST_COLUMNS = ("hour", "gpu", "cause", *OWNER_LABELS, "seconds")
-OTHER_OWNER: Owner = ("", "", "", "", "(other)")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS gpu_seconds (
     hour INTEGER NOT NULL, gpu INTEGER NOT NULL, {", ".join(f"{s} REAL NOT NULL" for s in STATES)},
@@ -47,28 +44,30 @@ CREATE TABLE IF NOT EXISTS marks (origin TEXT PRIMARY KEY, until REAL NOT NULL);
 
 @dataclass(frozen=True)
 class Rollup:
-    """Hourly rows since some time: ``seconds`` rows are (hour, gpu, observed, allocated, busy,
-    effective); ``lost`` rows (hour, gpu, cause, *owner, seconds); ``fixes`` by cause (title, fix);
-    ``hist`` rows (hour, gpu, bin, allocated seconds) of SM activity in bins of ``BIN_PCT`` percent."""
+    """Hourly rows since some time: GPU-seconds by state, lost seconds by cause and owner, the fixes by cause
+    (title, fix), and the SM-activity histogram in bins of ``BIN_PCT`` percent."""
 
-    seconds: list[tuple[Any, ...]]
-    lost: list[tuple[Any, ...]]
+    seconds: list[SecondsRow]
+    lost: list[LostRow]
     fixes: dict[str, tuple[str, str]]
-    hist: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    hist: list[HistRow] = dataclasses.field(default_factory=list)
+
+    def since(self, since: float) -> Rollup:
+        """The hours that end after ``since``."""
+        return Rollup([r for r in self.seconds if r.key.hour + HOUR > since],
+                      [r for r in self.lost if r.key.hour + HOUR > since], self.fixes,
+                      [r for r in self.hist if r.key.hour + HOUR > since])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seconds": [dict(zip(("hour", "gpu", *STATES), r, strict=True)) for r in self.seconds],
-                "lost": [dict(zip(LOST_COLUMNS, r, strict=True)) for r in self.lost],
+        return {"seconds": [r.to_dict() for r in self.seconds], "lost": [r.to_dict() for r in self.lost],
                 "fixes": {k: {"title": t, "fix": f} for k, (t, f) in self.fixes.items()},
-                "sm_hist": [dict(zip(HIST_COLUMNS, r, strict=True)) for r in self.hist]}
+                "sm_hist": [r.to_dict() for r in self.hist]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rollup:
-        seconds = [tuple(r[k] for k in ("hour", "gpu", *STATES)) for r in data["seconds"]]
-        lost = [tuple(r[k] for k in LOST_COLUMNS) for r in data["lost"]]
         fixes = {k: (str(v["title"]), str(v["fix"])) for k, v in data.get("fixes", {}).items()}
-        hist = [tuple(r[k] for k in HIST_COLUMNS) for r in data.get("sm_hist", [])]
-        return cls(seconds, lost, fixes, hist)
+        return cls([SecondsRow.from_dict(r) for r in data["seconds"]], [LostRow.from_dict(r) for r in data["lost"]],
+                   fixes, [HistRow.from_dict(r) for r in data.get("sm_hist", [])])
 
 
 class Store:
@@ -101,17 +100,16 @@ class Store:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                for (hour, gpu), values in inc.seconds.items():
+                for at, states in inc.seconds.items():
                     db.execute(f"INSERT INTO gpu_seconds VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hour, gpu) DO UPDATE "
-                               f"SET {', '.join(f'{s} = {s} + excluded.{s}' for s in STATES)}", (hour, gpu, *values))
-                for (hour, gpu, cause, owner), seconds in inc.lost.items():
-                    owner = self._capped(hour, gpu, owner)
+                               f"SET {', '.join(f'{s} = {s} + excluded.{s}' for s in STATES)}", (*at, *states))
+                for k, seconds in inc.lost.items():
                     db.execute(f"INSERT INTO lost_seconds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
                                f"(hour, gpu, cause, {', '.join(OWNER_LABELS)}) DO UPDATE "
-                               f"SET seconds = seconds + excluded.seconds", (hour, gpu, cause, *owner, seconds))
-                for (hour, gpu, b), seconds in inc.hist.items():
+                               f"SET seconds = seconds + excluded.seconds", (k.hour, k.gpu, k.cause, *k.owner, seconds))
+                for hk, seconds in inc.hist.items():
                     db.execute("INSERT INTO sm_hist VALUES (?, ?, ?, ?) ON CONFLICT (hour, gpu, bin) DO UPDATE "
-                               "SET seconds = seconds + excluded.seconds", (hour, gpu, b, seconds))
+                               "SET seconds = seconds + excluded.seconds", (*hk, seconds))
                 for cause, (title, fix) in inc.fixes.items():
                     db.execute("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?)", (cause, title, fix))
                 db.execute("INSERT INTO marks VALUES (?, ?) ON CONFLICT (origin) DO UPDATE SET until = "
@@ -121,15 +119,6 @@ class Store:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-
-    def _capped(self, hour: int, gpu: int, owner: Owner) -> Owner:
-        where = " AND ".join(f"{o} = ?" for o in OWNER_LABELS)
-        if self._db.execute(f"SELECT 1 FROM lost_seconds WHERE hour = ? AND gpu = ? AND {where} LIMIT 1",
-                            (hour, gpu, *owner)).fetchone():
-            return owner
-        owners = self._db.execute(f"SELECT COUNT(DISTINCT {' || char(0) || '.join(OWNER_LABELS)}) FROM lost_seconds "
-                                  "WHERE hour = ? AND gpu = ?", (hour, gpu)).fetchone()[0]
-        return owner if owners < MAX_OWNERS - 1 else OTHER_OWNER
 
     def _prune(self, now: float) -> None:
         hour = int(now // HOUR) * HOUR
@@ -151,7 +140,9 @@ class Store:
             hist = self._db.execute("SELECT * FROM sm_hist WHERE hour > ? AND hour <= ? ORDER BY hour, gpu, bin",
                                     (lo, hi)).fetchall()
             fixes = {c: (t, f) for c, t, f in self._db.execute("SELECT cause, title, fix FROM fixes")}
-        return Rollup([tuple(r) for r in seconds], [tuple(r) for r in lost], fixes, [tuple(r) for r in hist])
+        return Rollup([SecondsRow(GpuHour(h, g), States(*v)) for h, g, *v in seconds],
+                      [LostRow(LostKey(h, g, c, Owner(*o)), sec) for h, g, c, *o, sec in lost], fixes,
+                      [HistRow(HistKey(h, g, b), sec) for h, g, b, sec in hist])
 
     def close(self) -> None:
         with self._lock:

@@ -11,16 +11,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from gpuwatch.efficiency.account import owner_text
 from gpuwatch.efficiency.ledger import BIN_PCT
+from gpuwatch.efficiency.rows import HistRow
 from gpuwatch.efficiency.store import Rollup
 from gpuwatch.model.causes import STATES
 
 BAND = (70.0, 85.0)
 PERCENTILE = 90.0
 BREAKDOWNS = ("cause", "owner", "gpu", "hour")
+
+
+class HourRow(NamedTuple):
+    """One hour of the report: GPU-seconds allocated, effective and lost."""
+
+    hour: int
+    allocated: float = 0.0
+    effective: float = 0.0
+    lost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,8 @@ class Summary:
     funnel: dict[str, float]
     #: Lost GPU-seconds by breakdown, biggest first: {"cause": [(key, seconds)], ...}.
     lost: dict[str, list[tuple[str, float]]]
-    #: Per hour: (hour, allocated, effective, lost) seconds.
-    hours: list[tuple[int, float, float, float]]
+    #: Per hour: allocated, effective and lost seconds.
+    hours: list[HourRow]
     fixes: dict[str, tuple[str, str]]
     headroom: Headroom | None
 
@@ -70,8 +79,9 @@ class Summary:
                 "efficiency_percent": self.efficiency,
                 "lost_gpu_hours": {by: [{by: k, "gpu_hours": v / 3600.0} for k, v in rows]
                                    for by, rows in self.lost.items()},
-                "hours": [{"hour": h, "allocated_gpu_hours": a / 3600.0, "effective_gpu_hours": e / 3600.0,
-                           "lost_gpu_hours": lo / 3600.0} for h, a, e, lo in self.hours],
+                "hours": [{"hour": r.hour, "allocated_gpu_hours": r.allocated / 3600.0,
+                           "effective_gpu_hours": r.effective / 3600.0, "lost_gpu_hours": r.lost / 3600.0}
+                          for r in self.hours],
                 "top_fix": None if top is None else {"cause": top[0], "lost_gpu_hours": top[1] / 3600.0,
                                                      "fix": top[2]},
                 "headroom": None if self.headroom is None else {
@@ -83,12 +93,12 @@ def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
 
-def headroom(hist: list[tuple[Any, ...]], percentile: float = PERCENTILE) -> Headroom | None:
+def headroom(hist: list[HistRow], percentile: float = PERCENTILE) -> Headroom | None:
     """The ``percentile`` of SM activity over allocated time, read from the binned roll-ups (to the
     upper edge of its bin), and what the band says about it."""
     bins: dict[int, float] = defaultdict(float)
-    for _, _, b, seconds in hist:
-        bins[int(b)] += float(seconds)
+    for row in hist:
+        bins[row.key.bin] += row.seconds
     total = sum(bins.values())
     if total <= 0:
         return None
@@ -111,25 +121,25 @@ def headroom(hist: list[tuple[Any, ...]], percentile: float = PERCENTILE) -> Hea
 def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summary:
     """The report over ``rollup``; ``since`` moves up to the first hour with data (a short history)."""
     if rollup.seconds:
-        since = max(since, min(float(r[0]) for r in rollup.seconds))
+        since = max(since, min(float(r.key.hour) for r in rollup.seconds))
     funnel = dict.fromkeys(STATES, 0.0)
-    by_hour: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for hour, _, *values in rollup.seconds:
-        for state, v in zip(STATES, values, strict=True):
-            funnel[state] += float(v)
-        by_hour[int(hour)][0] += float(values[1])
-        by_hour[int(hour)][1] += float(values[3])
+    by_hour: dict[int, HourRow] = {}
+    for row in rollup.seconds:
+        for state, v in row.states._asdict().items():
+            funnel[state] += v
+        h = by_hour.get(row.key.hour, HourRow(row.key.hour))
+        by_hour[row.key.hour] = h._replace(allocated=h.allocated + row.states.allocated,
+                                           effective=h.effective + row.states.effective)
     lost: dict[str, dict[str, float]] = {by: defaultdict(float) for by in BREAKDOWNS}
-    for hour, gpu, cause, *rest in rollup.lost:
-        *owner, seconds = rest
-        seconds = float(seconds)
-        lost["cause"][cause] += seconds
-        lost["owner"][owner_text(tuple(owner))] += seconds
-        lost["gpu"][str(gpu)] += seconds
-        lost["hour"][str(hour)] += seconds
-        by_hour[int(hour)][2] += seconds
+    for k, seconds in rollup.lost:
+        lost["cause"][k.cause] += seconds
+        lost["owner"][k.owner.text] += seconds
+        lost["gpu"][str(k.gpu)] += seconds
+        lost["hour"][str(k.hour)] += seconds
+        h = by_hour.get(k.hour, HourRow(k.hour))
+        by_hour[k.hour] = h._replace(lost=h.lost + seconds)
     funnel["lost"] = sum(lost["cause"].values())
     ranked = {by: _sorted(d) for by, d in lost.items()}
     ranked["hour"] = sorted(ranked["hour"], key=lambda kv: kv[0])
-    hours = [(h, a, e, lo) for h, (a, e, lo) in sorted(by_hour.items())]
+    hours = [by_hour[h] for h in sorted(by_hour)]
     return Summary(since, until, source, funnel, ranked, hours, rollup.fixes, headroom(rollup.hist))

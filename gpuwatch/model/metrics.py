@@ -4,6 +4,8 @@ are not a reading of one value, and lists everything /metrics serves).
 
 Alert rules, the doctor, the exporter and the TUI all name metrics by these keys, so a rule's
 ``metric: gpu.sm_occupancy`` and the exporter's ``gpuwatch_gpu_sm_occupancy_ratio`` cannot drift apart.
+The dashboard reads a spec's ``label``, its ratio (``fraction``) and its colour levels (``levels``) here
+rather than computing its own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
 Scope = Literal["gpu", "process", "host"]
 #: How Prometheus should read a series; a counter's name ends in ``_total``.
 Kind = Literal["gauge", "counter", "histogram"]
+Level = Literal["ok", "warning", "critical"]
+#: How a value of each unit is written where the spec says nothing else.
+UNIT_FORMATS = {"percent": "{:.0f}%", "celsius": "{:.0f}°C", "watts": "{:.0f} W", "MHz": "{:.0f} MHz"}
+MISSING = "–"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +39,29 @@ class MetricSpec:
     #: The value is a rate (``unit`` per second): /metrics serves its running total as a counter, and
     #: Prometheus reads the rate back with ``rate()``.
     integrated: bool = False
+    #: How the dashboard names it ("" where the dashboard does not show it by itself).
+    label: str = ""
+    #: (warning, critical) levels in ``unit``: the dashboard colours a value at or above each.
+    levels: tuple[float, float] | None = None
+    #: How the dashboard writes a value (a ``str.format`` pattern with its unit's symbol); "" follows the unit.
+    fmt: str = ""
+
+    def text(self, value: float | None) -> str:
+        """``value`` as the dashboard writes it (``62%``, ``71°C``), or a dash when it is unknown."""
+        if value is None:
+            return MISSING
+        return (self.fmt or UNIT_FORMATS.get(self.unit, "{:g}")).format(value)
+
+    def level(self, value: float | None) -> Level | None:
+        """Where ``value`` stands against :attr:`levels` (None: unknown value, or no levels)."""
+        if value is None or self.levels is None:
+            return None
+        return "critical" if value >= self.levels[1] else "warning" if value >= self.levels[0] else "ok"
+
+    def fraction(self, obj: GpuSample | ProcessSample | HostSample) -> float | None:
+        """The value as a share of its whole, for a bar (a percent over 100; None: not a percent, or unknown)."""
+        value = read_metric(self.key, obj) if self.unit == "percent" else None
+        return None if value is None else value / 100.0
 
 
 def _attr(name: str) -> Callable[[object], float | None]:
@@ -83,7 +112,7 @@ def _byte_counter(key: str, help: str, attr: str, prom_name: str) -> MetricSpec:
 
 _GPU: list[MetricSpec] = [
     MetricSpec("gpu.util", "gpu", "percent", "GPU-Util: share of time any kernel ran (NVML)",
-               _attr("gpu_util"), "gpuwatch_gpu_utilization_ratio", PCT),
+               _attr("gpu_util"), "gpuwatch_gpu_utilization_ratio", PCT, label="GPU-Util"),
     MetricSpec("gpu.mem_util", "gpu", "percent", "memory-controller busy time (NVML)",
                _attr("mem_util"), "gpuwatch_gpu_memory_controller_utilization_ratio", PCT),
     MetricSpec("gpu.mem_used_bytes", "gpu", "bytes", "device memory in use",
@@ -91,21 +120,23 @@ _GPU: list[MetricSpec] = [
     MetricSpec("gpu.mem_total_bytes", "gpu", "bytes", "device memory size",
                _attr("mem_total_bytes"), "gpuwatch_gpu_memory_total_bytes"),
     MetricSpec("gpu.mem_used_percent", "gpu", "percent", "device memory occupied",
-               _ratio("mem_used_bytes", "mem_total_bytes"), "gpuwatch_gpu_memory_used_ratio", PCT),
+               _ratio("mem_used_bytes", "mem_total_bytes"), "gpuwatch_gpu_memory_used_ratio", PCT,
+               label="memory", levels=(90.0, 97.0)),
     MetricSpec("gpu.temperature_c", "gpu", "celsius", "GPU temperature",
-               _attr("temperature_c"), "gpuwatch_gpu_temperature_celsius"),
+               _attr("temperature_c"), "gpuwatch_gpu_temperature_celsius", label="temp", levels=(80.0, 90.0)),
     MetricSpec("gpu.power_w", "gpu", "watts", "power draw",
                _attr("power_w"), "gpuwatch_gpu_power_watts"),
     MetricSpec("gpu.power_limit_w", "gpu", "watts", "enforced power limit",
                _attr("power_limit_w"), "gpuwatch_gpu_power_limit_watts"),
     MetricSpec("gpu.power_percent", "gpu", "percent", "power draw against the enforced limit",
-               _ratio("power_w", "power_limit_w"), "gpuwatch_gpu_power_limit_usage_ratio", PCT),
+               _ratio("power_w", "power_limit_w"), "gpuwatch_gpu_power_limit_usage_ratio", PCT,
+               label="power", levels=(95.0, 100.0)),
     MetricSpec("gpu.sm_clock_mhz", "gpu", "MHz", "SM clock",
                _attr("sm_clock_mhz"), "gpuwatch_gpu_sm_clock_hertz", 1e6),
     MetricSpec("gpu.sm_clock_max_mhz", "gpu", "MHz", "maximum SM clock",
                _attr("sm_clock_max_mhz"), "gpuwatch_gpu_sm_clock_max_hertz", 1e6),
     MetricSpec("gpu.sm_clock_percent", "gpu", "percent", "SM clock against its maximum",
-               _ratio("sm_clock_mhz", "sm_clock_max_mhz"), None),
+               _ratio("sm_clock_mhz", "sm_clock_max_mhz"), None, label="SM clock"),
     MetricSpec("gpu.mem_clock_mhz", "gpu", "MHz", "memory clock",
                _attr("mem_clock_mhz"), "gpuwatch_gpu_memory_clock_hertz", 1e6),
     MetricSpec("gpu.pstate", "gpu", "", "performance state (0 = fastest)",
@@ -130,13 +161,13 @@ _GPU: list[MetricSpec] = [
     MetricSpec("gpu.ecc_corrected", "gpu", "errors", "volatile corrected ECC errors",
                _attr("ecc_corrected"), "gpuwatch_gpu_ecc_corrected_errors_total", kind="counter"),
     MetricSpec("gpu.sm_active", "gpu", "percent", "share of SMs busy (GPM SM_UTIL or DCGM SM_ACTIVE)",
-               _prof("sm_active"), "gpuwatch_gpu_sm_active_ratio", PCT),
+               _prof("sm_active"), "gpuwatch_gpu_sm_active_ratio", PCT, label="SM active"),
     MetricSpec("gpu.sm_occupancy", "gpu", "percent", "resident warps against the maximum (occupancy)",
-               _prof("sm_occupancy"), "gpuwatch_gpu_sm_occupancy_ratio", PCT),
+               _prof("sm_occupancy"), "gpuwatch_gpu_sm_occupancy_ratio", PCT, label="SM occup."),
     MetricSpec("gpu.tensor_active", "gpu", "percent", "tensor-core pipe activity",
-               _prof("tensor_active"), "gpuwatch_gpu_tensor_active_ratio", PCT),
+               _prof("tensor_active"), "gpuwatch_gpu_tensor_active_ratio", PCT, label="tensor"),
     MetricSpec("gpu.dram_active", "gpu", "percent", "DRAM bandwidth used against the theoretical peak",
-               _prof("dram_active"), "gpuwatch_gpu_dram_active_ratio", PCT),
+               _prof("dram_active"), "gpuwatch_gpu_dram_active_ratio", PCT, label="DRAM bw"),
     MetricSpec("gpu.graphics_active", "gpu", "percent",
                "graphics/compute engine activity (GPM: the mean over 10 s; DCGM)",
                _prof("graphics_active"), "gpuwatch_gpu_graphics_active_ratio", PCT),

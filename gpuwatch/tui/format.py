@@ -84,13 +84,3 @@ def clock(t: float) -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
-
-
-def level_style(value: float | None, warn: float, crit: float, ok: str, warning: str, error: str) -> str:
-    if value is None:
-        return "dim"
-    if value >= crit:
-        return error
-    if value >= warn:
-        return warning
-    return ok

@@ -1,5 +1,6 @@
 """The data flow is one way: consumers read Snapshots and never import a source (a ruff rule, checked here with
-the project's own configuration), and the import graph has no loop and no upward edge (read from the source)."""
+the project's own configuration), and the import graph has no loop and no upward edge (read from the source),
+between modules and between packages."""
 
 from __future__ import annotations
 
@@ -128,6 +129,32 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_import_graph_has_no_cycle() -> None:
     edges, _ = graph()
     assert cycles(edges) == []
+
+
+def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between packages (``gpuwatch.daemon`` imports ``gpuwatch.efficiency`` when any module
+    of one imports any module of the other): modules that never loop can still tie two packages in a knot."""
+    out: dict[str, set[str]] = {}
+    for module, deps in edges.items():
+        out.setdefault(layer(module), set()).update(layer(d) for d in deps if layer(d) != layer(module))
+    for deps in list(out.values()):
+        for d in deps:
+            out.setdefault(d, set())
+    return out
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges, _ = graph()
+    assert cycles(packages(edges)) == []
+
+
+def test_the_package_graph_sees_a_loop_no_module_closes() -> None:
+    """A module of ``daemon`` imports ``efficiency``, and a different module of ``efficiency`` imports a
+    different one of ``daemon``: no module loop, one package loop."""
+    edges = {"gpuwatch.daemon.runner": {"gpuwatch.efficiency.install"},
+             "gpuwatch.efficiency.install": {"gpuwatch.daemon.parts"}, "gpuwatch.daemon.parts": set()}
+    assert cycles(edges) == []
+    assert cycles(packages(edges)) == [["daemon", "efficiency"]]
 
 
 def test_the_cycle_finder_finds_a_lazy_loop() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from core.factories import full_gpu, full_process, full_snapshot
 from efficiency.expected import FAULTS, expected_cause, expected_seconds
 from gpuwatch.efficiency.ledger import STEP_S, Ledger
 from gpuwatch.efficiency.offline import account_recording
-from gpuwatch.efficiency.store import Store
-from gpuwatch.model.causes import CAUSES, FINDING_CODES, HELD_IDLE, NO_PROCESS, STATES
+from gpuwatch.efficiency.rows import Owner, States
+from gpuwatch.efficiency.store import Rollup, Store
+from gpuwatch.model.causes import CAUSES, FINDING_CODES, HELD_IDLE, NO_PROCESS, OWNER_LABELS, STATES
 from gpuwatch.model.snapshot import Snapshot
 
 DOCTOR = Path(__file__).resolve().parents[2] / "gpuwatch" / "doctor"
@@ -46,12 +48,12 @@ def test_every_code_a_doctor_rule_gives_is_a_cause() -> None:
 def test_a_recorded_faults_lost_seconds_land_on_its_cause_to_the_second(path: Path) -> None:
     accounted = account_recording(path)
     want = expected_seconds(path)
-    got = dict(zip(STATES, (sum(r[i] for r in accounted.rollup.seconds) for i in range(2, 6)), strict=True))
+    got = {state: sum(getattr(r.states, state) for r in accounted.rollup.seconds) for state in STATES}
     for state in STATES:
         assert got[state] == pytest.approx(want[state], abs=0.01), state
     lost = {}
     for row in accounted.rollup.lost:
-        lost[row[2]] = lost.get(row[2], 0.0) + row[-1]
+        lost[row.key.cause] = lost.get(row.key.cause, 0.0) + row.seconds
     assert sum(lost.values()) == pytest.approx(want["lost"], abs=0.01)
     cause = expected_cause(path)
     if cause in SHAPES_OVER_TIME:  # seen only once the window holds the shape: from then on, not before
@@ -83,20 +85,29 @@ def _run(snaps: list[Snapshot]) -> Store:
 
 def test_nobody_on_the_gpu_is_no_process_and_owned_by_the_pod_the_kubelet_gave_it() -> None:
     rollup = _run([_snap(1000.0 + i, 0.0, 0, pod="trainer-0") for i in range(31)]).rollup()
-    (_, _, observed, allocated, busy, effective), = rollup.seconds
-    assert (observed, allocated, busy, effective) == (30.0, 0.0, 0.0, 0.0)
-    assert [(r[2], r[3], r[4], r[-1]) for r in rollup.lost] == [(NO_PROCESS, "ml", "trainer-0", 30.0)]
+    (row,) = rollup.seconds
+    assert row.states == States(observed=30.0)
+    assert [(r.key.cause, r.key.owner.namespace, r.key.owner.pod, r.seconds) for r in rollup.lost] == \
+        [(NO_PROCESS, "ml", "trainer-0", 30.0)]
 
 
 def test_memory_held_with_nothing_running_and_no_finding_is_held_idle_by_user_and_command() -> None:
     rollup = _run([_snap(1000.0 + i, 0.0, 1) for i in range(21)]).rollup()
-    assert [(r[2], r[6], r[7], r[-1]) for r in rollup.lost] == [(HELD_IDLE, "svc", "python3", 20.0)]
+    assert [(r.key.cause, r.key.owner.user, r.key.owner.command, r.seconds) for r in rollup.lost] == \
+        [(HELD_IDLE, "svc", "python3", 20.0)]
 
 
 def test_a_gap_longer_than_the_limit_is_not_counted_and_a_restart_skips_what_was_committed() -> None:
     snaps = [_snap(1000.0 + i, 50.0, 1) for i in range(25)] + [_snap(1100.0 + i, 50.0, 1) for i in range(11)]
     store = _run(snaps)
-    assert store.rollup().seconds[0][2] == 34.0  # 24 + 10: the 76 s gap was not watched
+    assert store.rollup().seconds[0].states.observed == 34.0  # 24 + 10: the 76 s gap was not watched
     again = Ledger(max_gap=5.0, skip_until=store.mark("test"), doctor=lambda window: [])
     assert all(not again.add(s) for s in snaps) and not again.flush()
     assert STEP_S == 10.0
+
+
+def test_the_rows_are_named_as_the_store_columns_and_metric_labels_and_survive_the_api_unchanged() -> None:
+    assert States._fields == STATES and Owner._fields == OWNER_LABELS
+    rollup = account_recording(RECORDINGS[0]).rollup
+    assert rollup.seconds and rollup.lost and rollup.hist
+    assert Rollup.from_dict(json.loads(json.dumps(rollup.to_dict()))) == rollup

@@ -1,27 +1,31 @@
-"""What keeps the accounting bounded: roll-ups older than the retention are deleted, each (hour, GPU)
-keeps a bounded number of owners in the file, /metrics a bounded number of owner label sets, and the
-one-shot charts draw on a terminal."""
+"""What keeps the accounting bounded: roll-ups older than the retention are deleted, one owner cap bounds
+the owners the file and /metrics name (and both name the same ones), and the one-shot charts draw on a
+terminal."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import plotext
 import pytest
+from core.factories import full_gpu, full_process, full_snapshot
 
 from gpuwatch.cli.charts import Panel, render
+from gpuwatch.config import Config
+from gpuwatch.daemon.accounting import open_store
 from gpuwatch.daemon.parts import StartError
-from gpuwatch.efficiency.install import open_store
-from gpuwatch.efficiency.ledger import HOUR, Increment
-from gpuwatch.efficiency.metrics import OTHER, Totals
-from gpuwatch.efficiency.store import MAX_OWNERS, OTHER_OWNER, Store
+from gpuwatch.efficiency.ledger import HOUR, Increment, Ledger
+from gpuwatch.efficiency.metrics import Totals
+from gpuwatch.efficiency.rows import MAX_OWNERS, OTHER_OWNER, GpuHour, LostKey, Owner, States
+from gpuwatch.efficiency.store import Store
 
 
 def _inc(hour: int, owners: int, until: float) -> Increment:
     inc = Increment(until=until)
-    inc.seconds[(hour, 0)] = [10.0, 10.0, 5.0, 2.0]
+    inc.seconds[GpuHour(hour, 0)] = States(10.0, 10.0, 5.0, 2.0)
     for i in range(owners):
-        inc.lost[(hour, 0, "launch_bound", ("", "", "", "svc", f"worker-{i}"))] = 1.0
+        inc.lost[LostKey(hour, 0, "launch_bound", Owner(user="svc", command=f"worker-{i}"))] = 1.0
     return inc
 
 
@@ -29,27 +33,33 @@ def test_hours_older_than_the_retention_are_deleted_as_time_moves_on() -> None:
     store = Store(None, retention_s=2 * HOUR)
     for h in range(5):
         store.commit(_inc(h * HOUR, 1, h * HOUR + 1800.0), "live")
-    assert [r[0] for r in store.rollup().seconds] == [2 * HOUR, 3 * HOUR, 4 * HOUR]
+    assert [r.key.hour for r in store.rollup().seconds] == [2 * HOUR, 3 * HOUR, 4 * HOUR]
     assert store.mark("live") == 4 * HOUR + 1800.0
 
 
-def test_an_hour_keeps_at_most_max_owners_and_adds_the_rest_under_other() -> None:
-    store = Store(None, retention_s=HOUR)
-    store.commit(_inc(0, MAX_OWNERS + 40, 10.0), "live")
-    lost = store.rollup().lost
-    owners = {tuple(r[3:8]) for r in lost}
-    assert len(owners) == MAX_OWNERS and OTHER_OWNER in owners
-    assert sum(r[-1] for r in lost) == MAX_OWNERS + 40  # nothing dropped, only folded
-
-
-def test_metrics_cap_owner_label_sets_and_keep_every_second() -> None:
-    totals = Totals(max_owners=3)
-    totals.add(_inc(0, 10, 10.0))
-    owners = {owner for (_, _, owner) in totals.lost}
-    assert len(owners) == 4 and OTHER in owners  # three kept, the rest under (other)
-    assert sum(totals.lost.values()) == 10.0
-    names = [f.name for f in totals.families()]
-    assert names == ["gpuwatch_gpu_seconds", "gpuwatch_gpu_lost_seconds"]
+def test_one_cap_names_the_same_owners_in_the_rollups_and_on_metrics_and_drops_no_second() -> None:
+    """The biggest memory holder of an idle GPU changes every 10 s, six owners in a minute, and six new ones
+    an hour later; the cap is three. The roll-ups name three per hour, /metrics three in all."""
+    workers = [dataclasses.replace(full_process(100 + i), name=f"worker-{i}", pod=None,
+                                   gpu_memory_bytes=(20 - i) << 20)
+               for i in range(12)]
+    idle = dataclasses.replace(full_gpu(0, 0.0), profiling={}, labels={})
+    snaps = [dataclasses.replace(full_snapshot(start + t), gpus=(idle,), processes=tuple(workers[first + t // 10:]))
+             for start, first in ((1000.0, 0), (1000.0 + HOUR, 6)) for t in range(60)]
+    store, totals = Store(None, 86400.0), Totals(max_owners=3)
+    ledger = Ledger(max_gap=5.0, doctor=lambda window: [], max_owners=3)
+    for inc in [*(ledger.add(s) for s in snaps), ledger.flush()]:
+        if inc:
+            store.commit(inc, "test")
+            totals.add(inc)
+    first_hour = {r.key.owner for r in store.rollup().lost if r.key.hour == 0}
+    second_hour = {r.key.owner for r in store.rollup().lost if r.key.hour == HOUR}
+    on_metrics = {owner for (_, _, owner) in totals.lost}
+    assert first_hour == on_metrics and len(first_hour) == 4 and OTHER_OWNER in first_hour
+    assert len(second_hour) == 4 and OTHER_OWNER in second_hour and not (second_hour & first_hour) - {OTHER_OWNER}
+    assert sum(r.seconds for r in store.rollup().lost) == pytest.approx(118.0)  # nothing dropped, only folded
+    assert sum(totals.lost.values()) == pytest.approx(118.0)
+    assert [f.name for f in totals.families()] == ["gpuwatch_gpu_seconds", "gpuwatch_gpu_lost_seconds"]
 
 
 def test_charts_draw_each_panel_one_above_the_other() -> None:
@@ -108,3 +118,8 @@ def test_a_replay_faster_than_the_worker_waits_for_it_and_loses_nothing(monkeypa
         accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
     accounting.stop()
     assert accounting.dropped == 0 and accounting.last_time == 1199.0
+
+
+def test_a_recording_is_capped_as_a_daemon_with_the_default_config_is() -> None:
+    """``report --replay`` names as many owners as a default daemon does, so their owner tables agree."""
+    assert Config().daemon.max_process_series == MAX_OWNERS

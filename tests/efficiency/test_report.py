@@ -13,6 +13,8 @@ import pytest
 from efficiency.expected import FAULTS, expected_seconds
 from efficiency.test_daemon import start, wait_for
 from gpuwatch.cli.main import main
+from gpuwatch.data import bundled_recording
+from gpuwatch.efficiency.rows import HistKey, HistRow
 from gpuwatch.efficiency.summary import headroom
 
 LAUNCH = FAULTS / "launch_bound.ndjson.gz"
@@ -61,7 +63,7 @@ def test_no_daemon_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(("bin_", "verdict"), [(18, "above the band"), (15, "in the healthy band"),
                                                 (8, "below the band")])
 def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin_: int, verdict: str) -> None:
-    hist = [(0, 0, 2, 5.0), (0, 0, bin_, 95.0)]  # 95 % of the allocated time in bin_ (5 % wide)
+    hist = [HistRow(HistKey(0, 0, 2), 5.0), HistRow(HistKey(0, 0, bin_), 95.0)]  # 95 % of the time in bin_
     h = headroom(hist)
     assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
 
@@ -79,3 +81,26 @@ def test_compare_baseline_against_a_live_daemons_stream(tmp_path: Path, capsys: 
         assert out["top_finding"] == {"base": "memory_idle", "new": "memory_idle"}
     finally:
         gw.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("speed", ["25", "0"])
+def test_a_daemon_replaying_a_recording_charges_what_report_replay_charges(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], speed: str) -> None:
+    """One recording, one lost-by-cause table: the daemon's accounting (with its live doctor evaluated
+    beside it, at a pace where that evaluation keeps up and at full speed) and ``report --replay``."""
+    recording = bundled_recording()
+    assert main(["report", "--replay", str(recording), "--json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    gw = start(tmp_path, recording, speed=speed)
+    try:
+        wait_for(gw.url, expected_seconds(recording)["observed"], timeout=60.0)
+        assert main(["report", "--connect", gw.url, "--since", "7d", "--json"]) == 0
+        daemon = json.loads(capsys.readouterr().out)
+    finally:
+        gw.kill()
+    table = {by: {r[by]: pytest.approx(r["gpu_hours"], abs=1e-6) for r in rows}
+             for by, rows in offline["lost_gpu_hours"].items() if by != "hour"}
+    assert len(table["cause"]) > 1  # the recording loses time to more than one cause
+    assert {by: {r[by]: r["gpu_hours"] for r in rows} for by, rows in daemon["lost_gpu_hours"].items()
+            if by != "hour"} == table

@@ -13,15 +13,19 @@ from rich.text import Text
 
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
+from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.tui.format import DASH, num, pct, size
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
-COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
-           ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM", 13), ("temp", "TEMP", 5),
-           ("power", "POWER", 9), ("clocks", "CLOCKS", 14), ("procs", "PROCS", 5), ("alerts", "ALERTS", 6),
-           ("status", "STATUS", 40))
-RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts"})
+#: Columns of catalogue metrics go by their keys in the catalogue (``model/metrics.py``).
+COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("gpu.util", "UTIL", 5),
+           ("gpu.sm_active", "SM ACT", 6), ("gpu.sm_occupancy", "SM OCC", 6), ("gpu.mem_used_bytes", "MEM", 13),
+           ("gpu.temperature_c", "TEMP", 5), ("gpu.power_w", "POWER", 9), ("clocks", "CLOCKS", 14),
+           ("procs", "PROCS", 5), ("alerts", "ALERTS", 6), ("status", "STATUS", 40))
+TEMP = METRICS["gpu.temperature_c"]
+RIGHT = frozenset({"gpu.util", "gpu.sm_active", "gpu.sm_occupancy", "gpu.mem_used_bytes", "gpu.temperature_c",
+                   "gpu.power_w", "procs", "alerts"})
 
 
 def _clocks(g: GpuSample) -> Text:
@@ -38,7 +42,7 @@ def gpu_cells(host: str, g: GpuSample, nprocs: int, firing: int, status: str) ->
             r(pct(g.gpu_util).strip(), justify="right"), r(pct(g.sm_active).strip(), justify="right"),
             r(pct(g.sm_occupancy).strip(), justify="right"),
             r(f"{size(g.mem_used_bytes)}/{size(g.mem_total_bytes)}", justify="right"),
-            r(num(g.temperature_c, unit="°C"), justify="right"),
+            r(TEMP.text(g.temperature_c), justify="right"),
             r(f"{num(g.power_w)}/{num(g.power_limit_w)}W", justify="right"), _clocks(g), str(nprocs),
             r(str(firing), style="bold red" if firing else "dim"), status)
 

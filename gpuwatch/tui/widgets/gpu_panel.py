@@ -12,12 +12,17 @@ from rich.text import Text
 from textual.widget import Widget
 
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
+from gpuwatch.model.metrics import METRICS, MetricSpec, read_metric
 from gpuwatch.model.snapshot import GpuSample, HostSample
-from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
+from gpuwatch.tui.format import bar, num, pct, rate, size
 from gpuwatch.tui.widgets.lines import LinesWidget
 
 LABEL = 10
 LINES = 7
+#: The catalogue's metrics the panel shows: their labels, ratios and colour levels are the catalogue's.
+UTIL, SM_ACTIVE, SM_OCCUPANCY, TENSOR, MEM, DRAM, POWER, TEMP, SM_CLOCK = (METRICS[f"gpu.{k}"] for k in (
+    "util", "sm_active", "sm_occupancy", "tensor_active", "mem_used_percent", "dram_active", "power_percent",
+    "temperature_c", "sm_clock_percent"))
 
 
 class Palette:
@@ -55,6 +60,17 @@ def _prof_value(gpu: GpuSample, metric: str) -> Text:
     return text
 
 
+def _bar(spec: MetricSpec, gpu: GpuSample, value: Text | str, style: str, width: int, value_w: int = 8) -> Text:
+    """A catalogue metric's row: its label, its share of the whole as a bar, and ``value``."""
+    return _half(spec.label, spec.fraction(gpu), value, style, width, value_w)
+
+
+def _levelled(spec: MetricSpec, gpu: GpuSample, ok: str, pal: Palette) -> str:
+    """``ok``, or the warning or error colour once the value reaches the catalogue's levels for it."""
+    level = spec.level(read_metric(spec.key, gpu))
+    return {None: "dim", "ok": ok, "warning": pal.warning, "critical": pal.error}[level]
+
+
 def _frac(value: float | None, total: float | None = 100.0) -> float | None:
     if value is None or not total:
         return None
@@ -89,27 +105,23 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
     head.append(f"  {gpu.pci_bus_id or ''}", style="dim")
     if not gpu.profiling:
         head.append("  no profiling counters: GPU-Util only", style=pal.warning)
-    mem_ratio = gpu.mem_used_ratio
-    mem_value = Text(f"{size(gpu.mem_used_bytes)}/{size(gpu.mem_total_bytes)} {pct(_pct(mem_ratio)).strip()}")
-    power_frac = _frac(gpu.power_w, gpu.power_limit_w)
+    mem_value = Text(f"{size(gpu.mem_used_bytes)}/{size(gpu.mem_total_bytes)} "
+                     f"{pct(read_metric(MEM.key, gpu)).strip()}")
     power_value = f"{num(gpu.power_w)}/{num(gpu.power_limit_w)} W"
-    clock_frac = _frac(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz)
     clock_value = f"{num(gpu.sm_clock_mhz)}/{num(gpu.sm_clock_max_mhz)} MHz"
     temp = gpu.temperature_c
-    temp_style = level_style(temp, 80, 90, pal.primary, pal.warning, pal.error)
     vw = 14
     rows = [
-        (_half("GPU-Util", _frac(gpu.gpu_util), pct(gpu.gpu_util), pal.primary, half, vw),
-         _half("SM active", _frac(gpu.sm_active), _prof_value(gpu, "sm_active"), pal.accent, right_w)),
-        (_half("SM occup.", _frac(gpu.sm_occupancy), _prof_value(gpu, "sm_occupancy"), pal.accent, half, vw),
-         _half("tensor", _frac(gpu.tensor_active), _prof_value(gpu, "tensor_active"), pal.accent, right_w)),
-        (_half("memory", mem_ratio, mem_value,
-               level_style(_pct(mem_ratio), 90, 97, pal.memory, pal.warning, pal.error), half, vw),
-         _half("DRAM bw", _frac(gpu.dram_active), _prof_value(gpu, "dram_active"), pal.memory, right_w)),
-        (_half("power", power_frac, power_value,
-               level_style(_pct(power_frac), 95, 100, pal.primary, pal.warning, pal.error), half, vw),
-         _half("temp", _frac(temp, 100.0), Text(f"{num(temp)}°C"), temp_style, right_w)),
-        (_half("SM clock", clock_frac, clock_value, pal.primary, half, vw), _pcie(gpu, right_w)),
+        (_bar(UTIL, gpu, UTIL.text(gpu.gpu_util), pal.primary, half, vw),
+         _bar(SM_ACTIVE, gpu, _prof_value(gpu, "sm_active"), pal.accent, right_w)),
+        (_bar(SM_OCCUPANCY, gpu, _prof_value(gpu, "sm_occupancy"), pal.accent, half, vw),
+         _bar(TENSOR, gpu, _prof_value(gpu, "tensor_active"), pal.accent, right_w)),
+        (_bar(MEM, gpu, mem_value, _levelled(MEM, gpu, pal.memory, pal), half, vw),
+         _bar(DRAM, gpu, _prof_value(gpu, "dram_active"), pal.memory, right_w)),
+        (_bar(POWER, gpu, power_value, _levelled(POWER, gpu, pal.primary, pal), half, vw),
+         _half(TEMP.label, _frac(temp, 100.0), TEMP.text(temp), _levelled(TEMP, gpu, pal.primary, pal),
+               right_w)),
+        (_bar(SM_CLOCK, gpu, clock_value, pal.primary, half, vw), _pcie(gpu, right_w)),
     ]
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append_text(head)
@@ -150,10 +162,6 @@ def _more_line(g: GpuSample) -> Text:
              f"driver {g.driver_version or '?'}"]
     text.append(" · ".join(parts), style="dim")
     return text
-
-
-def _pct(ratio: float | None) -> float | None:
-    return None if ratio is None else ratio * 100.0
 
 
 def _pcie(gpu: GpuSample, width: int) -> Text:

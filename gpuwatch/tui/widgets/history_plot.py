@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from gpuwatch.model.durations import format_duration
+from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui.format import pct
@@ -64,10 +65,11 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
 
 
 #: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns.
-LEGENDS = (("mean of last {span}: ", (("util", "GPU-Util"), ("sm", "  vs  SM active"), ("mem", "   memory used"))),
-           ("mean {span}: ", (("util", "util"), ("sm", " vs SM"), ("mem", "  mem"))),
-           ("avg {span} ", (("util", "util"), ("sm", "SM"), ("mem", "mem"))))
-SERIES = ("util", "sm", "mem")
+#: The series, by their keys in the metric catalogue (the values are read through it).
+UTIL, SM, MEM = SERIES = ("gpu.util", "gpu.sm_active", "gpu.mem_used_percent")
+LEGENDS = (("mean of last {span}: ", ((UTIL, "GPU-Util"), (SM, "  vs  SM active"), (MEM, "   memory used"))),
+           ("mean {span}: ", ((UTIL, "util"), (SM, " vs SM"), (MEM, "  mem"))),
+           ("avg {span} ", ((UTIL, "util"), (SM, "SM"), (MEM, "mem"))))
 
 
 def window_means(points: Sequence[tuple[float, float | None, float | None, float | None]],
@@ -149,9 +151,8 @@ class HistoryPlot(LinesWidget):
             if self._points and s.time <= self._points[-1][0]:
                 continue
             g = s.gpu(gpu_index)
-            ratio = None if g is None else g.mem_used_ratio
-            self._points.append((s.time, None if g is None else g.gpu_util, None if g is None else g.sm_active,
-                                 None if ratio is None else ratio * 100))
+            util, sm, mem = (None, None, None) if g is None else (read_metric(k, g) for k in SERIES)
+            self._points.append((s.time, util, sm, mem))
         while self._points and self._points[0][0] < start:
             self._points.popleft()
 
@@ -172,7 +173,7 @@ class HistoryPlot(LinesWidget):
 
     def _styles(self) -> dict[str, str]:
         theme = self.app.current_theme
-        return {"util": theme.primary, "sm": theme.accent or theme.primary, "mem": theme.success or theme.primary}
+        return {UTIL: theme.primary, SM: theme.accent or theme.primary, MEM: theme.success or theme.primary}
 
     def _compute(self, start: float, end: float) -> list[Text]:
         """The plot's rows, for the complete columns between ``start`` and ``end``."""
@@ -181,11 +182,11 @@ class HistoryPlot(LinesWidget):
         mem_h = max(1, rows_left // 3)
         util_h = max(1, (rows_left - mem_h) // 2)
         sm_h = max(1, rows_left - mem_h - util_h)
-        series = {name: [(p[0], p[i]) for p in self._points] for i, name in ((1, "util"), (2, "sm"), (3, "mem"))}
+        series = {name: [(p[0], p[i]) for p in self._points] for i, name in enumerate(SERIES, 1)}
         columns = {name: bucket(points, start, end, width) for name, points in series.items()}
         styles = self._styles()
         lines = []
-        for key, label, height in (("util", "util", util_h), ("sm", "SM", sm_h), ("mem", "mem", mem_h)):
+        for key, label, height in ((UTIL, "util", util_h), (SM, "SM", sm_h), (MEM, "mem", mem_h)):
             for i, row in enumerate(draw(columns[key], height, styles[key])):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
                 gutter.append_text(row)

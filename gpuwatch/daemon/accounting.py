@@ -1,8 +1,10 @@
-"""How the daemon gets its accounting: one call, :func:`install`, from the daemon's constructor.
+"""The daemon's GPU-hour accounting (:mod:`gpuwatch.efficiency`), built and served by the daemon.
 
-It opens the roll-up store in the daemon's state directory, subscribes the accounting to the sampler,
-adds the two counter families to /metrics, serves ``GET /api/v1/efficiency`` and ties the worker thread to
-the app's start and cleanup (cleanup runs after the sampler stopped, so every Snapshot is accounted).
+:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) opens the roll-up store in the daemon's
+state directory, subscribes the accounting to the sampler and adds the two counter families to /metrics;
+:func:`serve` (once the app exists) serves ``GET /api/v1/efficiency`` and ties the worker thread to the
+app's start and cleanup (cleanup runs after the sampler stopped, so every Snapshot is accounted). The
+arrow goes one way: the daemon imports the accounting, never the reverse.
 """
 
 from __future__ import annotations
@@ -12,66 +14,41 @@ import json
 import logging
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 from aiohttp import web
 
 from gpuwatch.config import Config
 from gpuwatch.daemon.parts import StartError, state_dir
-from gpuwatch.doctor import diagnose
-from gpuwatch.efficiency.ledger import Doctor
 from gpuwatch.efficiency.metrics import TotalsCollector
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import FILE, Store
-from gpuwatch.model.finding import Finding
-from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.exporter import Exporter
 from gpuwatch.notify.outbox import move_aside
+from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
 ACCOUNTING = web.AppKey("efficiency", Accounting)
 DEFAULT_WINDOW_S = 86400.0
 
 
-class _Sampler(Protocol):
-    def subscribe(self, fn: Callable[[Snapshot], None]) -> Callable[[], None]: ...
-
-
-class _Registry(Protocol):
-    def register(self, collector: Any) -> None: ...
-
-
-class _Exporter(Protocol):
-    @property
-    def registry(self) -> _Registry: ...
-
-
-class DaemonParts(Protocol):
-    """What :func:`install` needs of the daemon."""
-
-    @property
-    def config(self) -> Config: ...
-    @property
-    def sampler(self) -> _Sampler: ...
-    @property
-    def exporter(self) -> _Exporter: ...
-    @property
-    def app(self) -> web.Application: ...
-
-
-def install(daemon: DaemonParts) -> Accounting | None:
-    """Wire the accounting into ``daemon`` (nothing when ``[efficiency] enabled = false``)."""
-    config = daemon.config
+def build(config: Config, sampler: Sampler, exporter: Exporter) -> Accounting | None:
+    """The accounting, fed by ``sampler`` and counted on ``exporter`` (None when ``[efficiency] enabled =
+    false``). It judges each block with the doctor on the block's own window, as ``gpuwatch report
+    --replay`` does, so a replayed recording gives the same lost seconds by cause in both."""
     if not config.efficiency.enabled:
         return None
     store = open_store(state_dir(config) / FILE, config.efficiency.retention)
-    shared = getattr(daemon, "diagnosis", None)
-    accounting = Accounting(store, config.sampler.interval, config.daemon.max_process_series,
-                            doctor=diagnose if shared is None else shared_doctor(shared))
-    daemon.sampler.subscribe(accounting.offer)
-    daemon.exporter.registry.register(TotalsCollector(accounting.totals))
-    app = daemon.app
+    accounting = Accounting(store, config.sampler.interval, config.daemon.max_process_series)
+    sampler.subscribe(accounting.offer)
+    exporter.registry.register(TotalsCollector(accounting.totals))
+    return accounting
+
+
+def serve(app: web.Application, accounting: Accounting | None) -> None:
+    """``GET /api/v1/efficiency`` on ``app``, and the worker thread started and stopped with it."""
+    if accounting is None:
+        return
     app[ACCOUNTING] = accounting
     app.router.add_get("/api/v1/efficiency", efficiency)
 
@@ -83,29 +60,6 @@ def install(daemon: DaemonParts) -> Accounting | None:
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
-    return accounting
-
-
-class _Shared(Protocol):
-    history: Callable[[], Sequence[Snapshot]]
-
-    def current(self) -> Any: ...
-
-
-def shared_doctor(shared: _Shared) -> Doctor:
-    """The accounting's doctor in a live daemon: the shared live-doctor evaluation (the one /metrics and the
-    API serve) when it judged the window that ends where the accounting's block does, which it does while
-    the accounting keeps up with the sampler; else (a replay faster than real time) a diagnosis of the
-    block's own window, so a block is never judged on a later window than its own."""
-    def doctor(window: Sequence[Snapshot]) -> list[Finding]:
-        newest = shared.history()
-        if window and newest and newest[-1].time == window[-1].time:  # else the shared one judges a later window
-            evaluation = shared.current()
-            if evaluation.findings is not None and evaluation.end == window[-1].time:
-                return list(evaluation.findings)
-        return diagnose(window)
-
-    return doctor
 
 
 def open_store(path: Path, retention_s: float) -> Store:
