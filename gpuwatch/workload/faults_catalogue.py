@@ -3,6 +3,11 @@ chose the doctor's thresholds (no torch here: the CLI, validate and the tests re
 
 Every class has at least three variants that differ in structure. The thresholds were chosen on the
 ``fit`` half only; the ``check`` half reports how the doctor does on work it was not fitted to.
+
+The mechanism variants (``fault_mechanisms``, ``fault_feeders``) also name the mechanism the evidence should
+show (the vocabulary of the doctor's frame table) and the function of the fault's own code that does the
+injected work, which should be among the evidence's top code locations. Their check half's expectations were
+written with the programs, before any threshold was tuned on the fit half.
 """
 
 from __future__ import annotations
@@ -18,10 +23,18 @@ class Fault(NamedTuple):
     half: Half
     #: A healthy program that looks like a fault (PCIe busy, FP32 tensors, power cap): it must get no warning.
     look_alike: bool = False
+    #: What the feeding thread's (or the feeder's) time should go to, in the doctor's mechanism vocabulary.
+    mechanism: str | None = None
+    #: The fault's own Python function doing the injected work: it should be among the top 3 code locations.
+    function: str | None = None
 
 
 def _f(expected: str, description: str, half: Half, look_alike: bool = False) -> Fault:
     return Fault(expected, description, half, look_alike)
+
+
+def _m(expected: str, description: str, half: Half, mechanism: str, function: str) -> Fault:
+    return Fault(expected, description, half, False, mechanism, function)
 
 
 FAULTS: dict[str, Fault] = {
@@ -80,7 +93,47 @@ FAULTS: dict[str, Fault] = {
                        look_alike=True),
     "pinned_overlap": _f("healthy", "pinned copies on a side stream overlapped with BF16 compute", "check",
                          look_alike=True),
+    # -- mechanisms no class was written for (fault_mechanisms, fault_feeders) --
+    "compile_shapes": _m("idle_breakdown", "torch.compile, static shapes, a batch size that never repeats: "
+                         "every step recompiles", "fit", "compile", "recompile_step"),
+    "compile_per_request": _m("idle_breakdown", "a pipeline of ops chosen per request, compiled per request",
+                              "check", "compile", "compile_request"),
+    "long_kernel_sync": _m("long_kernels", "one 0.5 s single-thread kernel per step, the host in synchronize",
+                           "fit", "gpu_wait", "wait_for_long_kernel"),
+    "long_kernel_side_stream": _m("long_kernels", "a 0.8 s kernel on a side stream the main stream waits for, "
+                                  "the host in .item()", "check", "gpu_wait", "wait_on_side_stream"),
+    "feeder_fsync_procs": _m("feeder_bound", "three multiprocessing children fsync every record into a queue",
+                             "fit", "storage", "write_through_storage"),
+    "feeder_random_reads": _m("feeder_bound", "a child reads a file at random offsets, uncached, behind a pipe "
+                              "(FP16)", "check", "storage", "random_reads"),
+    "feeder_python_pipe": _m("feeder_bound", "a child process tokenises in Python behind a pipe", "fit", "python",
+                             "tokenise_records"),
+    "feeder_socket_peer": _m("feeder_bound", "a detached peer computes features in Python behind a local TCP "
+                             "connection", "check", "python", "tokenise_records"),
+    "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it writes and fsyncs it",
+                             "fit", "lock", "read_shared_table"),
+    "lock_reload_rlock": _m("idle_breakdown", "a reloader holds an RLock while numpy sorts (GIL released), BF16",
+                            "check", "lock", "forward_with_weights"),
+    "serialize_pickle_state": _m("input_cpu_bound", "200 000 session records pickled every step", "fit",
+                                 "serialization", "snapshot_state"),
+    "serialize_json_responses": _m("input_cpu_bound", "40 000 scored candidates encoded as JSON per step (BF16)",
+                                   "check", "serialization", "encode_response"),
+    "alloc_empty_cache": _m("idle_breakdown", "empty_cache() and 64 fresh buffers of new sizes every step",
+                            "fit", "allocator", "reallocate_buffers"),
+    "alloc_layerwise_free": _m("idle_breakdown", "the cache emptied between the layers of an FP16 model",
+                               "check", "allocator", "forward_freeing_cache"),
+    "subprocess_per_batch": _m("idle_breakdown", "a Python interpreter started per batch to tokenise", "fit",
+                               "subprocess", "tokenise_in_subprocess"),
+    "subprocess_gzip": _m("idle_breakdown", "each step's results piped through a gzip started for it (BF16)",
+                          "check", "subprocess", "compress_with_tool"),
+    "host_op_matmul": _m("input_cpu_bound", "the features are a CPU matmul (FP32) before a small GPU matmul",
+                         "fit", "host_op", "featurize_on_cpu"),
+    "host_op_fft": _m("input_cpu_bound", "numpy FFT spectrograms on the CPU before an FP16 GPU layer", "check",
+                      "host_op", "spectrogram"),
 }
+
+#: The variants of the mechanisms above: their recordings come from a later run than the earlier classes'.
+MECHANISM_FAULTS: tuple[str, ...] = tuple(name for name, f in FAULTS.items() if f.mechanism is not None)
 
 #: The finding codes the variants exercise, in the order the report lists them.
 CLASSES: tuple[str, ...] = tuple(dict.fromkeys(f.expected for f in FAULTS.values()))
