@@ -102,6 +102,8 @@ FAULTS: dict[str, Fault] = {
                            "fit", "gpu_wait", "wait_for_long_kernel"),
     "long_kernel_side_stream": _m("long_kernels", "a 0.8 s kernel on a side stream the main stream waits for, "
                                   "the host in .item()", "check", "gpu_wait", "wait_on_side_stream"),
+    "long_kernel_graph_poll": _m("long_kernels", "a CUDA graph of one 0.6 s kernel per step, the host polling "
+                                 "its event", "check", "sleep", "poll_until_done"),
     "feeder_fsync_procs": _m("feeder_bound", "three multiprocessing children fsync every record into a queue",
                              "fit", "storage", "write_through_storage"),
     "feeder_random_reads": _m("feeder_bound", "a child reads a file at random offsets, uncached, behind a pipe "
