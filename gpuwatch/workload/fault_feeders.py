@@ -1,22 +1,17 @@
-"""Fault variants where the GPU process waits on something outside its feeding thread: processes that feed it
-(children through a queue or a pipe, a peer on a local socket), a lock held by another thread, or a
-subprocess started for every batch. Waiting is all the feeding thread shows; the cause is found by following
-the wait to what it waits for.
+"""Fault variants where the GPU process waits on processes that feed it: children through a queue or a pipe,
+or a peer on a local socket. Waiting is all the feeding thread shows; the cause is found by following the
+wait to what it waits for (a lock held by another thread and a subprocess per batch: ``fault_waits``).
 
 - feeder, storage: multiprocessing children that write and fsync every record, or a child reading a file at
   random offsets with its pages dropped, both feeding a GPU loop that waits for them.
 - feeder, python: a child process spinning in Python behind a pipe, or a peer (not a descendant) computing in
   Python behind a TCP connection on 127.0.0.1.
-- lock: a refresher thread holds a ``threading.Lock`` while it writes and fsyncs a table, or a reloader holds
-  an ``RLock`` while numpy sorts its weights (the GIL released: the wait is the lock, not the GIL).
-- subprocess: a Python interpreter started per batch, or every batch piped through ``gzip``.
 
 No torch at import: the children run ``python -m gpuwatch.workload.fault_feeders --feeder KIND ...``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing as mp
 import os
 import random
@@ -24,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -39,7 +33,7 @@ def _fault_dir() -> str | None:
     return os.environ.get("GPUWATCH_FAULT_DIR")
 
 
-def _consume(torch: Any, dev: Any, w: Any, values: list[float]) -> float:
+def consume(torch: Any, dev: Any, w: Any, values: list[float]) -> float:
     """The GPU's share of a batch: a few microseconds of work on what the feeder sent."""
     x = torch.tensor(values[:256] + [0.0] * (256 - len(values[:256])), device=dev)
     return float((x @ w).sum().item())
@@ -74,7 +68,7 @@ def feeder_fsync_procs(torch: Any, dev: Any, duration: float, on_ready: Ready) -
         queue.get()
         loop = Loop(duration, on_ready)
         for _ in loop:
-            _consume(torch, dev, w, queue.get())
+            consume(torch, dev, w, queue.get())
     return loop.count
 
 
@@ -152,7 +146,7 @@ def feeder_python_pipe(torch: Any, dev: Any, duration: float, on_ready: Ready) -
         next(lines)
         loop = Loop(duration, on_ready)
         for _ in loop:
-            _consume(torch, dev, w, [float(v) for v in next(lines).split()])
+            consume(torch, dev, w, [float(v) for v in next(lines).split()])
     finally:
         proc.kill()
     return loop.count
@@ -189,123 +183,13 @@ def feeder_socket_peer(torch: Any, dev: Any, duration: float, on_ready: Ready) -
             stream.readline()
             loop = Loop(duration, on_ready)
             for _ in loop:
-                _consume(torch, dev, w, [float(v) for v in stream.readline().split()])
-    return loop.count
-
-
-# -- a lock held by another thread -------------------------------------------------------------------------
-
-class _Table:
-    def __init__(self) -> None:
-        self.lock, self.rows = threading.Lock(), [float(i) for i in range(256)]
-
-
-def read_shared_table(table: _Table) -> list[float]:
-    """The GPU loop's read of the shared table, under the lock the refresher holds while it persists it."""
-    with table.lock:
-        return list(table.rows)
-
-
-def _refresh(table: _Table, stop: threading.Event) -> None:
-    record = os.urandom(4 * CHUNK)
-    with tempfile.TemporaryFile(dir=_fault_dir()) as f:
-        while not stop.is_set():
-            with table.lock:  # persisting under the lock: the readers wait for the disk
-                for _ in range(4):
-                    f.seek(0)
-                    f.write(record)
-                    f.flush()
-                    os.fsync(f.fileno())
-                table.rows[0] += 1.0
-            time.sleep(0.001)
-
-
-def lock_cache_refresh(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """A refresher thread holds the table's Lock while it writes and fsyncs it (4 x 4 MiB); the GPU loop reads
-    the table."""
-    table, stop = _Table(), threading.Event()
-    w = torch.randn(256, 256, device=dev)
-    refresher = threading.Thread(target=_refresh, args=(table, stop), daemon=True)
-    refresher.start()
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        _consume(torch, dev, w, read_shared_table(table))
-    stop.set()
-    return loop.count
-
-
-def forward_with_weights(torch: Any, guard: threading.RLock, weights: dict[str, Any], x: Any) -> float:
-    """One forward pass under the weights' RLock, which the reloader holds while it prepares new weights."""
-    with guard:
-        return float((x @ weights["w"]).sum().item())
-
-
-def _reload(guard: threading.RLock, weights: dict[str, Any], stop: threading.Event) -> None:
-    import numpy as np
-
-    values = np.random.default_rng(0).standard_normal(8 << 20)
-    while not stop.is_set():
-        with guard:  # the sort runs in numpy with the GIL released: only the lock holds the GPU loop
-            weights["order"] = np.sort(values)
-        time.sleep(0.001)
-
-
-def lock_reload_rlock(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """A reloader thread holds an RLock while numpy sorts 8 M values; every forward takes the same RLock."""
-    guard, stop = threading.RLock(), threading.Event()
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    weights = {"w": torch.randn(1024, 1024, device=dev, dtype=dtype)}
-    x = torch.randn(64, 1024, device=dev, dtype=dtype)
-    reloader = threading.Thread(target=_reload, args=(guard, weights, stop), daemon=True)
-    reloader.start()
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        forward_with_weights(torch, guard, weights, x)
-    stop.set()
-    return loop.count
-
-
-# -- a subprocess per batch --------------------------------------------------------------------------------
-
-def tokenise_in_subprocess(text: str) -> list[float]:
-    """A tokeniser run as a fresh Python interpreter for every batch (a CLI tool called from the loop)."""
-    code = "import sys; print(' '.join(str(len(t) % 7) for t in sys.stdin.read().split()[:256]))"
-    out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True)
-    return [float(v) for v in out.stdout.split()]
-
-
-def subprocess_per_batch(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """Each batch's text goes through a new Python process before a little GPU work."""
-    w = torch.randn(256, 256, device=dev)
-    text = "the quick brown fox jumps over the lazy dog " * 64
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        _consume(torch, dev, w, tokenise_in_subprocess(text))
-    return loop.count
-
-
-def compress_with_tool(data: bytes) -> int:
-    """The batch piped through ``gzip`` (an external tool started per batch) before it is stored."""
-    return len(subprocess.run(["gzip", "-c", "-6"], input=data, capture_output=True, check=True).stdout)
-
-
-def subprocess_gzip(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """Each step's 4 MiB of results (BF16 compute) compressed by a gzip process started for it."""
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    w = torch.randn(1024, 1024, device=dev, dtype=dtype)
-    x = torch.randn(1024, 1024, device=dev, dtype=dtype)
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        result = (x @ w).float().cpu().numpy()
-        compress_with_tool(hashlib.sha256(result.tobytes()).digest() * 8192 + result.tobytes()[:CHUNK * 2])
+                consume(torch, dev, w, [float(v) for v in stream.readline().split()])
     return loop.count
 
 
 BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
     "feeder_fsync_procs": feeder_fsync_procs, "feeder_random_reads": feeder_random_reads,
     "feeder_python_pipe": feeder_python_pipe, "feeder_socket_peer": feeder_socket_peer,
-    "lock_cache_refresh": lock_cache_refresh, "lock_reload_rlock": lock_reload_rlock,
-    "subprocess_per_batch": subprocess_per_batch, "subprocess_gzip": subprocess_gzip,
 }
 
 

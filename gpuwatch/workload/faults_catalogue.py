@@ -94,9 +94,9 @@ FAULTS: dict[str, Fault] = {
     "pinned_overlap": _f("healthy", "pinned copies on a side stream overlapped with BF16 compute", "check",
                          look_alike=True),
     # -- mechanisms no class was written for (fault_mechanisms, fault_feeders) --
-    "compile_shapes": _m("idle_breakdown", "torch.compile, static shapes, a batch size that never repeats: "
+    "compile_shapes": _m("input_cpu_bound", "torch.compile, static shapes, a batch size that never repeats: "
                          "every step recompiles", "fit", "compile", "recompile_step"),
-    "compile_per_request": _m("idle_breakdown", "a pipeline of ops chosen per request, compiled per request",
+    "compile_per_request": _m("input_cpu_bound", "a pipeline of ops chosen per request, compiled per request",
                               "check", "compile", "compile_request"),
     "long_kernel_sync": _m("long_kernels", "one 0.5 s single-thread kernel per step, the host in synchronize",
                            "fit", "gpu_wait", "wait_for_long_kernel"),
@@ -112,7 +112,7 @@ FAULTS: dict[str, Fault] = {
                              "tokenise_records"),
     "feeder_socket_peer": _m("feeder_bound", "a detached peer computes features in Python behind a local TCP "
                              "connection", "check", "python", "tokenise_records"),
-    "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it writes and fsyncs it",
+    "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it backs off (sleeps)",
                              "fit", "lock", "read_shared_table"),
     "lock_reload_rlock": _m("idle_breakdown", "a reloader holds an RLock while numpy sorts (GIL released), BF16",
                             "check", "lock", "forward_with_weights"),
@@ -120,13 +120,13 @@ FAULTS: dict[str, Fault] = {
                                  "serialization", "snapshot_state"),
     "serialize_json_responses": _m("input_cpu_bound", "40 000 scored candidates encoded as JSON per step (BF16)",
                                    "check", "serialization", "encode_response"),
-    "alloc_empty_cache": _m("idle_breakdown", "empty_cache() and 64 fresh buffers of new sizes every step",
+    "alloc_empty_cache": _m("memory_churn", "empty_cache() and 64 fresh buffers of new sizes every step",
                             "fit", "allocator", "reallocate_buffers"),
-    "alloc_layerwise_free": _m("idle_breakdown", "the cache emptied between the layers of an FP16 model",
+    "alloc_layerwise_free": _m("memory_churn", "the cache emptied between the layers of an FP16 model",
                                "check", "allocator", "forward_freeing_cache"),
-    "subprocess_per_batch": _m("idle_breakdown", "a Python interpreter started per batch to tokenise", "fit",
+    "subprocess_per_batch": _m("feeder_bound", "a Python interpreter started per batch to tokenise", "fit",
                                "subprocess", "tokenise_in_subprocess"),
-    "subprocess_gzip": _m("idle_breakdown", "each step's results piped through a gzip started for it (BF16)",
+    "subprocess_gzip": _m("feeder_bound", "each step's results piped through a gzip started for it (BF16)",
                           "check", "subprocess", "compress_with_tool"),
     "host_op_matmul": _m("input_cpu_bound", "the features are a CPU matmul (FP32) before a small GPU matmul",
                          "fit", "host_op", "featurize_on_cpu"),
