@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuwatch.workload.fault_loop import Loop, Ready, sync
+from gpuwatch.workload.fault_loop import Loop, Ready
 
 # -- a few long kernels ------------------------------------------------------------------------------------
 
 def _cycles_per_second(torch: Any) -> float:
     """The spin kernel's clock, measured: ``torch.cuda._sleep`` counts cycles, not seconds."""
+    torch.cuda._sleep(1000)  # loads the kernel's module, which the timed launch must not include
+    torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     torch.cuda._sleep(100_000_000)
@@ -41,7 +43,8 @@ def wait_for_long_kernel(torch: Any, dev: Any, w: Any, hz: float) -> None:
     """Half a second of one kernel (one block, one thread), then a synchronize: the host waits on the GPU."""
     _spin(torch, dev, 0.5, hz)
     w @ w
-    sync(torch, dev)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)  # called here, not through a helper: this frame is where the host waits
 
 
 def long_kernel_sync(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
