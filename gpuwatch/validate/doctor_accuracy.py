@@ -23,7 +23,7 @@ from gpuwatch.model.recording import RecordingHeader, RecordingWriter, load
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.validate.runner import Workload
-from gpuwatch.workload.faults_catalogue import CLASSES, FAULTS, MECHANISM_FAULTS
+from gpuwatch.workload.faults_catalogue import CLASSES, FAULTS, MECHANISM_FAULTS, cpu_side
 
 
 @dataclass
@@ -58,7 +58,8 @@ class FaultRun:
         return {**row, "mechanism": spec.mechanism, "top_mechanism": found,
                 "mechanism_right": None if spec.mechanism is None else found == spec.mechanism,
                 "function": spec.function, "locations": locations,
-                "function_in_top3": None if spec.function is None else function_among(spec.function, locations)}
+                "function_in_top3": None if spec.function is None else function_among(spec.function, locations),
+                "cpu_side": cpu_side(self.fault)}
 
 
 def _locations(finding: Finding) -> list[list[Any]]:
@@ -152,16 +153,17 @@ def _class_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _mechanism_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The mechanism variants: whether the top finding names the mechanism, and whether the function doing
-    the injected work is among its top three code locations (the hit rate counts every variant naming one)."""
+    the injected work is among its top three code locations (the hit rate counts the CPU-side variants; a
+    GPU-side one's function only launches the kernel, its row is shown all the same)."""
     mine = [r for r in rows if "mechanism" in r]
     if not mine:
         return []
     named = [r for r in mine if r["mechanism"] is not None]
-    located = [r for r in mine if r["function"] is not None]
+    located = [r for r in mine if r["cpu_side"]]
     hits = {h: [r for r in located if r["half"] == h] for h in ("fit", "check")}
     lines = [f"**Mechanism right: {sum(bool(r['mechanism_right']) for r in named)} of {len(named)} variants. "
              f"The function doing the injected work among the top 3 code locations: "
-             f"{sum(bool(r['function_in_top3']) for r in located)} of {len(located)} "
+             f"{sum(bool(r['function_in_top3']) for r in located)} of {len(located)} CPU-side variants "
              f"({100 * sum(bool(r['function_in_top3']) for r in located) / max(1, len(located)):.0f}%; fit "
              f"{sum(bool(r['function_in_top3']) for r in hits['fit'])} of {len(hits['fit'])}, check "
              f"{sum(bool(r['function_in_top3']) for r in hits['check'])} of {len(hits['check'])}).**", "",
@@ -173,8 +175,10 @@ def _mechanism_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
     for r in mine:
         where = ", ".join(f"`{loc}` {100 * share:.0f}%" for loc, share in r["locations"]) or "none"
+        side = "" if r["cpu_side"] else " (GPU-side)"
         lines.append(f"| {r['fault']} | {r['half']} | `{r['mechanism']}` | `{r['top_mechanism']}` "
-                     f"({mark(r['mechanism_right'])}) | `{r['function']}` | {where} | {mark(r['function_in_top3'])} |")
+                     f"({mark(r['mechanism_right'])}) | `{r['function']}`{side} | {where} "
+                     f"| {mark(r['function_in_top3'])} |")
     return [*lines, ""]
 
 

@@ -137,5 +137,14 @@ FAULTS: dict[str, Fault] = {
 #: The variants of the mechanisms above: their recordings come from a later run than the earlier classes'.
 MECHANISM_FAULTS: tuple[str, ...] = tuple(name for name, f in FAULTS.items() if f.mechanism is not None)
 
+#: Classes whose injected work runs on the GPU: the function named there only launches it and waits.
+GPU_SIDE_CLASSES = ("long_kernels",)
+
+
+def cpu_side(name: str) -> bool:
+    """Whether the variant's injected work runs on the host, in the function it names (the code-location
+    hit rate counts these)."""
+    return FAULTS[name].function is not None and FAULTS[name].expected not in GPU_SIDE_CLASSES
+
 #: The finding codes the variants exercise, in the order the report lists them.
 CLASSES: tuple[str, ...] = tuple(dict.fromkeys(f.expected for f in FAULTS.values()))

@@ -72,5 +72,13 @@ def test_the_page_gives_the_hit_rate_over_the_variants_that_name_a_function() ->
             _row("launch_bound", _finding("launch_bound"))]
     page = markdown(rows, {"window_s": 15})
     assert "Mechanism right: 2 of 2 variants" in page
-    assert "among the top 3 code locations: 1 of 2 (50%; fit 0 of 1, check 1 of 1)" in page
+    assert "among the top 3 code locations: 1 of 2 CPU-side variants (50%; fit 0 of 1, check 1 of 1)" in page
     assert "| compile_shapes | fit | `compile` | `compile` (yes) | `recompile_step` | `t.py:f` 100% | no |" in page
+
+
+def test_a_long_kernel_variant_is_shown_but_not_counted_in_the_cpu_side_hit_rate() -> None:
+    rows = [_row("long_kernel_sync", _finding("long_kernels", mechanism="gpu_wait",
+                                              locations=(("fault_device.py:wait_for_long_kernel", 1.0),)))]
+    page = markdown(rows, {"window_s": 15})
+    assert "0 of 0 CPU-side variants" in page
+    assert "`wait_for_long_kernel` (GPU-side) | `fault_device.py:wait_for_long_kernel` 100% | yes |" in page
