@@ -6,7 +6,8 @@
 # doctor-PART.tgz (doctor-accuracy.md/.json and one recording per fault; join both parts' faults/ folders and
 # run `gpuwatch validate --doctor --from-recordings DIR` for the whole table), live-*.json (gpuwatch doctor
 # run live beside a fault, as a user would) and run-PART.log. BUDGET caps the accuracy run's seconds
-# (default 470): faults not reached are left for a later call, and the recordings made are kept.
+# (default 490; the mechanism variants run first): faults not reached are left for a later call, and the
+# recordings made are kept.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"
@@ -23,12 +24,13 @@ case "$PART" in
   all) live=(python_preprocess launch_bound feeder_python_pipe) ;;
   *) echo "gpu_doctor_run.sh: PART must be 1, 2 or all, not '$PART'" >&2; exit 2 ;;
 esac
-faults=$(python3 -c "import sys; from gpuwatch.workload.faults_catalogue import FAULTS; names = list(FAULTS)
-print(','.join(names if sys.argv[1] == 'all' else names[int(sys.argv[1]) - 1::2]))" "$PART") || exit 1
+faults=$(python3 -c "import sys; from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS as M
+names = list(FAULTS) if sys.argv[1] == 'all' else list(FAULTS)[int(sys.argv[1]) - 1::2]
+print(','.join(sorted(names, key=lambda n: n not in M)))" "$PART") || exit 1  # mechanism variants first
 {
   echo "== $(date -u '+%F %T') UTC on $(hostname), $(nproc) CPUs, part $PART: $faults"
   nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader
-  timeout --signal=INT "${BUDGET:-470}" python3 -m gpuwatch validate --doctor --faults "$faults" \
+  timeout --signal=INT "${BUDGET:-490}" python3 -m gpuwatch validate --doctor --faults "$faults" \
     --duration "${DURATION:-8}" --out "$OUT/doctor"
   for fault in "${live[@]}"; do
     python3 -m gpuwatch workload --fault "$fault" --duration 22 2>"$OUT/workload-$fault.err" &
