@@ -108,9 +108,12 @@ def subprocess_per_batch(torch: Any, dev: Any, duration: float, on_ready: Ready)
     return loop.count
 
 
-def compress_with_tool(data: bytes) -> int:
-    """The batch piped through ``gzip`` (an external tool started per batch) before it is stored."""
-    return len(subprocess.run(["gzip", "-c", "-6"], input=data, capture_output=True, check=True).stdout)
+def compress_with_tool(result: Any) -> int:
+    """The batch's results (a numpy array, with its checksum) piped through ``gzip``, an external tool started
+    per batch, before they are stored."""
+    data = result.tobytes()
+    payload = hashlib.sha256(data).digest() * 8192 + data[:CHUNK * 2]
+    return len(subprocess.run(["gzip", "-c", "-6"], input=payload, capture_output=True, check=True).stdout)
 
 
 def subprocess_gzip(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
@@ -120,8 +123,7 @@ def subprocess_gzip(torch: Any, dev: Any, duration: float, on_ready: Ready) -> i
     x = torch.randn(1024, 1024, device=dev, dtype=dtype)
     loop = Loop(duration, on_ready)
     for _ in loop:
-        result = (x @ w).float().cpu().numpy()
-        compress_with_tool(hashlib.sha256(result.tobytes()).digest() * 8192 + result.tobytes()[:CHUNK * 2])
+        compress_with_tool((x @ w).float().cpu().numpy())
     return loop.count
 
 

@@ -1,12 +1,21 @@
-"""Every mechanism variant is a real program: each runs briefly on the CPU (the GPU run records them)."""
+"""Every mechanism variant is a real program: each runs briefly on the CPU (the GPU run records them), and the
+feeders have the process tree they claim (children, or a peer that is no descendant)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import psutil
 import pytest
 from tools import require_torch
 
 torch = require_torch()
 
+from gpuwatch.workload.config import READY_LINE  # noqa: E402
 from gpuwatch.workload.faults import run_fault  # noqa: E402
 from gpuwatch.workload.faults_catalogue import MECHANISM_FAULTS  # noqa: E402
 
@@ -25,3 +34,39 @@ def test_each_mechanism_variant_runs_on_the_cpu(fault: str) -> None:
 def test_each_compile_variant_compiles_on_the_cpu(fault: str) -> None:
     result = run_fault(fault, 0.5, lambda: None, device="cpu")
     assert result["loops"] >= 1
+
+
+def _started(fault: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "workload", "--fault", fault, "--device", "cpu",
+                             "--duration", "6"], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith(READY_LINE):
+            return proc
+    raise AssertionError(f"{fault} exited before it was ready: {proc.wait()}")
+
+
+@pytest.fixture
+def stop() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_storage_feeders_are_children_of_the_gpu_process(stop: list[subprocess.Popen[str]]) -> None:
+    stop.append(proc := _started("feeder_fsync_procs"))
+    children = [c for c in psutil.Process(proc.pid).children(recursive=True) if "resource_tracker" not in
+                " ".join(c.cmdline())]
+    assert len(children) == 3, [c.cmdline() for c in children]
+
+
+def test_the_socket_peer_is_no_descendant_of_the_gpu_process(stop: list[subprocess.Popen[str]]) -> None:
+    stop.append(proc := _started("feeder_socket_peer"))
+    gpu = psutil.Process(proc.pid)
+    (conn,) = [c for c in gpu.net_connections(kind="tcp") if c.status == psutil.CONN_ESTABLISHED]
+    (peer,) = [c.pid for c in psutil.net_connections(kind="tcp") if c.laddr == conn.raddr]
+    assert peer is not None and peer != gpu.pid
+    assert peer not in {c.pid for c in gpu.children(recursive=True)}
+    assert "--feeder" in psutil.Process(peer).cmdline()
