@@ -176,7 +176,8 @@ def _mechanism_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     for r in mine:
         where = ", ".join(f"`{loc}` {100 * share:.0f}%" for loc, share in r["locations"]) or "none"
         side = "" if r["cpu_side"] else " (GPU-side)"
-        lines.append(f"| {r['fault']} | {r['half']} | `{r['mechanism']}` | `{r['top_mechanism']}` "
+        found = f"`{r['top_mechanism']}`" if r["top_mechanism"] else "none"
+        lines.append(f"| {r['fault']} | {r['half']} | `{r['mechanism']}` | {found} "
                      f"({mark(r['mechanism_right'])}) | `{r['function']}`{side} | {where} "
                      f"| {mark(r['function_in_top3'])} |")
     return [*lines, ""]
