@@ -177,9 +177,9 @@ def _mechanism_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         where = ", ".join(f"`{loc}` {100 * share:.0f}%" for loc, share in r["locations"]) or "none"
         side = "" if r["cpu_side"] else " (GPU-side)"
         found = f"`{r['top_mechanism']}`" if r["top_mechanism"] else "none"
-        lines.append(f"| {r['fault']} | {r['half']} | `{r['mechanism']}` | {found} "
-                     f"({mark(r['mechanism_right'])}) | `{r['function']}`{side} | {where} "
-                     f"| {mark(r['function_in_top3'])} |")
+        expected, judged = (f"`{r['mechanism']}`", f" ({mark(r['mechanism_right'])})") if r["mechanism"] else ("-", "")
+        lines.append(f"| {r['fault']} | {r['half']} | {expected} | {found}{judged} | `{r['function']}`{side} "
+                     f"| {where} | {mark(r['function_in_top3'])} |")
     return [*lines, ""]
 
 

@@ -4,10 +4,12 @@ chose the doctor's thresholds (no torch here: the CLI, validate and the tests re
 Every class has at least three variants that differ in structure. The thresholds were chosen on the
 ``fit`` half only; the ``check`` half reports how the doctor does on work it was not fitted to.
 
-The mechanism variants (``fault_mechanisms``, ``fault_feeders``) also name the mechanism the evidence should
-show (the vocabulary of the doctor's frame table) and the function of the fault's own code that does the
-injected work, which should be among the evidence's top code locations. Their check half's expectations were
-written with the programs, before any threshold was tuned on the fit half.
+The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``) also name
+the mechanism the evidence should show (the vocabulary of the doctor's frame table) and the function of the
+fault's own code that does the injected work, which should be among the evidence's top code locations; so do
+the earlier variants whose injected work runs on the host in a function of their own. The mechanism
+variants' check half's expectations were written with the programs, before any threshold was tuned on the
+fit half.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _m(expected: str, description: str, half: Half, mechanism: str, function: st
     return Fault(expected, description, half, False, mechanism, function)
 
 
-FAULTS: dict[str, Fault] = {
+_CLASS_FAULTS: dict[str, Fault] = {
     "python_preprocess": _f("input_cpu_bound", "the thread that owns the GPU tokenises in Python between batches",
                             "fit"),
     "input_cpu_json": _f("input_cpu_bound", "the main thread decodes JSON and builds features per batch (FP16)", "fit"),
@@ -93,7 +95,23 @@ FAULTS: dict[str, Fault] = {
                        look_alike=True),
     "pinned_overlap": _f("healthy", "pinned copies on a side stream overlapped with BF16 compute", "check",
                          look_alike=True),
-    # -- mechanisms no class was written for (fault_mechanisms, fault_feeders) --
+}
+
+#: Earlier variants whose injected work runs on the host in a function of their own: (mechanism or None where
+#: their stacks could fairly show more than one, the function), scored like the mechanism variants'.
+_HOST_WORK: dict[str, tuple[str | None, str]] = {
+    "python_preprocess": ("python", "python_preprocess"), "input_cpu_thread": ("python", "tokenise"),
+    "input_cpu_json": (None, "input_cpu_json"), "gil_threads": (None, "tokenise"), "gil_pool": (None, "tokenise"),
+    "gil_json_thread": (None, "parse"), "launch_bound": ("launch", "launch_bound"),
+    "launch_row_loop": ("launch", "launch_row_loop"), "launch_small_matmuls": ("launch", "launch_small_matmuls"),
+    "off_cpu_checkpoint": ("storage", "off_cpu_checkpoint"), "dataloader_workers": (None, "__getitem__"),
+    "dataloader_four": (None, "__getitem__"), "process_pool": (None, "_heavy_item"),
+}
+_CLASS_FAULTS = {name: f._replace(mechanism=_HOST_WORK[name][0], function=_HOST_WORK[name][1])
+                 if name in _HOST_WORK else f for name, f in _CLASS_FAULTS.items()}
+
+_MECHANISM_FAULTS: dict[str, Fault] = {
+    # -- mechanisms no class was written for (fault_mechanisms, fault_device, fault_feeders, fault_waits) --
     "compile_shapes": _m("input_cpu_bound", "torch.compile, static shapes, a batch size that never repeats: "
                          "every step recompiles", "fit", "compile", "recompile_step"),
     "compile_per_request": _m("input_cpu_bound", "a pipeline of ops chosen per request, compiled per request",
@@ -134,8 +152,10 @@ FAULTS: dict[str, Fault] = {
                       "host_op", "spectrogram"),
 }
 
+FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}
+
 #: The variants of the mechanisms above: their recordings come from a later run than the earlier classes'.
-MECHANISM_FAULTS: tuple[str, ...] = tuple(name for name, f in FAULTS.items() if f.mechanism is not None)
+MECHANISM_FAULTS: tuple[str, ...] = tuple(_MECHANISM_FAULTS)
 
 #: Classes whose injected work runs on the GPU: the function named there only launches it and waits.
 GPU_SIDE_CLASSES = ("long_kernels",)

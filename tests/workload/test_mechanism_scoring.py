@@ -56,8 +56,8 @@ def test_a_finding_without_stack_evidence_scores_neither() -> None:
     assert row["mechanism_right"] is False and row["function_in_top3"] is False
 
 
-def test_earlier_variants_rows_carry_no_mechanism_columns() -> None:
-    assert "mechanism" not in _row("launch_bound", _finding("launch_bound"))
+def test_a_variant_naming_no_host_work_carries_no_mechanism_columns() -> None:
+    assert "mechanism" not in _row("d2h_results", _finding("d2h_copies"))
 
 
 def test_a_function_matches_as_a_whole_name_only() -> None:
@@ -69,7 +69,7 @@ def test_the_page_gives_the_hit_rate_over_the_variants_that_name_a_function() ->
     rows = [_row("host_op_fft", _finding("input_cpu_bound", mechanism="host_op",
                                          locations=(("fault_mechanisms.py:spectrogram", 0.9),))),
             _row("compile_shapes", _finding("idle_breakdown", mechanism="compile", locations=(("t.py:f", 1.0),))),
-            _row("launch_bound", _finding("launch_bound"))]
+            _row("d2h_results", _finding("d2h_copies"))]
     page = markdown(rows, {"window_s": 15})
     assert "Mechanism right: 2 of 2 variants" in page
     assert "among the top 3 code locations: 1 of 2 CPU-side variants (50%; fit 0 of 1, check 1 of 1)" in page
