@@ -24,9 +24,8 @@ case "$PART" in
   all) live=(python_preprocess launch_bound feeder_python_pipe) ;;
   *) echo "gpu_doctor_run.sh: PART must be 1, 2 or all, not '$PART'" >&2; exit 2 ;;
 esac
-faults=$(python3 -c "import sys; from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS as M
-names = list(FAULTS) if sys.argv[1] == 'all' else list(FAULTS)[int(sys.argv[1]) - 1::2]
-print(','.join(sorted(names, key=lambda n: n not in M)))" "$PART") || exit 1  # mechanism variants first
+faults=$(python3 -c "import sys; from gpuwatch.workload.faults_catalogue import part
+print(','.join(part(1, 1) if sys.argv[1] == 'all' else part(int(sys.argv[1]), 2)))" "$PART") || exit 1
 {
   echo "== $(date -u '+%F %T') UTC on $(hostname), $(nproc) CPUs, part $PART: $faults"
   nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader

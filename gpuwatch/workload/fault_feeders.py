@@ -65,7 +65,7 @@ def feeder_fsync_procs(torch: Any, dev: Any, duration: float, on_ready: Ready) -
         for p in procs:
             p.start()
             stack.callback(p.kill)
-        queue.get()
+        queue.get(timeout=60)  # a child that cannot start fails the fault instead of hanging it
         loop = Loop(duration, on_ready)
         for _ in loop:
             consume(torch, dev, w, queue.get())
@@ -175,6 +175,7 @@ def feeder_socket_peer(torch: Any, dev: Any, duration: float, on_ready: Ready) -
     streams records over a TCP connection this process accepted."""
     w = torch.randn(256, 256, device=dev)
     with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(60)  # a peer that never connects fails the fault instead of hanging it
         port = server.getsockname()[1]
         subprocess.run([sys.executable, "-m", "gpuwatch.workload.fault_feeders", "--feeder", "peer", str(port),
                         f"{duration + 10:g}"], check=True)

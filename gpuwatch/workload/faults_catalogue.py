@@ -157,6 +157,15 @@ FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}
 #: The variants of the mechanisms above: their recordings come from a later run than the earlier classes'.
 MECHANISM_FAULTS: tuple[str, ...] = tuple(_MECHANISM_FAULTS)
 
+def part(index: int, parts: int) -> list[str]:
+    """Every ``parts``-th variant from the ``index``-th (1-based), the mechanism variants first: one device
+    call's share of a recording run split over ``parts`` calls, with slow and fast variants spread evenly."""
+    if not 1 <= index <= parts:
+        raise ValueError(f"part {index} of {parts}: give a part from 1 to {parts}")
+    names = list(FAULTS)[index - 1::parts]
+    return sorted(names, key=lambda name: name not in MECHANISM_FAULTS)
+
+
 #: Classes whose injected work runs on the GPU: the function named there only launches it and waits.
 GPU_SIDE_CLASSES = ("long_kernels",)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpuwatch.model.finding import Finding
 from gpuwatch.validate.doctor_accuracy import FaultRun, function_among, markdown
-from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS
+from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS, part
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,11 @@ def test_a_long_kernel_variant_is_shown_but_not_counted_in_the_cpu_side_hit_rate
     page = markdown(rows, {"window_s": 15})
     assert "0 of 0 CPU-side variants" in page
     assert "`wait_for_long_kernel` (GPU-side) | `fault_device.py:wait_for_long_kernel` 100% | yes |" in page
+
+
+def test_two_parts_record_every_variant_once_the_mechanism_variants_first() -> None:
+    one, two = part(1, 2), part(2, 2)
+    assert sorted(one + two) == sorted(FAULTS) and not set(one) & set(two)
+    for share in (one, two):
+        flags = [name in MECHANISM_FAULTS for name in share]
+        assert flags == sorted(flags, reverse=True) and abs(sum(flags) - len(MECHANISM_FAULTS) / 2) <= 1
