@@ -1,17 +1,20 @@
 """Fault variants where the feeding thread waits on something of its own process's making: a lock another
-thread holds, or a subprocess it starts for every batch. Its stacks show only the wait (a lock acquire, a
-child's pipe); what it waits for is the cause.
+thread holds, a subprocess it starts for every batch, or its own sleep. Its stacks show only the wait (a
+lock acquire, a child's pipe, time.sleep); what it waits for is the cause.
 
 - lock: a refresher thread holds a ``threading.Lock`` while it polls (sleeping) for a new version of a table,
   or a reloader holds an ``RLock`` while numpy sorts its weights (the GIL released: the wait is the lock, not
   the GIL). Neither holder does I/O, so no storage wait explains it.
 - subprocess (the child started for each batch is the feeder): a Python interpreter started per batch, or
   every batch piped through ``gzip``.
+- sleep (the work is at hand, no request is awaited): a loop throttled to a fixed rate, or a queue polled
+  with sleeps while a producer keeps it full.
 """
 
 from __future__ import annotations
 
 import hashlib
+import queue
 import subprocess
 import sys
 import threading
@@ -127,7 +130,61 @@ def subprocess_gzip(torch: Any, dev: Any, duration: float, on_ready: Ready) -> i
     return loop.count
 
 
+# -- sleeping with the work at hand ------------------------------------------------------------------------
+
+def throttle(last: float, period: float) -> float:
+    """Paces the loop to one batch per ``period`` (a limit left from sharing the host), asleep meanwhile."""
+    time.sleep(max(0.0, last + period - time.monotonic()))
+    return time.monotonic()
+
+
+def sleep_throttle(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """A GPU loop throttled to 20 batches/s with its batches ready: it sleeps, no one else holds it back."""
+    w = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    x = torch.randn(64, 2048, device=dev, dtype=w.dtype)
+    last = time.monotonic()
+    loop = Loop(duration, on_ready)
+    for _ in loop:
+        (x @ w).sum().item()
+        last = throttle(last, 0.05)
+    return loop.count
+
+
+def poll_for_batch(items: queue.Queue[list[float]]) -> list[float]:
+    """Polls the queue and sleeps 20 ms whenever it finds it empty, instead of blocking on it."""
+    while True:
+        try:
+            return items.get_nowait()
+        except queue.Empty:
+            time.sleep(0.02)
+
+
+def sleep_poll_queue(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
+    """Batches arrive every 2 ms into a queue of two; the GPU loop polls it with 20 ms sleeps, so it empties
+    the queue, finds it empty and sleeps ten arrivals long while the queue fills up and its source waits."""
+    items: queue.Queue[list[float]] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            time.sleep(0.002)  # the next batch arrives
+            try:
+                items.put([float(i % 7) for i in range(256)], timeout=0.1)
+            except queue.Full:
+                continue
+
+    w = torch.randn(256, 256, device=dev)
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    loop = Loop(duration, on_ready)
+    for _ in loop:
+        consume(torch, dev, w, poll_for_batch(items))
+    stop.set()
+    return loop.count
+
+
 BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
+    "sleep_throttle": sleep_throttle, "sleep_poll_queue": sleep_poll_queue,
     "lock_cache_refresh": lock_cache_refresh, "lock_reload_rlock": lock_reload_rlock,
     "subprocess_per_batch": subprocess_per_batch, "subprocess_gzip": subprocess_gzip,
 }
