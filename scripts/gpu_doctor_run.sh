@@ -32,8 +32,8 @@ print(','.join(part(1, 1) if sys.argv[1] == 'all' else part(int(sys.argv[1]), 2)
   timeout --signal=INT "${BUDGET:-490}" python3 -m gpuwatch validate --doctor --faults "$faults" \
     --duration "${DURATION:-8}" --out "$OUT/doctor"
   for fault in "${live[@]}"; do
-    python3 -m gpuwatch workload --fault "$fault" --duration 22 2>"$OUT/workload-$fault.err" &
-    sleep 8
+    python3 -m gpuwatch workload --fault "$fault" --duration 21 2>"$OUT/workload-$fault.err" &
+    sleep 7
     python3 -m gpuwatch doctor --stacks --json --duration 12 > "$OUT/live-$fault.json"
     wait
     python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['findings'][0]; print(sys.argv[2], '->', f['code'], f.get('mechanism'), f.get('locations'), f['evidence'][-1])" "$OUT/live-$fault.json" "$fault"
