@@ -4,6 +4,7 @@ feeders have the process tree they claim (children, or a peer that is no descend
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,8 @@ def test_each_mechanism_variant_runs_on_the_cpu(fault: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")),
+                    reason="torch.compile on the CPU builds C++: no compiler here")
 @pytest.mark.parametrize("fault", SLOW_ON_CPU)
 def test_each_compile_variant_compiles_on_the_cpu(fault: str) -> None:
     result = run_fault(fault, 0.5, lambda: None, device="cpu")
