@@ -10,6 +10,7 @@ evidence. Every fault's samples are also written as a recording, so the table ca
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from gpuwatch.model.recording import RecordingHeader, RecordingWriter, load
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.validate.runner import Workload
-from gpuwatch.workload.faults_catalogue import CLASSES, FAULTS
+from gpuwatch.workload.faults_catalogue import CLASSES, FAULTS, MECHANISM_FAULTS, cpu_side
 
 
 @dataclass
@@ -41,12 +42,35 @@ class FaultRun:
     def row(self) -> dict[str, Any]:
         top = top_problem(self.findings)
         shown = next((f for f in self.findings if f.code == self.expected), top)
-        return {"fault": self.fault, "expected": self.expected, "top": top.code if top else None,
-                "top_title": top.title if top else None, "rank": self.rank,
-                "correct": bool(top and top.code == self.expected), "samples": len(self.snapshots),
-                "evidence": list(shown.evidence) if shown else [],
-                "findings": [f"{f.severity}:{f.code}" for f in self.findings], "error": self.error,
-                "half": FAULTS[self.fault].half, "look_alike": FAULTS[self.fault].look_alike}
+        row = {"fault": self.fault, "expected": self.expected, "top": top.code if top else None,
+               "top_title": top.title if top else None, "rank": self.rank,
+               "correct": bool(top and top.code == self.expected), "samples": len(self.snapshots),
+               "evidence": list(shown.evidence) if shown else [],
+               "findings": [f"{f.severity}:{f.code}" for f in self.findings], "error": self.error,
+               "half": FAULTS[self.fault].half, "look_alike": FAULTS[self.fault].look_alike}
+        spec = FAULTS[self.fault]
+        if spec.mechanism is None and spec.function is None:
+            return row
+        located = top if top is not None and _locations(top) else next(
+            (f for f in self.findings if _locations(f)), top)
+        locations = _locations(located) if located is not None else []
+        found = getattr(top, "mechanism", None) if top is not None else None
+        return {**row, "mechanism": spec.mechanism, "top_mechanism": found,
+                "mechanism_right": None if spec.mechanism is None else found == spec.mechanism,
+                "function": spec.function, "locations": locations,
+                "function_in_top3": None if spec.function is None else function_among(spec.function, locations),
+                "cpu_side": cpu_side(self.fault)}
+
+
+def _locations(finding: Finding) -> list[list[Any]]:
+    """A finding's top three code locations, ``[file.py:function, share]``; none when it carries none."""
+    return [[str(loc), float(share)] for loc, share in (getattr(finding, "locations", None) or ())[:3]]
+
+
+def function_among(function: str, locations: Sequence[Sequence[Any]]) -> bool:
+    """Whether ``function`` is one of the locations (``file.py:function``, ``file.py:Class.function``)."""
+    pattern = re.compile(rf"(?<!\w){re.escape(function)}(?!\w)")
+    return any(pattern.search(str(loc[0])) for loc in locations)
 
 
 def fault_argv(python: str, fault: str, duration: float) -> list[str]:
@@ -85,11 +109,14 @@ def write_recording(path: Path, run: FaultRun, interval: float) -> None:
 
 def judge_recordings(folder: Path, window: float) -> list[FaultRun]:
     """Every variant's recording in ``folder`` judged again by the current doctor (the last ``window``
-    seconds), in the catalogue's order: the table follows the doctor, not the run that recorded it."""
+    seconds), in the catalogue's order: the table follows the doctor, not the run that recorded it. A mechanism
+    variant with no recording in ``folder`` is left out (an earlier class's is listed as missing)."""
     runs = []
     for fault in FAULTS:
         path = folder / f"{fault}.ndjson.gz"
         run = FaultRun(fault, FAULTS[fault].expected)
+        if not path.exists() and fault in MECHANISM_FAULTS:
+            continue  # the mechanism variants are recorded by a run of their own: judged once recorded
         if not path.exists():
             run.error = f"no recording {path.name}"
         else:
@@ -114,7 +141,7 @@ def _class_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["| class | fit: variants | fit: right first | check: variants | check: right first "
              "| check: ranked lower | check: missed | false warnings |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for cls in CLASSES:
+    for cls in (c for c in CLASSES if any(r["expected"] == c for r in rows)):
         mine = [r for r in rows if r["expected"] == cls]
         by = {h: [outcome(r) for r in mine if r["half"] == h] for h in ("fit", "check")}
         false = sum(o == "false warning" for o in by["fit"] + by["check"])
@@ -122,6 +149,38 @@ def _class_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                      f"| {by['check'].count('right first')} | {by['check'].count('ranked lower')} "
                      f"| {by['check'].count('missed')} | {false} |")
     return lines
+
+
+def _mechanism_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The mechanism variants: whether the top finding names the mechanism, and whether the function doing
+    the injected work is among its top three code locations (the hit rate counts the CPU-side variants; a
+    GPU-side one's function only launches the kernel, its row is shown all the same)."""
+    mine = [r for r in rows if "mechanism" in r]
+    if not mine:
+        return []
+    named = [r for r in mine if r["mechanism"] is not None]
+    located = [r for r in mine if r["cpu_side"]]
+    hits = {h: [r for r in located if r["half"] == h] for h in ("fit", "check")}
+    lines = [f"**Mechanism right: {sum(bool(r['mechanism_right']) for r in named)} of {len(named)} variants. "
+             f"The function doing the injected work among the top 3 code locations: "
+             f"{sum(bool(r['function_in_top3']) for r in located)} of {len(located)} CPU-side variants "
+             f"({100 * sum(bool(r['function_in_top3']) for r in located) / max(1, len(located)):.0f}%; fit "
+             f"{sum(bool(r['function_in_top3']) for r in hits['fit'])} of {len(hits['fit'])}, check "
+             f"{sum(bool(r['function_in_top3']) for r in hits['check'])} of {len(hits['check'])}).**", "",
+             "| variant | half | mechanism | doctor's mechanism | injected function | top code locations "
+             "| function in top 3 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def mark(value: bool | None) -> str:
+        return "-" if value is None else "yes" if value else "no"
+
+    for r in mine:
+        where = ", ".join(f"`{loc}` {100 * share:.0f}%" for loc, share in r["locations"]) or "none"
+        side = "" if r["cpu_side"] else " (GPU-side)"
+        found = f"`{r['top_mechanism']}`" if r["top_mechanism"] else "none"
+        expected, judged = (f"`{r['mechanism']}`", f" ({mark(r['mechanism_right'])})") if r["mechanism"] else ("-", "")
+        lines.append(f"| {r['fault']} | {r['half']} | {expected} | {found}{judged} | `{r['function']}`{side} "
+                     f"| {where} | {mark(r['function_in_top3'])} |")
+    return [*lines, ""]
 
 
 def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -149,7 +208,7 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"{right['check']} of {len(half['check'])} right first "
              f"({100 * right['check'] / max(1, len(half['check'])):.0f}%). Healthy look-alikes with a warning: "
              f"{sum(outcome(r) == 'false warning' for r in looks)} of {len(looks)}.**", "",
-             *_class_table(rows), "",
+             *_class_table(rows), "", *_mechanism_table(rows),
              "| variant | half | expected finding | doctor's top finding | outcome | evidence |",
              "| --- | --- | --- | --- | --- | --- |"]
     for row in rows:

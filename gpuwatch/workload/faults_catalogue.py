@@ -3,6 +3,13 @@ chose the doctor's thresholds (no torch here: the CLI, validate and the tests re
 
 Every class has at least three variants that differ in structure. The thresholds were chosen on the
 ``fit`` half only; the ``check`` half reports how the doctor does on work it was not fitted to.
+
+The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``) also name
+the mechanism the evidence should show (the vocabulary of the doctor's frame table) and the function of the
+fault's own code that does the injected work, which should be among the evidence's top code locations; so do
+the earlier variants whose injected work runs on the host in a function of their own. The mechanism
+variants' check half's expectations were written with the programs, before any threshold was tuned on the
+fit half.
 """
 
 from __future__ import annotations
@@ -18,13 +25,21 @@ class Fault(NamedTuple):
     half: Half
     #: A healthy program that looks like a fault (PCIe busy, FP32 tensors, power cap): it must get no warning.
     look_alike: bool = False
+    #: What the feeding thread's (or the feeder's) time should go to, in the doctor's mechanism vocabulary.
+    mechanism: str | None = None
+    #: The fault's own Python function doing the injected work: it should be among the top 3 code locations.
+    function: str | None = None
 
 
 def _f(expected: str, description: str, half: Half, look_alike: bool = False) -> Fault:
     return Fault(expected, description, half, look_alike)
 
 
-FAULTS: dict[str, Fault] = {
+def _m(expected: str, description: str, half: Half, mechanism: str, function: str) -> Fault:
+    return Fault(expected, description, half, False, mechanism, function)
+
+
+_CLASS_FAULTS: dict[str, Fault] = {
     "python_preprocess": _f("input_cpu_bound", "the thread that owns the GPU tokenises in Python between batches",
                             "fit"),
     "input_cpu_json": _f("input_cpu_bound", "the main thread decodes JSON and builds features per batch (FP16)", "fit"),
@@ -81,6 +96,88 @@ FAULTS: dict[str, Fault] = {
     "pinned_overlap": _f("healthy", "pinned copies on a side stream overlapped with BF16 compute", "check",
                          look_alike=True),
 }
+
+#: Earlier variants whose injected work runs on the host in a function of their own: (mechanism or None where
+#: their stacks could fairly show more than one, the function), scored like the mechanism variants'.
+_HOST_WORK: dict[str, tuple[str | None, str]] = {
+    "python_preprocess": ("python", "python_preprocess"), "input_cpu_thread": ("python", "tokenise"),
+    "input_cpu_json": (None, "input_cpu_json"), "gil_threads": (None, "tokenise"), "gil_pool": (None, "tokenise"),
+    "gil_json_thread": (None, "parse"), "launch_bound": ("launch", "launch_bound"),
+    "launch_row_loop": ("launch", "launch_row_loop"), "launch_small_matmuls": ("launch", "launch_small_matmuls"),
+    "off_cpu_checkpoint": ("storage", "off_cpu_checkpoint"), "dataloader_workers": (None, "__getitem__"),
+    "dataloader_four": (None, "__getitem__"), "process_pool": (None, "_heavy_item"),
+}
+_CLASS_FAULTS = {name: f._replace(mechanism=_HOST_WORK[name][0], function=_HOST_WORK[name][1])
+                 if name in _HOST_WORK else f for name, f in _CLASS_FAULTS.items()}
+
+_MECHANISM_FAULTS: dict[str, Fault] = {
+    # -- mechanisms no class was written for (fault_mechanisms, fault_device, fault_feeders, fault_waits) --
+    "compile_shapes": _m("input_cpu_bound", "torch.compile, static shapes, a batch size that never repeats: "
+                         "every step recompiles", "fit", "compile", "recompile_step"),
+    "compile_per_request": _m("input_cpu_bound", "a pipeline of ops chosen per request, compiled per request",
+                              "check", "compile", "compile_request"),
+    "long_kernel_sync": _m("long_kernels", "one 0.5 s single-thread kernel per step, the host in synchronize",
+                           "fit", "gpu_wait", "wait_for_long_kernel"),
+    "long_kernel_side_stream": _m("long_kernels", "a 0.8 s kernel on a side stream the main stream waits for, "
+                                  "the host in .item()", "check", "gpu_wait", "wait_on_side_stream"),
+    "long_kernel_graph_poll": _m("long_kernels", "a CUDA graph of one 0.6 s kernel per step, the host polling "
+                                 "its event", "check", "sleep", "poll_until_done"),
+    "feeder_fsync_procs": _m("feeder_bound", "three multiprocessing children fsync every record into a queue",
+                             "fit", "storage", "write_through_storage"),
+    "feeder_random_reads": _m("feeder_bound", "a child reads a file at random offsets, uncached, behind a pipe "
+                              "(FP16)", "check", "storage", "random_reads"),
+    "feeder_python_pipe": _m("feeder_bound", "a child process tokenises in Python behind a pipe", "fit", "python",
+                             "tokenise_records"),
+    "feeder_socket_peer": _m("feeder_bound", "a detached peer computes features in Python behind a local TCP "
+                             "connection", "check", "python", "tokenise_records"),
+    "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it backs off (sleeps)",
+                             "fit", "lock", "read_shared_table"),
+    "lock_reload_rlock": _m("idle_breakdown", "a reloader holds an RLock while numpy sorts (GIL released), BF16",
+                            "check", "lock", "forward_with_weights"),
+    "sleep_throttle": _m("idle_breakdown", "a GPU loop throttled to 20 batches/s, its batches ready (BF16)", "fit",
+                         "sleep", "throttle"),
+    "sleep_poll_queue": _m("idle_breakdown", "a full queue polled with 20 ms sleeps instead of a blocking get",
+                           "check", "sleep", "poll_for_batch"),
+    "serialize_pickle_state": _m("input_cpu_bound", "200 000 session records pickled every step", "fit",
+                                 "serialization", "snapshot_state"),
+    "serialize_json_responses": _m("input_cpu_bound", "40 000 scored candidates encoded as JSON per step (BF16)",
+                                   "check", "serialization", "encode_response"),
+    "alloc_empty_cache": _m("memory_churn", "empty_cache() and 64 fresh buffers of new sizes every step",
+                            "fit", "allocator", "reallocate_buffers"),
+    "alloc_layerwise_free": _m("memory_churn", "the cache emptied between the layers of an FP16 model",
+                               "check", "allocator", "forward_freeing_cache"),
+    "subprocess_per_batch": _m("feeder_bound", "a Python interpreter started per batch to tokenise", "fit",
+                               "subprocess", "tokenise_in_subprocess"),
+    "subprocess_gzip": _m("feeder_bound", "each step's results piped through a gzip started for it (BF16)",
+                          "check", "subprocess", "compress_with_tool"),
+    "host_op_matmul": _m("input_cpu_bound", "the features are a CPU matmul (FP32) before a small GPU matmul",
+                         "fit", "host_op", "featurize_on_cpu"),
+    "host_op_fft": _m("input_cpu_bound", "numpy FFT spectrograms on the CPU before an FP16 GPU layer", "check",
+                      "host_op", "spectrogram"),
+}
+
+FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}
+
+#: The variants of the mechanisms above: their recordings come from a later run than the earlier classes'.
+MECHANISM_FAULTS: tuple[str, ...] = tuple(_MECHANISM_FAULTS)
+
+def part(index: int, parts: int) -> list[str]:
+    """Every ``parts``-th variant from the ``index``-th (1-based), the mechanism variants first: one device
+    call's share of a recording run split over ``parts`` calls, with slow and fast variants spread evenly."""
+    if not 1 <= index <= parts:
+        raise ValueError(f"part {index} of {parts}: give a part from 1 to {parts}")
+    names = list(FAULTS)[index - 1::parts]
+    return sorted(names, key=lambda name: name not in MECHANISM_FAULTS)
+
+
+#: Classes whose injected work runs on the GPU: the function named there only launches it and waits.
+GPU_SIDE_CLASSES = ("long_kernels",)
+
+
+def cpu_side(name: str) -> bool:
+    """Whether the variant's injected work runs on the host, in the function it names (the code-location
+    hit rate counts these)."""
+    return FAULTS[name].function is not None and FAULTS[name].expected not in GPU_SIDE_CLASSES
 
 #: The finding codes the variants exercise, in the order the report lists them.
 CLASSES: tuple[str, ...] = tuple(dict.fromkeys(f.expected for f in FAULTS.values()))
