@@ -5,20 +5,25 @@ the ledger in order, commits each attributed block to the store (one transaction
 and then adds it to the /metrics totals. When no Snapshot comes for a while (a replay that ended, a stalled
 sampler) the pending block is attributed and committed, and at a stop whatever is queued is accounted first.
 A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
-skips what was committed before, to the interval.
+skips what was committed before, to the interval. A block the store cannot take (a full disk) is kept in
+memory, in order, and written with the next ones once a write succeeds, as the outbox keeps unsaved
+alert transitions; meanwhile /healthz reports ``efficiency_unsaved`` and the daemon is unhealthy.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import threading
+from collections import deque
 
 from gpuwatch.doctor import diagnose
 from gpuwatch.efficiency.ledger import Doctor, Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify.health import FailureTracker
 
 log = logging.getLogger(__name__)
 #: An interval longer than this many sample intervals (and 5 s) was not watched and is not counted.
@@ -29,6 +34,9 @@ GAP_INTERVALS = 5.0
 #: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
 BACKLOG = 256
 PUT_TIMEOUT_S = 5.0
+#: Blocks kept in memory while the store takes no writes (10 to 40 s each: more than two days); past it the
+#: oldest are dropped, counted and logged.
+MAX_UNSAVED = 8192
 
 
 class Accounting:
@@ -49,6 +57,11 @@ class Accounting:
         self._thread: threading.Thread | None = None
         #: Blocks committed; the tests wait on it.
         self.commits = 0
+        #: Blocks the store did not take yet (a full disk), oldest first; each write tries them all, in order.
+        self._unsaved: deque[Increment] = deque()
+        #: Blocks dropped because more than MAX_UNSAVED waited.
+        self.unsaved_dropped = 0
+        self.health = FailureTracker("writing the efficiency roll-ups", log)
 
     def offer(self, snap: Snapshot) -> None:
         """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
@@ -67,16 +80,33 @@ class Accounting:
         """Snapshots waiting for the worker (0 while it keeps up)."""
         return self._queue.qsize()
 
+    @property
+    def unsaved(self) -> int:
+        """Blocks waiting in memory for the store to take writes again (0 when every block is written)."""
+        return len(self._unsaved)
+
     def _commit(self, inc: Increment | None) -> None:
-        if not inc:
-            return
-        try:
-            self.store.commit(inc, self._origin)
-        except Exception:  # a full disk must not stop the daemon; the counters stay in step with the file
-            log.exception("could not write the efficiency roll-ups; this block is not counted")
-            return
-        self.totals.add(inc)
-        self.commits += 1
+        """Queue ``inc`` (if any) behind the blocks not yet written, then write them in order; a write that
+        fails keeps the rest for the next try (a full disk must not stop the daemon nor lose the hours)."""
+        if inc:
+            self._unsaved.append(inc)
+            if len(self._unsaved) > MAX_UNSAVED:
+                self._unsaved.popleft()
+                self.unsaved_dropped += 1
+                if self.unsaved_dropped == 1 or self.unsaved_dropped % 1000 == 0:
+                    log.error("the efficiency roll-ups have not taken a write for a long time: dropped %d "
+                              "block(s) so far; their GPU-seconds are lost", self.unsaved_dropped)
+        while self._unsaved:
+            block = self._unsaved[0]
+            try:
+                self.store.commit(block, self._origin)
+            except Exception as exc:  # the counters stay in step with the file: added once written
+                self.health.failed(exc, with_traceback=not isinstance(exc, (OSError, sqlite3.Error)))
+                return
+            self._unsaved.popleft()
+            self.health.succeeded()
+            self.totals.add(block)
+            self.commits += 1
 
     def _run(self) -> None:
         while True:
@@ -93,11 +123,14 @@ class Accounting:
                 self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor)
             self.last_time = snap.time
             try:
-                self._commit(self._ledger.add(snap))
+                self._commit(self._ledger.add(snap))  # also retries what a full disk kept back
             except Exception:
                 log.exception("efficiency accounting failed on a snapshot; skipping it")
         if self._ledger is not None:
             self._commit(self._ledger.flush())
+        if self._unsaved:
+            log.error("stopping with %d efficiency roll-up block(s) the store did not take (%s); their "
+                      "GPU-seconds are lost", len(self._unsaved), self.health.last_error)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpuwatch-efficiency", daemon=True)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from gpuwatch.model import text
 from gpuwatch.model.errors import InputError
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import (
@@ -193,7 +194,7 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
                ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)")) if len(items) > cap]
     if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
         sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
-    return Snapshot(
+    return text.record(Snapshot(  # strings that are not UTF-8 ("\\udce9") made visible, as live ones are
         time=time,
         seq=_checked(data.get("seq", 0), "int", "seq"),
         origin=_checked(data.get("origin", "live"), "str", "origin"),
@@ -201,7 +202,7 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
         gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
         processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(procs[:MAX_PROCESSES])),
         sources=tuple(sources),
-    )
+    ))
 
 
 def dropped_by_cap(snap: Snapshot) -> str | None:
