@@ -45,6 +45,7 @@ class Accounting:
         self.store = store
         self.doctor = doctor
         self.totals = Totals(max_owners)
+        self.interval = interval
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
         self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
@@ -120,7 +121,8 @@ class Accounting:
                 break
             if self._ledger is None:
                 self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor)
+                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor,
+                                      interval=self.interval)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))  # also retries what a full disk kept back

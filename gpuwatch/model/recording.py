@@ -158,8 +158,7 @@ def _warn_if_capped(path: Path, lineno: int, line: str, warned: set[str]) -> Sna
     dropped = dropped_by_cap(snap)
     if dropped is not None and not warned:
         warned.add(dropped)
-        log.warning("%s:%d: %s (more is not one machine; later lines that are capped are not logged)", path,
-                    lineno, dropped)
+        log.warning("%s:%d: %s (later lines that drop rows are not logged)", path, lineno, dropped)
     return snap
 
 
@@ -171,6 +170,17 @@ def _parse(path: Path, lineno: int, line: str) -> Snapshot:
         raise RecordingError(f"{path}:{lineno}: {why}") from None
     except RecursionError:
         raise RecordingError(f"{path}:{lineno}: nested too deeply to be a snapshot") from None
+
+
+def recording_span(path: str | os.PathLike[str]) -> tuple[float | None, float]:
+    """(first, last) snapshot time of a recording, in one streamed pass (a looping replay asks it to know its
+    period); (None, 0.0) when it holds none."""
+    first: float | None = None
+    last = 0.0
+    for snap in iter_snapshots(path):
+        first = snap.time if first is None else first
+        last = snap.time
+    return first, last
 
 
 def load(path: str | os.PathLike[str]) -> list[Snapshot]:

@@ -40,18 +40,33 @@ def is_clean(text: str) -> bool:
 
 @functools.cache
 def _text_fields(cls: type) -> tuple[str, ...]:
-    """The fields of a model record that can hold text: strings, tuples, mappings and nested records."""
-    return tuple(f.name for f in dataclasses.fields(cls)
-                 if any(word in str(f.type) for word in ("str", "tuple", "dict", "Sample", "Stack", "Frame", "Health")))
+    """The fields of a model record that can hold text: strings, tuples and mappings of them, nested records.
+    Numeric tuples (``tuple[float, ...]``) and literal states are left out: nothing to clean, and a tick
+    must not walk them."""
+    out = []
+    for f in dataclasses.fields(cls):
+        kind = str(f.type)
+        if kind.startswith(("tuple[float", "tuple[int")) or "Literal" in kind or kind.startswith("SourceState"):
+            continue
+        if any(word in kind for word in ("str", "tuple", "dict", "Sample", "Stack", "Frame", "Health", "Status")):
+            out.append(f.name)
+    return tuple(out)
 
 
 def _value(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, tuple):
+    cls = value.__class__
+    if cls is str:
+        return value if value.isascii() else clean(value)
+    if value is None or cls is float or cls is int or cls is bool:
+        return value
+    if cls is tuple:
+        if not value:
+            return value
         items = tuple(_value(v) for v in value)
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    if isinstance(value, dict):
+    if cls is dict:
+        if not value:
+            return value
         pairs = [(_value(k), _value(v)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
             return value
@@ -65,7 +80,8 @@ def record(obj: T) -> T:
     """``obj`` (a frozen model record: a Snapshot, a sample, a status) with every string in it clean; the
     same object when nothing needed cleaning, so a clean tick allocates nothing."""
     changes = {}
-    for name in _text_fields(type(obj)):
+    cls: type = type(obj)
+    for name in _text_fields(cls):
         value = getattr(obj, name)
         new = _value(value)
         if new is not value:
