@@ -202,11 +202,11 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
     sources = [_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))]
     dropped = [f"{len(items) - cap} {what} past the first {cap}" for items, cap, what in
                ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)")) if len(items) > cap]
-    gpu_samples, twice = _unique([_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])],
-                                 lambda g: (g.index,))
-    proc_samples, twice_p = _unique([_build(ProcessSample, p, f"processes[{i}]")
-                                     for i, p in enumerate(procs[:MAX_PROCESSES])], lambda p: (p.pid, p.gpu_index))
-    dropped += [f"{n} {what} seen twice" for n, what in ((twice, "GPU(s)"), (twice_p, "(pid, GPU) row(s)")) if n]
+    gpu_samples = _unique(tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
+                          "gpus", lambda g: f"GPU {g.index}")
+    proc_samples = _unique(tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in
+                                 enumerate(procs[:MAX_PROCESSES])),
+                           "processes", lambda p: f"pid {p.pid} on GPU {p.gpu_index}")
     if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
         sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
     return Snapshot(
@@ -220,17 +220,16 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
     )
 
 
-def _unique(items: list[T], key: Callable[[T], tuple[Any, ...]]) -> tuple[tuple[T, ...], int]:
-    """The first item of each key, in order, and how many were dropped: a GPU index (or a process on a GPU)
-    twice in one snapshot would give two /metrics series of one name and labels, and count twice."""
-    seen: set[tuple[Any, ...]] = set()
-    out = []
-    for item in items:
+def _unique(items: tuple[T, ...], where: str, key: Callable[[T], str]) -> tuple[T, ...]:
+    """``items``, or SnapshotFormatError naming the second of two with one key: a GPU index (or a process on a
+    GPU) twice in one snapshot would give two /metrics series of one name and labels, and count twice."""
+    seen: set[str] = set()
+    for i, item in enumerate(items):
         k = key(item)
-        if k not in seen:
-            seen.add(k)
-            out.append(item)
-    return tuple(out), len(items) - len(out)
+        if k in seen:
+            raise SnapshotFormatError(f"{where}[{i}]: {k} is listed twice in one snapshot")
+        seen.add(k)
+    return items
 
 
 def dropped_by_cap(snap: Snapshot) -> str | None:

@@ -158,7 +158,8 @@ def _warn_if_capped(path: Path, lineno: int, line: str, warned: set[str]) -> Sna
     dropped = dropped_by_cap(snap)
     if dropped is not None and not warned:
         warned.add(dropped)
-        log.warning("%s:%d: %s (later lines that drop rows are not logged)", path, lineno, dropped)
+        log.warning("%s:%d: %s (more is not one machine; later lines that are capped are not logged)", path,
+                    lineno, dropped)
     return snap
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -37,22 +38,24 @@ def snap_dict(t: float, **changes: object) -> dict[str, object]:
     return {**snapshot_to_dict(full_snapshot(t)), **changes}
 
 
-def test_a_gpu_or_a_process_row_twice_in_one_snapshot_is_read_once_and_said(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("where", "message"), [("gpus", "gpus[2]: GPU 0 is listed twice"),
+                                                ("processes", "processes[2]: pid 471 on GPU 0 is listed twice")])
+def test_a_gpu_or_a_process_row_twice_in_one_snapshot_is_refused_with_its_file_and_line(
+        tmp_path: Path, where: str, message: str) -> None:
+    """Read as they are, they gave two /metrics series of one name and labels (and counted twice)."""
     base = snapshot_to_dict(full_snapshot(T0))
-    doubled = {**base, "gpus": [*base["gpus"], base["gpus"][0]],  # type: ignore[list-item]
-               "processes": [*base["processes"], base["processes"][0], base["processes"][0]]}  # type: ignore[list-item]
-    path = write(tmp_path / "dup.ndjson.gz", [doubled, {**doubled, "time": T0 + 1}])
-    with caplog.at_level(logging.WARNING):
-        snaps = load(path)
-    assert [g.index for g in snaps[0].gpus] == [0, 1]
-    assert [(p.pid, p.gpu_index) for p in snaps[0].processes] == [(471, 0), (472, 1)]
-    said = [r.getMessage() for r in caplog.records if "seen twice" in r.getMessage()]
-    assert len(said) == 1 and "dup.ndjson.gz:2" in said[0]
+    doubled = {**base, where: [*base[where], base[where][0]]}  # type: ignore[misc]
+    path = write(tmp_path / "dup.ndjson.gz", [base, doubled])
+    with pytest.raises(RecordingError, match=re.escape(f"dup.ndjson.gz:3: {message} in one snapshot")):
+        load(path)
+
+
+def test_a_snapshot_read_back_gives_each_series_once(tmp_path: Path) -> None:
+    snaps = load(write(tmp_path / "ok.ndjson.gz", [snapshot_to_dict(full_snapshot(T0))]))
     body = render(Exporter(SnapshotCollector(lambda: snaps[0], lambda: (), max_process_series=64)).registry)
     series = [(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(body.decode())
               for s in f.samples]
-    assert len(series) == len(set(series))  # no duplicate series
+    assert len(series) == len(set(series))
 
 
 @pytest.mark.parametrize(("where", "field"), [("gpus", "gpu_util"), ("processes", "sm_util"),
