@@ -123,7 +123,7 @@ class Daemon:
             failing["metrics_render"] = self.services.render_error
         if self.efficiency is not None and self.efficiency.unsaved:
             failing["efficiency_rollups"] = (f"{self.efficiency.unsaved} block(s) not written: "
-                                             f"{self.efficiency.health.last_error}")
+                                             f"{self.efficiency.last_error}")
         return failing
 
     async def reload(self) -> tuple[bool, str]:

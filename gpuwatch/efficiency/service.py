@@ -23,7 +23,6 @@ from gpuwatch.efficiency.ledger import Doctor, Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.snapshot import Snapshot
-from gpuwatch.notify.health import FailureTracker
 
 log = logging.getLogger(__name__)
 #: An interval longer than this many sample intervals (and 5 s) was not watched and is not counted.
@@ -62,7 +61,9 @@ class Accounting:
         self._unsaved: deque[Increment] = deque()
         #: Blocks dropped because more than MAX_UNSAVED waited.
         self.unsaved_dropped = 0
-        self.health = FailureTracker("writing the efficiency roll-ups", log)
+        #: Why the last write failed (None once one succeeds), and failed writes since the last success.
+        self.last_error: str | None = None
+        self.consecutive_failures = 0
 
     def offer(self, snap: Snapshot) -> None:
         """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
@@ -102,12 +103,25 @@ class Accounting:
             try:
                 self.store.commit(block, self._origin)
             except Exception as exc:  # the counters stay in step with the file: added once written
-                self.health.failed(exc, with_traceback=not isinstance(exc, (OSError, sqlite3.Error)))
+                self._failed(exc)
                 return
             self._unsaved.popleft()
-            self.health.succeeded()
+            if self.consecutive_failures:
+                log.warning("writing the efficiency roll-ups works again after %d failure(s)",
+                            self.consecutive_failures)
+            self.consecutive_failures, self.last_error = 0, None
             self.totals.add(block)
             self.commits += 1
+
+    def _failed(self, exc: Exception) -> None:
+        """Count a failed write; log it once per outage (a full disk fails every snapshot), with the traceback
+        only for errors that are bugs rather than the disk or the file."""
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        self.consecutive_failures += 1
+        if error != self.last_error:
+            log.error("writing the efficiency roll-ups failed: %s (kept in memory and retried; logged once)",
+                      error, exc_info=None if isinstance(exc, (OSError, sqlite3.Error)) else exc)
+        self.last_error = error
 
     def _run(self) -> None:
         while True:
@@ -132,7 +146,7 @@ class Accounting:
             self._commit(self._ledger.flush())
         if self._unsaved:
             log.error("stopping with %d efficiency roll-up block(s) the store did not take (%s); their "
-                      "GPU-seconds are lost", len(self._unsaved), self.health.last_error)
+                      "GPU-seconds are lost", len(self._unsaved), self.last_error)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpuwatch-efficiency", daemon=True)
