@@ -5,6 +5,7 @@ years away answers at once; a peer that answers without end is cut with one clea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,14 +14,21 @@ import pytest
 from corpus.cases_data import LOOP_AT, PEERS, SERVED, SERVED_COMMANDS, recording, snap
 from corpus.run import Outcome, _env, run_one
 from endless import EndlessServer
+from hwm import peak_mib
 
 #: Peak memory of one command on one case, at most.
 MAX_RSS_MIB = 200.0
 
 
+HWM = Path(__file__).parent / "hwm.py"
+
+
 def run(kind: str, name: str, argv: list[str], workdir: Path, stdout: Path | None = None) -> Outcome:
-    return run_one(kind, name, [sys.executable, "-m", "gpuwatch", *argv], workdir, _env(workdir), name,
-                   str(stdout) if stdout else None)
+    """One command, classified by the corpus's rules; its own peak memory (VmHWM) in ``max_rss_mib``."""
+    hwm = workdir / "hwm"
+    outcome = run_one(kind, name, [sys.executable, str(HWM), *argv], workdir,
+                      {**_env(workdir), "HWM_FILE": str(hwm)}, name, str(stdout) if stdout else None)
+    return dataclasses.replace(outcome, max_rss_mib=peak_mib(hwm) if hwm.exists() else outcome.max_rss_mib)
 
 
 def served_ok(outcome: Outcome) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-import resource
+import os
 import subprocess
 import sys
 import threading
@@ -17,6 +17,7 @@ import pytest
 from daemon.incident import write_config, write_recording
 from daemon.process import DaemonProcess
 from endless import EndlessServer
+from hwm import peak_mib
 
 from gpuwatch.config import NotifyConfig, ReceiverConfig
 from gpuwatch.model.bodies import MAX_JSON_BYTES, BodyTooLarge, capped_lines, read_capped
@@ -127,11 +128,12 @@ def test_a_connected_dashboard_cuts_an_endless_answer(endless: EndlessServer, en
     assert endless_line.served < 256 * MIB
 
 
-def test_report_from_an_endless_daemon_is_one_line_and_bounded(endless: EndlessServer) -> None:
-    done = subprocess.run([sys.executable, "-m", "gpuwatch", "report", "--connect", endless.url],
-                          capture_output=True, text=True, timeout=60, check=False)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+def test_report_from_an_endless_daemon_is_one_line_and_bounded(tmp_path: Path, endless: EndlessServer) -> None:
+    hwm = tmp_path / "hwm"
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "hwm.py"), "report", "--connect",
+                           endless.url], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "HWM_FILE": str(hwm)})
     assert done.returncode != 0
     assert "sent more than" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    assert peak < 200 * MIB
+    assert peak_mib(hwm) < 200
