@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from fakes.fake_pynvml import make_fake_nvml
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.factories import full_gpu, full_process, full_snapshot
@@ -17,6 +18,7 @@ from gpuwatch.model.codec import dumps, loads, snapshot_to_dict
 from gpuwatch.model.snapshot import HostSample, ProcessSample, SourceStatus
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.nvml import NvmlSource
 
 LATIN1_NAME = os.fsdecode(b"caf\xe9-serve")  # what psutil gives for that executable: a lone surrogate
 
@@ -91,3 +93,16 @@ def test_the_live_collector_cleans_what_the_sources_read_and_metrics_render() ->
     body = render(Exporter(SnapshotCollector(lambda: snap, lambda: (), max_process_series=8)).registry).decode()
     commands = {s.labels.get("command") for f in text_string_to_metric_families(body) for s in f.samples}
     assert "caf\\xe9-serve" in commands
+
+
+def test_a_gpu_name_from_nvml_that_is_not_utf8_reaches_the_snapshot_visible() -> None:
+    """pynvml hands some strings over as bytes; a strict decode failed the whole NVML source every tick."""
+    fake = make_fake_nvml(processes_per_gpu=0)
+    fake.gpus[0].name = b"NVIDIA H200 \xe9"  # type: ignore[assignment]
+    collector = LiveCollector([NvmlSource(nvml=fake)], hostname="h")
+    try:
+        snap = collector.collect()
+    finally:
+        collector.close()
+    assert snap.source("nvml").state == "ok"  # type: ignore[union-attr]
+    assert [g.name for g in snap.gpus] == ["NVIDIA H200 \\xe9"]
