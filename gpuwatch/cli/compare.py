@@ -84,6 +84,7 @@ def _live(url: str, seconds: float) -> RunStats:
     import requests
 
     from gpuwatch.efficiency.runstats import run_stats
+    from gpuwatch.model.bodies import MAX_LINE_BYTES, capped_lines, response_chunks
     from gpuwatch.model.codec import snapshot_from_dict
 
     snaps = []
@@ -91,9 +92,8 @@ def _live(url: str, seconds: float) -> RunStats:
     try:
         with requests.get(url.rstrip("/") + "/api/v1/stream", stream=True, timeout=10) as resp:
             resp.raise_for_status()
-            for line in resp.iter_lines():
-                if line:
-                    snaps.append(snapshot_from_dict(json.loads(line)))
+            for line in capped_lines(response_chunks(resp), MAX_LINE_BYTES, f"{url}/api/v1/stream"):
+                snaps.append(snapshot_from_dict(json.loads(line)))
                 if time.monotonic() >= end:
                     break
     except requests.RequestException as exc:

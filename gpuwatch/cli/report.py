@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict[str, object], str]:
     import requests
 
+    from gpuwatch.model.bodies import MAX_JSON_BYTES, BodyTooLarge, read_capped, response_chunks
+
     headers = {}
     if token_file is not None:
         try:
@@ -65,7 +67,10 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
             raise CliError(f"cannot read the token file {token_file}: {exc.strerror}") from None
     endpoint = url.rstrip("/") + "/api/v1/efficiency"
     try:
-        resp = requests.get(endpoint, params={"window": window}, headers=headers, timeout=10)
+        with requests.get(endpoint, params={"window": window}, headers=headers, timeout=10, stream=True) as resp:
+            raw = read_capped(response_chunks(resp), MAX_JSON_BYTES, endpoint)
+    except BodyTooLarge as exc:
+        raise CliError(str(exc)) from None
     except requests.RequestException as exc:
         raise CliError(f"no gpuwatch daemon answers at {url} ({type(exc).__name__}): start 'gpuwatch daemon', "
                        f"pass --connect URL, or report on a recording with --replay FILE") from None
@@ -75,7 +80,7 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
     if resp.status_code in (401, 403):
         raise CliError(f"{url} needs a token for reads: pass --token-file FILE")
     try:
-        body = resp.json()
+        body = json.loads(raw)
     except ValueError:
         raise CliError(f"{endpoint} answered {resp.status_code} with something that is not JSON") from None
     if resp.status_code != 200:

@@ -24,16 +24,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _within_loop(producer: object, at: float) -> float:
+    """``--at`` within one pass of a looping replay: a looped recording repeats, so ``--at 1e9`` is the same
+    moment as ``--at`` modulo its period, and walking there would take days (said on stderr)."""
+    from gpuwatch.sources.replay import ReplayProducer
+
+    if not at or not isinstance(producer, ReplayProducer) or not producer.loop:
+        return at
+    period = producer.period()
+    if period <= 0 or at < period:
+        return at
+    within = math.fmod(at, period)
+    sys.stderr.write(f"--at {at:g} is past the end of the looping recording ({period:g} s a pass): showing "
+                     f"{within:g} s into a pass\n")
+    return within
+
+
 def run(args: argparse.Namespace) -> int:
     opened = open_from_args(args)
     if args.at and not opened.is_recording:
         raise CliError("--at picks a moment of a recording: give --replay FILE", exit_code=2)
     sampler = opened.sampler
+    at = _within_loop(opened.producer, args.at)
     try:
         snap = sampler.tick()
         if opened.is_recording and snap is not None:
             first, count = snap.time, 1
-            while snap.time - first < args.at:
+            while snap.time - first < at:
                 later = sampler.tick()
                 if later is None:
                     longest = math.floor((snap.time - first) * 10) / 10

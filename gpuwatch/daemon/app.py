@@ -54,6 +54,8 @@ class Services:
     max_stream_clients: int = 64
     #: Seconds a stream client may go without reading before it is dropped.
     write_timeout: float = 30.0
+    #: Why the last /metrics render failed (None once one succeeds): /healthz and the watchdog read it.
+    render_error: str | None = None
 
     def set_token(self, token: str | None) -> None:
         """A reload's token: requests from now on are checked against it."""
@@ -82,7 +84,15 @@ def _authorised(request: web.Request, token: str | None) -> web.Response | None:
 
 async def metrics(request: web.Request) -> web.Response:
     s = request.app[SERVICES]
-    body = await asyncio.get_running_loop().run_in_executor(None, render, s.exporter.registry)
+    try:
+        body = await asyncio.get_running_loop().run_in_executor(None, render, s.exporter.registry)
+    except Exception as exc:  # a bug: say it on /healthz (and stop the watchdog) rather than only per scrape
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        if error != s.render_error:
+            log.exception("rendering /metrics failed")
+        s.render_error = error
+        return web.Response(status=500, text=f"cannot render /metrics: {error}\n")
+    s.render_error = None
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 

@@ -49,6 +49,8 @@ class Pipeline:
         self.evaluated = 0
         self.skipped = 0
         self.evaluation_failures = 0
+        #: Why the last evaluation failed (None once one succeeds): /healthz and the watchdog read it.
+        self.evaluation_error: str | None = None
         self._logged_errors: set[str] = set()
         self.first_snapshot = asyncio.Event()
         self._backlog = backlog
@@ -120,12 +122,13 @@ class Pipeline:
                     queued = self.notifier.handle(transitions, self.alerts, snap.time) if self.notifier else 0
             except Exception as exc:
                 self.evaluation_failures += 1
-                error = f"{type(exc).__name__}: {exc}"[:300]
+                error = self.evaluation_error = f"{type(exc).__name__}: {exc}"[:300]
                 if error not in self._logged_errors and len(self._logged_errors) < 100:  # once per distinct error
                     self._logged_errors.add(error)
                     log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
                 continue
             self.evaluated += 1
+            self.evaluation_error = None
             if queued:
                 self._on_loop(self.on_queued)
 

@@ -102,11 +102,29 @@ class Daemon:
                 "origin": p.latest.origin if p.latest is not None else None, "rules": len(self.engine.rules),
                 "notifier": self.notify.health_report(), "delivery": delivery, "stalled": stalled,
                 **({"sampler_error": failed} if failed else {}),
-                **({"efficiency_dropped": self.efficiency.dropped, "efficiency_backlog": self.efficiency.backlog}
+                **({"efficiency_dropped": self.efficiency.dropped, "efficiency_backlog": self.efficiency.backlog,
+                    "efficiency_unsaved": self.efficiency.unsaved,
+                    "efficiency_unsaved_dropped": self.efficiency.unsaved_dropped}
                    if self.efficiency is not None else {})}
+        failing = self._failing()
+        if failing:
+            info["failing"] = failing
         if not info["rules"]:
             info["warning"] = "no alert rules loaded: no alert can fire"
-        return not stalled and notifier.healthy and delivery["ok"], info
+        return not stalled and not failing and notifier.healthy and delivery["ok"], info
+
+    def _failing(self) -> dict[str, str]:
+        """What the daemon does on every snapshot or scrape and last failed at: the alert evaluation, the
+        /metrics render, the roll-up writes (each cleared by its next success)."""
+        failing = {}
+        if self.pipeline.evaluation_error:
+            failing["alert_evaluation"] = self.pipeline.evaluation_error
+        if self.services.render_error:
+            failing["metrics_render"] = self.services.render_error
+        if self.efficiency is not None and self.efficiency.unsaved:
+            failing["efficiency_rollups"] = (f"{self.efficiency.unsaved} block(s) not written: "
+                                             f"{self.efficiency.last_error}")
+        return failing
 
     async def reload(self) -> tuple[bool, str]:
         """Re-read config and rules; on any error keep the running ones and say why."""
@@ -160,7 +178,8 @@ class Daemon:
     def _watchdog_ok(self, since_start_s: float) -> bool:
         """Healthy apart from receivers (a restart does not mend a receiver), or still starting."""
         _, info = self._health()
-        healthy = not info["stalled"] and info["notifier"]["ok"] and info["delivery"]["outbox"]["ok"]
+        healthy = (not info["stalled"] and not info.get("failing") and info["notifier"]["ok"]
+                   and info["delivery"]["outbox"]["ok"])
         return watchdog_may_ping(healthy, since_start_s, self.pipeline.latest is not None,
                                  self.sampler.error is not None)
 

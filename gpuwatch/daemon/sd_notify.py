@@ -5,7 +5,8 @@ Outside systemd ``$NOTIFY_SOCKET`` is unset and every call is a no-op, so the da
 from a shell, a container or a unit with ``Type=notify``.
 
 The watchdog (``WatchdogSec=``) is pinged only while the daemon is healthy: sampling delivers snapshots
-and the outbox takes writes (what /healthz reports, less the receivers: a receiver that is down is not
+and the outbox takes writes, the alert evaluation, the /metrics render and the roll-up writes do not fail
+(what /healthz reports, less the receivers: a receiver that is down is not
 mended by restarting us, and /healthz still says so). A start-up grace of :data:`WATCHDOG_STARTUP_GRACE_S`
 covers the time before the first snapshot (opening NVML or a DCGM endpoint can take seconds); sampling that
 fails within it ends the grace at once, so systemd restarts a daemon that never got going.

@@ -12,11 +12,15 @@ loss goes to ``held_idle`` or ``unexplained``.
 
 Everything here follows snapshot time, not the wall clock: the same stream of Snapshots gives the same
 increments, which is what lets a restarted daemon replay a recording and skip, to the interval, what it
-had already committed (``skip_until``).
+had already committed (``skip_until``). Time that does not move forward (a repeated or earlier timestamp:
+a clock set back, a damaged recording) counts as one usual sampling interval, as the alert engine counts
+it, and is said once: otherwise the intervals would add up to nothing, and the window grow without end.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +50,9 @@ OWN_FIXES = {
                  "its time.",
 }
 Doctor = Callable[[Sequence[Snapshot]], list[Finding]]
+#: Snapshots kept for the doctor's window at most, whatever their times say (30 s + 30 s at 0.05 s is 1 200).
+MAX_HISTORY = 4096
+log = logging.getLogger(__name__)
 
 
 def hour_of(t: float) -> int:
@@ -103,19 +110,42 @@ class Ledger:
     block is attributed (and :meth:`flush` the rest, at a stop or when the stream ends)."""
 
     def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
-                 max_owners: int = MAX_OWNERS) -> None:
+                 max_owners: int = MAX_OWNERS, interval: float | None = None) -> None:
         self.max_gap = max_gap
         self.max_owners = max_owners
         #: The owners named in each hour still open (the roll-ups' span of the one cap, :class:`OwnerCap`).
         self._owners: dict[int, OwnerCap] = {}
         self.skip_until = skip_until
         self.doctor = doctor
-        self._history: deque[Snapshot] = deque()
+        self._history: deque[Snapshot] = deque(maxlen=MAX_HISTORY)
         self._pending: list[GpuInterval] = []
         self._block_end: float | None = None
+        #: The last forward step between two snapshots: what a step that does not move forward counts as.
+        self._step = min(interval, max_gap) if interval else max_gap / 5.0
+        #: Seconds added to every snapshot time since time last failed to move forward.
+        self._offset = 0.0
+        #: Snapshots whose time did not move forward (each counted as one usual interval).
+        self.non_increasing = 0
+
+    def _forward(self, snap: Snapshot, prev: Snapshot | None) -> Snapshot:
+        """``snap`` on a time line that only moves forward (shifted by the offset in force)."""
+        t = snap.time + self._offset
+        if prev is not None:
+            if t <= prev.time:
+                self.non_increasing += 1
+                if self.non_increasing == 1:
+                    log.warning("snapshot time %.3f is not after the one before (%.3f): each such step counts "
+                                "as one sampling interval (%g s), as the alert rules count it; later ones are "
+                                "not logged", snap.time, prev.time - self._offset, self._step)
+                self._offset += prev.time + self._step - t
+                t = prev.time + self._step
+            elif t - prev.time <= self.max_gap:
+                self._step = t - prev.time
+        return snap if t == snap.time else dataclasses.replace(snap, time=t)
 
     def add(self, snap: Snapshot) -> Increment | None:
         prev = self._history[-1] if self._history else None
+        snap = self._forward(snap, prev)
         self._history.append(snap)
         while self._history and self._history[0].time < snap.time - WINDOW_S - MAX_WAIT_S:
             self._history.popleft()
@@ -137,6 +167,11 @@ class Ledger:
             self._block_end += STEP_S  # ask again a step later, not at every snapshot
             return None
         return self._attribute(top)
+
+    @property
+    def last_time(self) -> float | None:
+        """The newest snapshot time on the ledger's forward-only time line (None before the first)."""
+        return self._history[-1].time if self._history else None
 
     def flush(self) -> Increment | None:
         """Attribute whatever is pending with the doctor's verdict on the window that ends now."""

@@ -29,13 +29,13 @@ def account_recording(path: str | os.PathLike[str]) -> Accounted:
     """Every interval of the recording at ``path``, attributed and rolled up by hour."""
     header = read_header(path)
     store = Store(None, YEAR)
-    ledger = Ledger(max(5.0, GAP_INTERVALS * header.interval_s))
+    ledger = Ledger(max(5.0, GAP_INTERVALS * header.interval_s), interval=header.interval_s)
     start: float | None = None
     end = 0.0
     for snap in iter_snapshots(path):
         start = snap.time if start is None else start
-        end = snap.time
         inc = ledger.add(snap)
+        end = ledger.last_time or snap.time  # where a clock that did not move forward was counted on to
         if inc:
             store.commit(inc, "recording")
     last = ledger.flush()

@@ -5,14 +5,18 @@ the ledger in order, commits each attributed block to the store (one transaction
 and then adds it to the /metrics totals. When no Snapshot comes for a while (a replay that ended, a stalled
 sampler) the pending block is attributed and committed, and at a stop whatever is queued is accounted first.
 A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
-skips what was committed before, to the interval.
+skips what was committed before, to the interval. A block the store cannot take (a full disk) is kept in
+memory, in order, and written with the next ones once a write succeeds, as the outbox keeps unsaved
+alert transitions; meanwhile /healthz reports ``efficiency_unsaved`` and the daemon is unhealthy.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import threading
+from collections import deque
 
 from gpuwatch.efficiency.ledger import Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
@@ -28,6 +32,9 @@ GAP_INTERVALS = 5.0
 #: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
 BACKLOG = 256
 PUT_TIMEOUT_S = 5.0
+#: Blocks kept in memory while the store takes no writes (10 to 40 s each: more than two days); past it the
+#: oldest are dropped, counted and logged.
+MAX_UNSAVED = 8192
 
 
 class Accounting:
@@ -35,6 +42,7 @@ class Accounting:
         self.store = store
         self.max_owners = max_owners
         self.totals = Totals(max_owners)
+        self.interval = interval
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
         self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
@@ -47,6 +55,13 @@ class Accounting:
         self._thread: threading.Thread | None = None
         #: Blocks committed; the tests wait on it.
         self.commits = 0
+        #: Blocks the store did not take yet (a full disk), oldest first; each write tries them all, in order.
+        self._unsaved: deque[Increment] = deque()
+        #: Blocks dropped because more than MAX_UNSAVED waited.
+        self.unsaved_dropped = 0
+        #: Why the last write failed (None once one succeeds), and failed writes since the last success.
+        self.last_error: str | None = None
+        self.consecutive_failures = 0
 
     def offer(self, snap: Snapshot) -> None:
         """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
@@ -65,16 +80,46 @@ class Accounting:
         """Snapshots waiting for the worker (0 while it keeps up)."""
         return self._queue.qsize()
 
+    @property
+    def unsaved(self) -> int:
+        """Blocks waiting in memory for the store to take writes again (0 when every block is written)."""
+        return len(self._unsaved)
+
     def _commit(self, inc: Increment | None) -> None:
-        if not inc:
-            return
-        try:
-            self.store.commit(inc, self._origin)
-        except Exception:  # a full disk must not stop the daemon; the counters stay in step with the file
-            log.exception("could not write the efficiency roll-ups; this block is not counted")
-            return
-        self.totals.add(inc)
-        self.commits += 1
+        """Queue ``inc`` (if any) behind the blocks not yet written, then write them in order; a write that
+        fails keeps the rest for the next try (a full disk must not stop the daemon nor lose the hours)."""
+        if inc:
+            self._unsaved.append(inc)
+            if len(self._unsaved) > MAX_UNSAVED:
+                self._unsaved.popleft()
+                self.unsaved_dropped += 1
+                if self.unsaved_dropped == 1 or self.unsaved_dropped % 1000 == 0:
+                    log.error("the efficiency roll-ups have not taken a write for a long time: dropped %d "
+                              "block(s) so far; their GPU-seconds are lost", self.unsaved_dropped)
+        while self._unsaved:
+            block = self._unsaved[0]
+            try:
+                self.store.commit(block, self._origin)
+            except Exception as exc:  # the counters stay in step with the file: added once written
+                self._failed(exc)
+                return
+            self._unsaved.popleft()
+            if self.consecutive_failures:
+                log.warning("writing the efficiency roll-ups works again after %d failure(s)",
+                            self.consecutive_failures)
+            self.consecutive_failures, self.last_error = 0, None
+            self.totals.add(block)
+            self.commits += 1
+
+    def _failed(self, exc: Exception) -> None:
+        """Count a failed write; log it once per outage (a full disk fails every snapshot), with the traceback
+        only for errors that are bugs rather than the disk or the file."""
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        self.consecutive_failures += 1
+        if error != self.last_error:
+            log.error("writing the efficiency roll-ups failed: %s (kept in memory and retried; logged once)",
+                      error, exc_info=None if isinstance(exc, (OSError, sqlite3.Error)) else exc)
+        self.last_error = error
 
     def _run(self) -> None:
         while True:
@@ -89,14 +134,17 @@ class Accounting:
             if self._ledger is None:
                 self._origin = snap.origin
                 self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
-                                      max_owners=self.max_owners)
+                                      max_owners=self.max_owners, interval=self.interval)
             self.last_time = snap.time
             try:
-                self._commit(self._ledger.add(snap))
+                self._commit(self._ledger.add(snap))  # also retries what a full disk kept back
             except Exception:
                 log.exception("efficiency accounting failed on a snapshot; skipping it")
         if self._ledger is not None:
             self._commit(self._ledger.flush())
+        if self._unsaved:
+            log.error("stopping with %d efficiency roll-up block(s) the store did not take (%s); their "
+                      "GPU-seconds are lost", len(self._unsaved), self.last_error)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpuwatch-efficiency", daemon=True)

@@ -117,7 +117,8 @@ class Store:
                 self._prune(inc.until)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite already rolled back after SQLITE_FULL: keep the real error
+                    db.execute("ROLLBACK")
                 raise
 
     def _prune(self, now: float) -> None:

@@ -10,9 +10,10 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from gpuwatch.model import text
 from gpuwatch.model.errors import InputError
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import (
@@ -99,6 +100,8 @@ def _checked(value: Any, kind: str, where: str) -> Any:
             raise SnapshotFormatError(f"{where}: expected a finite number, got {value}")
         if not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:  # also a 5 000-digit int, before float() overflows
             raise SnapshotFormatError(f"{where}: {_short(value)} is out of range (at most {MAX_MAGNITUDE:g})")
+        if value < 0 and _is_percent(where):  # no reading is below 0 %: damage, refused with its place
+            raise SnapshotFormatError(f"{where}: {_short(value)} is a negative percentage")
         return float(value)
     if base == "int":
         if number and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
@@ -110,6 +113,8 @@ def _checked(value: Any, kind: str, where: str) -> Any:
         return value
     if base in ("str", "SourceState") and not isinstance(value, str):
         raise SnapshotFormatError(f"{where}: expected a string, got {type(value).__name__}")
+    if base == "str":  # JSON may carry a lone surrogate ("\udce9"): made visible, as a live name is
+        return text.clean(value)
     if base == "bool" and not isinstance(value, bool):
         raise SnapshotFormatError(f"{where}: expected true or false, got {type(value).__name__}")
     if base.startswith("tuple["):
@@ -118,6 +123,12 @@ def _checked(value: Any, kind: str, where: str) -> Any:
         item = base[len("tuple["):].split(",", 1)[0]
         return tuple(_checked(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     return value
+
+
+def _is_percent(where: str) -> bool:
+    """Whether the field at ``where`` (``gpus[0].gpu_util``, ``host.per_cpu_percent[3]``) is a percentage."""
+    name = where.rsplit(".", 1)[-1].split("[", 1)[0]
+    return name.endswith(("util", "_percent", "_percents", "_active", "occupancy"))
 
 
 def _short(value: Any) -> str:
@@ -155,11 +166,11 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 def _gpu_from_dict(data: Mapping[str, Any], where: str) -> GpuSample:
     if not isinstance(data, Mapping):
         raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-    prof = {str(name): _build(Profiling, p, f"{where}.profiling.{name}") for name, p in
+    prof = {text.clean(str(name)): _build(Profiling, p, f"{where}.profiling.{name}") for name, p in
             _mapping(data.get("profiling"), f"{where}.profiling").items()}
-    extra = {str(k): _checked(v, "float | None", f"{where}.extra.{k}")
+    extra = {text.clean(str(k)): _checked(v, "float | None", f"{where}.extra.{k}")
              for k, v in _mapping(data.get("extra"), f"{where}.extra").items()}
-    labels = {str(k): _checked(v, "str", f"{where}.labels.{k}")
+    labels = {text.clean(str(k)): _checked(v, "str", f"{where}.labels.{k}")
               for k, v in _mapping(data.get("labels"), f"{where}.labels").items()}
     raw_health = data.get("health")  # absent in recordings made before gpuwatch read health fields
     health = None if raw_health is None else _build(GpuHealth, raw_health, f"{where}.health")
@@ -191,6 +202,11 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
     sources = [_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))]
     dropped = [f"{len(items) - cap} {what} past the first {cap}" for items, cap, what in
                ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)")) if len(items) > cap]
+    gpu_samples = _unique(tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
+                          "gpus", lambda g: f"GPU {g.index}")
+    proc_samples = _unique(tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in
+                                 enumerate(procs[:MAX_PROCESSES])),
+                           "processes", lambda p: f"pid {p.pid} on GPU {p.gpu_index}")
     if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
         sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
     return Snapshot(
@@ -198,10 +214,22 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
         seq=_checked(data.get("seq", 0), "int", "seq"),
         origin=_checked(data.get("origin", "live"), "str", "origin"),
         host=_build(HostSample, data["host"], "host"),
-        gpus=tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
-        processes=tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in enumerate(procs[:MAX_PROCESSES])),
+        gpus=gpu_samples,
+        processes=proc_samples,
         sources=tuple(sources),
     )
+
+
+def _unique(items: tuple[T, ...], where: str, key: Callable[[T], str]) -> tuple[T, ...]:
+    """``items``, or SnapshotFormatError naming the second of two with one key: a GPU index (or a process on a
+    GPU) twice in one snapshot would give two /metrics series of one name and labels, and count twice."""
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        k = key(item)
+        if k in seen:
+            raise SnapshotFormatError(f"{where}[{i}]: {k} is listed twice in one snapshot")
+        seen.add(k)
+    return items
 
 
 def dropped_by_cap(snap: Snapshot) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gpuwatch.model import files
+from gpuwatch.model import files, text
 from gpuwatch.model.codec import MAX_TIME, SnapshotFormatError, dropped_by_cap, dumps, snapshot_from_dict
 from gpuwatch.model.errors import InputError
 from gpuwatch.model.snapshot import Snapshot
@@ -109,8 +109,8 @@ def read_header(path: str | os.PathLike[str]) -> RecordingHeader:
     if not interval > 0 or not all(isinstance(t, str) for t in texts) or not isinstance(meta, dict):
         raise RecordingError(f"{p}:1: the header is damaged (interval_s must be above 0, hostname and "
                              f"description strings, meta an object)")
-    return RecordingHeader(created=float(created), interval_s=float(interval), hostname=texts[0],
-                           description=texts[1], meta=dict(meta))
+    return RecordingHeader(created=float(created), interval_s=float(interval), hostname=text.clean(texts[0]),
+                           description=text.clean(texts[1]), meta=dict(meta))
 
 
 def _shown(value: object) -> str:
@@ -171,6 +171,17 @@ def _parse(path: Path, lineno: int, line: str) -> Snapshot:
         raise RecordingError(f"{path}:{lineno}: {why}") from None
     except RecursionError:
         raise RecordingError(f"{path}:{lineno}: nested too deeply to be a snapshot") from None
+
+
+def recording_span(path: str | os.PathLike[str]) -> tuple[float | None, float]:
+    """(first, last) snapshot time of a recording, in one streamed pass (a looping replay asks it to know its
+    period); (None, 0.0) when it holds none."""
+    first: float | None = None
+    last = 0.0
+    for snap in iter_snapshots(path):
+        first = snap.time if first is None else first
+        last = snap.time
+    return first, last
 
 
 def load(path: str | os.PathLike[str]) -> list[Snapshot]:

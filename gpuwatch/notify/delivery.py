@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+#: Bytes of a receiver's response read at most: only its status counts, and a receiver that answers 200 and
+#: never stops sending must not grow the daemon's memory. The rest is not read (the connection is closed).
+MAX_RESPONSE_BYTES = 64 * 1024
 PRUNE_EVERY_S = 3600.0
 #: With nothing due, how long the loop sleeps before looking at the outbox again. Every new row wakes it
 #: (``wake``), so this is only a safety net: one outbox query a minute costs nothing; one every 5 s was
@@ -89,6 +92,9 @@ class Deliverer:
         self.failed_attempts = 0
         self.health = FailureTracker("delivering notifications from the outbox", log)
         self.receivers = ReceiverHealth(cfg.unhealthy_after)
+        #: Responses not read to their end because they were longer than MAX_RESPONSE_BYTES.
+        self.responses_cut = 0
+        self._cut_responses: set[str] = set()
 
     def set_config(self, cfg: NotifyConfig) -> None:
         """New timeouts and back-off (a reload); attempts already waiting keep their time."""
@@ -109,6 +115,19 @@ class Deliverer:
         """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
         self.targets = dict(targets)
 
+    async def _read_bounded(self, resp: aiohttp.ClientResponse, receiver: str) -> None:
+        """Read (and drop) the response body up to MAX_RESPONSE_BYTES; past it, say so once per receiver."""
+        seen = 0
+        async for chunk in resp.content.iter_any():
+            seen += len(chunk)
+            if seen > MAX_RESPONSE_BYTES:
+                if receiver not in self._cut_responses:
+                    self._cut_responses.add(receiver)
+                    log.warning("receiver %s sent a response of more than %d KiB (HTTP %d); not read further (its "
+                                "status counts)", receiver, MAX_RESPONSE_BYTES // 1024, resp.status)
+                self.responses_cut += 1
+                return
+
     async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
         now = self.clock()
         if now - row.created > self.cfg.max_age:
@@ -124,7 +143,7 @@ class Deliverer:
                                     allow_redirects=False) as resp:
                 status = resp.status
                 retry_after = retry_after_s(resp.headers.get("Retry-After"), now)
-                await resp.read()
+                await self._read_bounded(resp, row.receiver)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         now = self.clock()

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from gpuwatch.model import text
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
 from gpuwatch.sources.base import Reading, Source
 
@@ -250,14 +251,15 @@ class LiveCollector:
         if labels:
             gpus, merged = label_gpus(gpus or (), merged, labels)
         self.seq += 1
-        return Snapshot(
+        # Names from /proc, NVML, DCGM and the kubelet may hold bytes that are not UTF-8: cleaned here, once.
+        return text.record(Snapshot(
             time=time.time(),
             host=host or HostSample(hostname=self.hostname),
             gpus=gpus or (),
             processes=merged,
             sources=tuple(slot.status(self._started) for slot in self.slots),
             seq=self.seq,
-        )
+        ))
 
     def close(self) -> None:
         for slot in self.slots:

@@ -140,7 +140,8 @@ class HostSource(Source):
         except psutil.AccessDenied:
             return None
         try:
-            static["container_id"] = container_id_from_cgroup(Path(f"/proc/{pid}/cgroup").read_text())
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape")
+            static["container_id"] = container_id_from_cgroup(cgroup)
         except OSError:
             static["container_id"] = None
         t = _Tracked(proc, static, now, cpu.user + cpu.system, read_process_io(pid), ThreadTracker(pid))

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuwatch.model.recording import iter_snapshots, read_header
+from gpuwatch.model.recording import iter_snapshots, read_header, recording_span
 from gpuwatch.model.snapshot import Snapshot
 
 
@@ -44,6 +44,12 @@ class ReplayProducer:
             if not self.loop or count == 0 or first is None:
                 return
             shift += (last - first) + self.header.interval_s
+
+    def period(self) -> float:
+        """Seconds one pass of a looping replay covers (its last time less its first, and one interval), read
+        from the file's times alone; 0 for an empty recording."""
+        first, last = recording_span(self.path)
+        return 0.0 if first is None else (last - first) + self.header.interval_s
 
     def collect(self) -> Snapshot | None:
         snap = next(self._iter, None)

@@ -16,6 +16,14 @@ import requests
 from textual.message_pump import MessagePump
 
 from gpuwatch.model.alert import Alert
+from gpuwatch.model.bodies import (
+    MAX_JSON_BYTES,
+    MAX_LINE_BYTES,
+    BodyTooLarge,
+    capped_lines,
+    read_capped,
+    response_chunks,
+)
 from gpuwatch.model.codec import snapshot_from_dict
 from gpuwatch.model.finding import Finding
 from gpuwatch.sampler.history import History
@@ -75,11 +83,11 @@ class RemoteFeed:
                     self._responses[url] = resp
                     self._post(FeedStatus(url, "ok", "connected"))
                     backoff = 1.0
-                    for line in resp.iter_lines():
+                    # One line at a time, each bounded: a stream without line ends must not fill memory.
+                    for line in capped_lines(response_chunks(resp), MAX_LINE_BYTES, f"{url}/api/v1/stream"):
                         if self._stop.is_set():
                             return
-                        if line:
-                            self._on_line(url, line)
+                        self._on_line(url, line)
                     raise ConnectionError("the daemon closed the stream")
             except Exception as exc:  # network, HTTP and format errors alike: report and retry
                 if self._stop.is_set():
@@ -113,8 +121,7 @@ class RemoteFeed:
         """Say on the status line when the daemon's notifications are not getting through (its /healthz
         ``delivery``), and again when they are; nothing when /healthz cannot be read (the stream says why)."""
         try:
-            resp = requests.get(f"{url}/healthz", timeout=self.timeouts, headers=self.headers)
-            body = resp.json()
+            body = self._get_json(f"{url}/healthz")[1]
         except (requests.RequestException, ValueError):
             return
         problem = delivery_problem(body) if isinstance(body, dict) else ""
@@ -127,13 +134,18 @@ class RemoteFeed:
                   key: str | None = None) -> tuple[T, ...] | None:
         """``/api/v1/<path>``'s list decoded into model types here, at the edge; None when it cannot be read."""
         try:
-            resp = requests.get(f"{url}/api/v1/{path}", timeout=self.timeouts, headers=self.headers)
-            if resp.status_code != 200:
+            status, body = self._get_json(f"{url}/api/v1/{path}")
+            if status != 200:
                 return None
-            items = resp.json().get(key or path)
+            items = body.get(key or path)
             return tuple(decode(item) for item in items) if isinstance(items, list) else None
         except (requests.RequestException, ValueError, AttributeError, KeyError, TypeError):
             return None
+
+    def _get_json(self, url: str) -> tuple[int, Any]:
+        """(status, the JSON body) read up to MAX_JSON_BYTES: ValueError (BodyTooLarge) past it."""
+        with requests.get(url, timeout=self.timeouts, headers=self.headers, stream=True) as resp:
+            return resp.status_code, json.loads(read_capped(response_chunks(resp), MAX_JSON_BYTES, url))
 
     def start(self, target: MessagePump) -> None:
         self._target = target
@@ -182,6 +194,8 @@ def _why(exc: Exception) -> str:
         if exc.response.status_code in (401, 403):
             return f"HTTP {exc.response.status_code}: the daemon wants a token (pass --token-file FILE)"
         return f"HTTP {exc.response.status_code} from /api/v1/stream"
+    if isinstance(exc, BodyTooLarge):
+        return str(exc)
     if isinstance(exc, (ValueError, KeyError, TypeError)):
         return f"bad snapshot in the stream ({type(exc).__name__}: {exc})"
     return f"{type(exc).__name__}: {exc}"

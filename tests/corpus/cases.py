@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from corpus.cases_data import REFUSED_RECORDINGS
+
 HERE = Path(__file__).parent
 KINDS = ("config", "rules", "recordings", "dcgm")
 
@@ -138,6 +140,9 @@ GENERATED: dict[str, dict[str, Callable[[], bytes]]] = {
         "empty.prom": lambda: b"",
     },
 }
+
+
+GENERATED["recordings"].update(REFUSED_RECORDINGS)  # negative percentages, a GPU or process row twice
 
 
 def cases() -> list[tuple[str, str]]:

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 #: Where the kubelet serves PodResources on every node (mounted into the DaemonSet's pod).
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+#: The largest answer read (gRPC refuses a bigger message with RESOURCE_EXHAUSTED, before it is held): a
+#: node's pods and devices are far below it, and a kubelet that sends more must not fill our memory.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # gRPC's default, said here so it cannot change under us
 
 
 class KubeletSource(Source):
@@ -37,7 +40,8 @@ class KubeletSource(Source):
         self.socket_path = socket_path
         self.interval = interval
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(f"unix://{socket_path}")
+        self._channel = grpc.insecure_channel(f"unix://{socket_path}",
+                                              options=[("grpc.max_receive_message_length", MAX_ANSWER_BYTES)])
         self._list = self._channel.unary_unary(api.LIST_METHOD,
                                                request_serializer=api.ListPodResourcesRequest.SerializeToString,
                                                response_deserializer=api.ListPodResourcesResponse.FromString)

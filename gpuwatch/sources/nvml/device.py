@@ -26,7 +26,8 @@ def once(key: str, fn: Any, *args: Any) -> Getter:
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """NVML's bytes as text; a byte that is not UTF-8 kept (as a surrogate, made visible by the collector)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 class Device:

@@ -104,7 +104,7 @@ class NvmlSource(Source):
             raise SourceUnavailable(unavailable_message(nvml, exc)) from None
         if count == 0:
             raise SourceUnavailable("the NVIDIA driver is loaded but reports no GPUs (check nvidia-smi)")
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        driver = driver.decode("utf-8", "surrogateescape") if isinstance(driver, bytes) else str(driver)
         gpus = []
         for index in range(count):
             try:

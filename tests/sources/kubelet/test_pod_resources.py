@@ -22,7 +22,7 @@ from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.runtime.build import SamplingOptions, _label_sources
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.kubelet.source import KubeletSource
+from gpuwatch.sources.kubelet.source import MAX_ANSWER_BYTES, KubeletSource
 from sources.kubelet.server import PodResourcesServer, answer, wait_for
 
 UUID0, UUID1, UUID2 = "GPU-aaaa", "GPU-bbbb", "GPU-cccc"
@@ -186,3 +186,14 @@ def test_an_outage_is_logged_once_and_its_end_once(server: PodResourcesServer, s
     messages = [r.getMessage() for r in caplog.records]
     assert sum("kubelet restarting" in m for m in messages) == 1
     assert sum("answers again" in m for m in messages) == 1
+
+
+def test_an_answer_past_the_size_limit_is_refused_and_the_last_labels_kept(server: PodResourcesServer,
+                                                                           source: KubeletSource) -> None:
+    server.garbage = b"\x0a" * (MAX_ANSWER_BYTES + 1024)  # a kubelet that sends more than any node holds
+    wait_for(lambda: source.failures >= 1)
+    snap = LiveCollector([TwoGpus(), source]).collect()
+    assert labels_of(snap, 0)["pod"] == "llama-70b-0"
+    status = snap.source("kubelet")
+    assert status is not None and status.state == "stale"
+    assert "RESOURCE_EXHAUSTED" in (status.message or "") or "larger than max" in (status.message or "")

@@ -1,0 +1,89 @@
+"""Text that is valid UTF-8, at the model's boundary.
+
+Linux names are bytes: a process whose executable or command line holds a byte like ``\\xe9`` reaches
+Python (psutil, ``/proc``) as a lone surrogate (``\\udce9``), and JSON may carry one as ``"\\udce9"``. Such
+a string cannot be encoded, so it fails far from where it came in: every ``/metrics`` scrape, every alert
+evaluation (SQLite), every roll-up block. Every string that enters a Snapshot passes :func:`clean` once,
+where the Snapshot is built (the collector) and where one is decoded (``model/codec.py``): an undecodable
+byte stays visible as ``\\xe9``, any other lone surrogate as ``\\udXXX``, and everything downstream can
+encode what it gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def clean(text: str) -> str:
+    """``text`` if it encodes as UTF-8 (the common case, at the cost of one check), else with each byte
+    that was not UTF-8 written as ``\\xNN`` and any other lone surrogate as ``\\udNNN``."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:  # surrogateescape: the bytes the OS gave, back, then decoded with the bad ones made visible
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no OS byte maps to (JSON "\\ud800")
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_clean(text: str) -> bool:
+    return clean(text) is text
+
+
+@functools.cache
+def _text_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a model record that can hold text: strings, tuples and mappings of them, nested records.
+    Numeric tuples (``tuple[float, ...]``) and literal states are left out: nothing to clean, and a tick
+    must not walk them."""
+    out = []
+    for f in dataclasses.fields(cls):
+        kind = str(f.type)
+        if kind.startswith(("tuple[float", "tuple[int")) or "Literal" in kind or kind.startswith("SourceState"):
+            continue
+        if any(word in kind for word in ("str", "tuple", "dict", "Sample", "Stack", "Frame", "Health", "Status")):
+            out.append(f.name)
+    return tuple(out)
+
+
+def _value(value: Any) -> Any:
+    cls = value.__class__
+    if cls is str:
+        return value if value.isascii() else clean(value)
+    if value is None or cls is float or cls is int or cls is bool:
+        return value
+    if cls is tuple:
+        if not value:
+            return value
+        items = tuple(_value(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if cls is dict:
+        if not value:
+            return value
+        pairs = [(_value(k), _value(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return record(value)
+    return value
+
+
+def record(obj: T) -> T:
+    """``obj`` (a frozen model record: a Snapshot, a sample, a status) with every string in it clean; the
+    same object when nothing needed cleaning, so a clean tick allocates nothing."""
+    changes = {}
+    cls: type = type(obj)
+    for name in _text_fields(cls):
+        value = getattr(obj, name)
+        new = _value(value)
+        if new is not value:
+            changes[name] = new
+    return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
