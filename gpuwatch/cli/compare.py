@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwatch.cli.common import CliError
+from gpuwatch.cli.paths import input_file, output_dir
+from gpuwatch.model import files
 
 if TYPE_CHECKING:
     from gpuwatch.efficiency.compare import Row
@@ -31,6 +33,10 @@ Exit status: 0 no regression, 1 a row worse beyond its threshold or an alert the
 before on what it sets out to improve, at one offered load (--rate; --details gives the workload's numbers)."""
 
 
+#: validate's details are a few hundred KiB; a bigger file is the wrong file (and must not fill memory).
+MAX_DETAILS_BYTES = 16 * 1024 * 1024
+
+
 def _threshold(text: str) -> tuple[str, str]:
     from gpuwatch.efficiency.compare import BY_KEY
 
@@ -49,18 +55,21 @@ def register(sub: argparse._SubParsersAction) -> None:
            "  pcie_rx_gb_s, pcie_tx_gb_s, feed_cpu_percent, req_per_s, p50_ms, p99_ms"
     p = sub.add_parser("compare", help="two runs side by side; exit 1 on a regression (a CI gate)",
                        description=DESCRIPTION.format(keys=keys), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="*", type=Path, metavar="RECORDING", help="BASE and NEW recordings")
-    p.add_argument("--baseline", type=Path, metavar="FILE", help="compare a live window against this recording")
+    p.add_argument("runs", nargs="*", type=input_file, metavar="RECORDING", help="BASE and NEW recordings")
+    p.add_argument("--baseline", type=input_file, metavar="FILE", help="compare a live window against this recording")
     p.add_argument("--connect", metavar="URL", default="http://127.0.0.1:19464",
                    help="with --baseline: the daemon whose stream is the new run (default %(default)s)")
     p.add_argument("--for", dest="duration", type=float, default=60.0, metavar="S",
                    help="with --baseline: seconds of the daemon's stream to take (default 60)")
-    p.add_argument("--stages", type=Path, metavar="FILE", help="a 'gpuwatch validate' recording: judge every step")
-    p.add_argument("--details", type=Path, metavar="JSON", help="with --stages: validate's validation-details.json")
+    p.add_argument("--stages", type=input_file, metavar="FILE",
+                   help="a 'gpuwatch validate' recording: judge every step")
+    p.add_argument("--details", type=input_file, metavar="JSON",
+                   help="with --stages: validate's validation-details.json")
     p.add_argument("--rate", type=float, default=None, metavar="R",
                    help="with --stages: the offered rate to compare at (default: the highest in the recording)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="with --stages: also write each stage run as a recording "
-                   "there (STAGE[@RATE].ndjson.gz, the workload's numbers in its header)")
+    p.add_argument("--out", type=output_dir, metavar="DIR",
+                   help="with --stages: also write each stage run as a recording there "
+                   "(STAGE[@RATE].ndjson.gz, the workload's numbers in its header)")
     p.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="KEY=VALUE",
                    help="regression threshold for one row (repeatable)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -138,10 +147,19 @@ def _stages(args: argparse.Namespace) -> int:
     from gpuwatch.efficiency.stages import STEP_TARGETS, at_rate, cut_stages
     from gpuwatch.model.recording import RecordingError, load
 
+    details = None
+    if args.details is not None:
+        try:
+            details = files.read_json(args.details, MAX_DETAILS_BYTES)
+        except OSError as exc:
+            raise CliError(f"--details {args.details}: cannot read it ({files.describe(exc)})", exit_code=2) from None
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deep
+            raise CliError(f"--details {args.details}: not a validation-details.json ({str(exc)[:200]})",
+                           exit_code=2) from None
     try:
-        runs = cut_stages(load(args.stages), json.loads(args.details.read_text()) if args.details else None)
-    except (OSError, RecordingError, ValueError) as exc:
-        raise CliError(f"cannot read {args.stages} or --details: {exc}", exit_code=2) from None
+        runs = cut_stages(load(args.stages), details)
+    except (OSError, RecordingError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise CliError(f"cannot read {args.stages} or --details: {str(exc)[:300]}", exit_code=2) from None
     rates = sorted({r.rate for r in runs if r.rate is not None})
     rate = args.rate if args.rate is not None else (rates[-1] if rates else None)
     if args.out is not None:

@@ -8,9 +8,9 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float, seconds_offset
+from gpuwatch.cli.paths import output_file
 from gpuwatch.model.recording import RecordingError, RecordingHeader, RecordingWriter, iter_snapshots, read_header
 
 
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Sample every --interval seconds and append each Snapshot to FILE "
                        "(gzip'd NDJSON when it ends in .gz). Each line is flushed as written, so an "
                        "interrupted recording keeps everything up to the interruption.")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
                    help="where to write, e.g. trace.ndjson.gz")
     p.add_argument("--duration", type=positive_float, metavar="S", help="stop after S seconds (default: Ctrl-C)")
     p.add_argument("--description", default="", help="a note stored in the file's header")
