@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwatch.cli.common import CliError
 from gpuwatch.cli.paths import input_file, output_dir
 from gpuwatch.model import files
+from gpuwatch.model.visible import visible
 
 if TYPE_CHECKING:
     from gpuwatch.efficiency.compare import Row
@@ -25,7 +26,9 @@ GPU time for the same work is not better by itself) say only "changed". On a ter
 runs' GPU-Util and SM activity are drawn one above the other.
 
 Exit status: 0 no regression, 1 a row worse beyond its threshold or an alert the base run did not fire
-(use it as a CI gate), 2 bad input. Thresholds: --threshold p99_ms=5% (of the base value) or
+(use it as a CI gate), or a NEW run that measured too little to judge (no samples, no GPU in them, fewer
+than 3 with a GPU, or under a quarter of BASE's samples or seconds), 2 bad input (an empty BASE too).
+Thresholds: --threshold p99_ms=5% (of the base value) or
 --threshold mem_peak_gib=2 (in the row's unit); keys:
 {keys}.
 
@@ -182,6 +185,24 @@ def _stages(args: argparse.Namespace) -> int:
     return 0 if all(s.helps for s in table) else 1
 
 
+def _too_little(base: RunStats, new: RunStats, as_json: bool) -> int | None:
+    """The exit status of a comparison with nothing to judge, said first; None when both runs can be judged.
+    An empty BASE is bad input (2); an empty, GPU-less or much shorter NEW fails the gate (1)."""
+    from gpuwatch.efficiency.compare import too_little
+
+    why = too_little(base)
+    if why is not None:
+        raise CliError(f"BASE {why}: nothing to compare against", exit_code=2)
+    why = too_little(new, base)
+    if why is None:
+        return None
+    if as_json:
+        print(json.dumps({"base": base.name, "new": new.name, "regression": True, "reason": f"NEW {why}",
+                          "rows": []}, indent=2))
+    print(f"gpuwatch: REGRESSION: NEW {visible(why)}: too little to judge, so the gate fails", file=sys.stderr)
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
     from gpuwatch.efficiency.compare import compare, regressions
 
@@ -195,6 +216,9 @@ def run(args: argparse.Namespace) -> int:
         base, new = _load(args.runs[0]), _load(args.runs[1])
     else:
         raise CliError("give two recordings (BASE NEW), --baseline FILE, or --stages FILE", exit_code=2)
+    short = _too_little(base, new, args.json)
+    if short is not None:
+        return short
     rows = compare(base, new, dict(args.threshold))
     new_alerts = sorted(set(new.alerts_fired) - set(base.alerts_fired))
     failed = bool(regressions(rows) or new_alerts)
