@@ -20,6 +20,7 @@ from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
 from gpuwatch.model.series import CATALOGUE
+from gpuwatch.model.visible import visible
 
 DEFAULT_DIR = DEFAULT_RULES.parent
 
@@ -75,8 +76,8 @@ def _load(paths: list[Path] | None) -> RuleSet:
     try:
         return load_rules(paths or [DEFAULT_DIR])
     except RuleError as exc:
-        for line in exc.errors:
-            print(line, file=sys.stderr)
+        for line in exc.shown:  # each kind of problem a few times, then counted
+            print(visible(line), file=sys.stderr)
         n = len(exc.errors)
         raise CliError(f"{n} problem{'s' if n != 1 else ''} in the rule files") from None
 
