@@ -38,7 +38,7 @@ def test_a_control_character_in_a_receiver_is_refused_with_file_line_and_shown(
 
 
 def test_a_control_character_in_an_environment_value_names_the_variable(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="GPUWATCH_DAEMON_STATE_DIR.*control character"):
+    with pytest.raises(ConfigError, match=r"GPUWATCH_DAEMON_STATE_DIR.*control character"):
         load_config(env={"XDG_CONFIG_HOME": str(tmp_path), "GPUWATCH_DAEMON_STATE_DIR": "/x\x1b[2J"})
 
 
