@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwatch.cli.common import CliError
 from gpuwatch.cli.paths import input_file, output_dir
 from gpuwatch.model import files
-from gpuwatch.model.visible import visible
+from gpuwatch.model.visible import visible, visible_lines
 
 if TYPE_CHECKING:
     from gpuwatch.efficiency.compare import Row
@@ -139,7 +139,7 @@ def _chart(base: RunStats, new: RunStats) -> str:
     from gpuwatch.cli.charts import Panel
     from gpuwatch.cli.charts import render as draw
 
-    return draw([Panel(f"{which} {run.name}: GPU-Util and SM activity (%) over seconds", run.series["t"],
+    return draw([Panel(f"{which} {visible(run.name)}: GPU-Util and SM activity (%) over seconds", run.series["t"],
                        {"GPU-Util": run.series["gpu_util"], "SM activity": run.series["sm_active"]}, ylim=(0, 100))
                  for which, run in (("BASE", base), ("NEW", new))])
 
@@ -177,11 +177,12 @@ def _stages(args: argparse.Namespace) -> int:
     stats = [run_stats(r.stage, r.snapshots, {"workload": r.workload}) for r in chosen]
     table = step_table(stats, STEP_TARGETS)
     where = "full load" if rate is None else f"{rate:g} req/s offered"
-    print(f"Does every step help? {args.stages.name}, at {where}")
+    print(visible(f"Does every step help? {args.stages.name}, at {where}"))
     for s in table:
         r = s.row
-        print(f"  {s.previous:>9} -> {s.stage:<9} {r.metric.label:<16} {_fmt(r.base):>8} -> {_fmt(r.new):<8} "
-              f"{r.verdict}" + (f" (margin ±{r.threshold:.3g})" if r.threshold is not None else ""))
+        margin = f" (margin ±{r.threshold:.3g})" if r.threshold is not None else ""
+        print(visible(f"  {s.previous:>9} -> {s.stage:<9} {r.metric.label:<16} {_fmt(r.base):>8} -> "
+                      f"{_fmt(r.new):<8} {r.verdict}{margin}"))
     return 0 if all(s.helps for s in table) else 1
 
 
@@ -230,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             "alerts_fired": {"base": list(base.alerts_fired), "new": list(new.alerts_fired)}}
         print(json.dumps(out, indent=2))
     else:
-        print(render(base, new, rows))
+        print(visible_lines(render(base, new, rows)))  # run names, findings and alert names from the files
         bad = [r.metric.key for r in regressions(rows)] + [f"alert {a}" for a in new_alerts]
         print("\n" + (f"REGRESSION: {', '.join(bad)}" if bad else "no regression beyond the thresholds"))
         if sys.stdout.isatty() and not args.no_chart:

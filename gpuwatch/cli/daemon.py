@@ -22,6 +22,7 @@ from gpuwatch.config import (
 from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
+from gpuwatch.model.visible import visible
 from gpuwatch.runtime.build import SamplingOptions
 
 DESCRIPTION = f"""\
@@ -77,8 +78,8 @@ def _check(config: Config) -> int:
     rules = build_rules(config)
     build_targets(config)
     check_listen(config, read_token(config))
-    print(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} rule(s), "
-          f"{len(config.receivers)} receiver(s), outbox in {state_dir(config)}")
+    print(visible(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} "
+                  f"rule(s), {len(config.receivers)} receiver(s), outbox in {state_dir(config)}"))
     warning = no_rules_warning(rules, config)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

@@ -7,13 +7,16 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from gpuwatch.cli.common import CliError
 from gpuwatch.cli.paths import input_file
 from gpuwatch.config.model import DEFAULT_PORT
 from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
+from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 #: A token is a line of text; a bigger file is the wrong file.
@@ -56,6 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="bearer token, for a daemon that needs one for reads")
     p.add_argument("--no-chart", action="store_true", help="no chart even on a terminal")
     p.set_defaults(func=run)
+
+
+class _VisibleRows:
+    """A csv writer whose fields have their control characters made visible (owners are user names)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def writerow(self, row: Iterable[object]) -> None:
+        self.writer.writerow([visible(v) if isinstance(v, str) else v for v in row])
 
 
 def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict[str, object], str]:
@@ -119,10 +132,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_dict(), indent=2))
     elif args.csv:
         buf = io.StringIO()
-        render_csv(summary, args.by or "cause", csv.writer(buf))
+        render_csv(summary, args.by or "cause", _VisibleRows(csv.writer(buf)))
         sys.stdout.write(buf.getvalue())
     else:
-        print(render_text(summary, args.by))
+        print(visible_lines(render_text(summary, args.by)))  # owners and causes come from the processes
         if sys.stdout.isatty() and not args.no_chart and summary.hours:
             from gpuwatch.cli.report_text import chart
 

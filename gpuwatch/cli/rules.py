@@ -20,7 +20,7 @@ from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
 from gpuwatch.model.series import CATALOGUE
-from gpuwatch.model.visible import visible
+from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_DIR = DEFAULT_RULES.parent
 
@@ -85,7 +85,7 @@ def _load(paths: list[Path] | None) -> RuleSet:
 def run_check(args: argparse.Namespace) -> int:
     rules = _load(args.paths)
     for warning in lint(rules):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     export = export_prometheus(rules)
     print(f"OK: {len(rules)} rules in {len(rules.groups)} groups "
           f"({len(export.exported)} expressible in PromQL)")
@@ -105,7 +105,7 @@ def run_test(args: argparse.Namespace) -> int:
         for tr in bt.transitions:
             sys.stdout.write(json.dumps(tr.to_dict(), sort_keys=True) + "\n")
     else:
-        sys.stdout.write(format_timeline(bt, str(trace)))
+        sys.stdout.write(visible_lines(format_timeline(bt, str(trace))))  # alert labels quote process names
     return 0
 
 
