@@ -2,8 +2,10 @@
 misbehaving exporters, command lines with special files (/dev/zero, /dev/urandom, a FIFO, a directory),
 outputs that cannot be written (/dev/full), bad flags and environment values, and raw HTTP requests to a
 daemon. Every run ends in one clear error: non-zero exit, a few short lines that name what is wrong, no
-traceback, within 30 s and a gigabyte of address space. Each run is classified clean / traceback / hang /
-accepted, and anything but clean fails."""
+traceback, within 30 s and a gigabyte of address space, and a peak resident memory under 200 MB. Valid input
+whose text comes from outside (process names holding escape sequences) ends in exit 0 with none of it raw.
+Each run is classified clean / traceback / hang / memory / escapes / accepted, and anything but clean
+fails."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from corpus.cases import HTTP, cases
-from corpus.run import DEADLINE_S, HttpDaemon, Outcome, run_case
+from corpus.run import DEADLINE_S, MEMORY_BOUND_MIB, HttpDaemon, Outcome, run_case
 
 
 @pytest.mark.slow
@@ -20,8 +22,10 @@ def test_each_bad_input_ends_in_one_clear_error(tmp_path: Path, kind: str, name:
     for outcome in run_case(kind, name, tmp_path):
         assert not outcome.hung, f"still running after {DEADLINE_S} s"
         assert not outcome.traceback, outcome.output
+        assert not outcome.over_memory, f"peak RSS {outcome.max_rss_mib:.0f} MiB, over 200 MB"
+        assert not outcome.raw_output, f"a raw control character was printed: {outcome.output!r}"
         assert not outcome.accepted, f"exit 0 for bad input: {outcome.output}"
-        assert outcome.names_the_input, outcome.output
+        assert outcome.expect_ok or outcome.names_the_input, outcome.output
         assert outcome.clean, (outcome.returncode, outcome.output)
 
 
@@ -31,9 +35,11 @@ def test_hostile_http_requests_get_4xx_or_an_answer_never_a_5xx_a_hang_or_a_trac
     try:
         outcomes = {name: daemon.send(name) for name in sorted(HTTP)}
         alive = daemon.proc.poll() is None
+        peak_mib = daemon.peak_rss_mib() if alive else 0.0
     finally:
         log = daemon.stop()
     assert alive, log
+    assert 0 < peak_mib <= MEMORY_BOUND_MIB
     assert {n: o.verdict for n, o in outcomes.items() if o.verdict != "clean"} == {}
     assert "Traceback" not in log
 
@@ -51,3 +57,9 @@ def test_the_classifier_tells_each_kind_of_run_apart() -> None:
     assert run(1, "gpuwatch: something else\n").verdict == "unclear"  # does not name the input
     usage = "usage: gpuwatch doctor [-h]\n                [--json]\ngpuwatch doctor: error: argument --pid: x.toml\n"
     assert run(2, usage).verdict == "clean"  # argparse's usage block is not counted as lines
+    assert Outcome("config", "x.toml", 2, "gpuwatch: x.toml: bad\n", 0.1, 250.0, False).verdict == "memory"
+    assert Outcome("config", "x.toml", 2, "x.toml\n", 0.1, 10.0, False, raw_output=True).verdict == "escapes"
+    assert Outcome("commands", "x", 0, "", 0.1, 10.0, False, expect_ok=True).verdict == "clean"
+    four = "gpuwatch: x.toml:1\nx.toml:2\nx.toml:3\n... and 9 more like this\n"
+    assert run(1, four).verdict == "unclear" and Outcome("config", "x.toml", 1, four, 0.1, 10.0, False,
+                                                          max_lines=4).verdict == "clean"

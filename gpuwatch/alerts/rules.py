@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
 from gpuwatch.alerts.templates import ValueUnit
-from gpuwatch.model.errors import InputError
+from gpuwatch.model.errors import InputError, summarize
 from gpuwatch.model.metrics import METRICS
 
 Scope = Literal["host", "gpu", "process", "source"]
@@ -39,7 +39,9 @@ class RuleError(InputError):
 
     def __init__(self, errors: list[str] | str) -> None:
         self.errors = [errors] if isinstance(errors, str) else list(errors)
-        super().__init__("\n".join(self.errors))
+        #: The errors as shown: each kind at most a few times, then counted (10 000 missing files: 4 lines).
+        self.shown = summarize(self.errors)
+        super().__init__("\n".join(self.shown))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwatch.cli.common import CliError
+from gpuwatch.cli.paths import input_file, output_dir
+from gpuwatch.model import files
+from gpuwatch.model.visible import visible, visible_lines
 
 if TYPE_CHECKING:
     from gpuwatch.efficiency.compare import Row
@@ -23,12 +26,18 @@ GPU time for the same work is not better by itself) say only "changed". On a ter
 runs' GPU-Util and SM activity are drawn one above the other.
 
 Exit status: 0 no regression, 1 a row worse beyond its threshold or an alert the base run did not fire
-(use it as a CI gate), 2 bad input. Thresholds: --threshold p99_ms=5% (of the base value) or
+(use it as a CI gate), or a NEW run that measured too little to judge (no samples, no GPU in them, fewer
+than 3 with a GPU, or under a quarter of BASE's samples or seconds), 2 bad input (an empty BASE too).
+Thresholds: --threshold p99_ms=5% (of the base value) or
 --threshold mem_peak_gib=2 (in the row's unit); keys:
 {keys}.
 
 --stages FILE cuts a 'gpuwatch validate' recording into its stage runs and judges each step against the one
 before on what it sets out to improve, at one offered load (--rate; --details gives the workload's numbers)."""
+
+
+#: validate's details are a few hundred KiB; a bigger file is the wrong file (and must not fill memory).
+MAX_DETAILS_BYTES = 16 * 1024 * 1024
 
 
 def _threshold(text: str) -> tuple[str, str]:
@@ -49,18 +58,21 @@ def register(sub: argparse._SubParsersAction) -> None:
            "  pcie_rx_gb_s, pcie_tx_gb_s, feed_cpu_percent, req_per_s, p50_ms, p99_ms"
     p = sub.add_parser("compare", help="two runs side by side; exit 1 on a regression (a CI gate)",
                        description=DESCRIPTION.format(keys=keys), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="*", type=Path, metavar="RECORDING", help="BASE and NEW recordings")
-    p.add_argument("--baseline", type=Path, metavar="FILE", help="compare a live window against this recording")
+    p.add_argument("runs", nargs="*", type=input_file, metavar="RECORDING", help="BASE and NEW recordings")
+    p.add_argument("--baseline", type=input_file, metavar="FILE", help="compare a live window against this recording")
     p.add_argument("--connect", metavar="URL", default="http://127.0.0.1:19464",
                    help="with --baseline: the daemon whose stream is the new run (default %(default)s)")
     p.add_argument("--for", dest="duration", type=float, default=60.0, metavar="S",
                    help="with --baseline: seconds of the daemon's stream to take (default 60)")
-    p.add_argument("--stages", type=Path, metavar="FILE", help="a 'gpuwatch validate' recording: judge every step")
-    p.add_argument("--details", type=Path, metavar="JSON", help="with --stages: validate's validation-details.json")
+    p.add_argument("--stages", type=input_file, metavar="FILE",
+                   help="a 'gpuwatch validate' recording: judge every step")
+    p.add_argument("--details", type=input_file, metavar="JSON",
+                   help="with --stages: validate's validation-details.json")
     p.add_argument("--rate", type=float, default=None, metavar="R",
                    help="with --stages: the offered rate to compare at (default: the highest in the recording)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="with --stages: also write each stage run as a recording "
-                   "there (STAGE[@RATE].ndjson.gz, the workload's numbers in its header)")
+    p.add_argument("--out", type=output_dir, metavar="DIR",
+                   help="with --stages: also write each stage run as a recording there "
+                   "(STAGE[@RATE].ndjson.gz, the workload's numbers in its header)")
     p.add_argument("--threshold", type=_threshold, action="append", default=[], metavar="KEY=VALUE",
                    help="regression threshold for one row (repeatable)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -127,7 +139,7 @@ def _chart(base: RunStats, new: RunStats) -> str:
     from gpuwatch.cli.charts import Panel
     from gpuwatch.cli.charts import render as draw
 
-    return draw([Panel(f"{which} {run.name}: GPU-Util and SM activity (%) over seconds", run.series["t"],
+    return draw([Panel(f"{which} {visible(run.name)}: GPU-Util and SM activity (%) over seconds", run.series["t"],
                        {"GPU-Util": run.series["gpu_util"], "SM activity": run.series["sm_active"]}, ylim=(0, 100))
                  for which, run in (("BASE", base), ("NEW", new))])
 
@@ -138,10 +150,19 @@ def _stages(args: argparse.Namespace) -> int:
     from gpuwatch.efficiency.stages import STEP_TARGETS, at_rate, cut_stages
     from gpuwatch.model.recording import RecordingError, load
 
+    details = None
+    if args.details is not None:
+        try:
+            details = files.read_json(args.details, MAX_DETAILS_BYTES)
+        except OSError as exc:
+            raise CliError(f"--details {args.details}: cannot read it ({files.describe(exc)})", exit_code=2) from None
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deep
+            raise CliError(f"--details {args.details}: not a validation-details.json ({str(exc)[:200]})",
+                           exit_code=2) from None
     try:
-        runs = cut_stages(load(args.stages), json.loads(args.details.read_text()) if args.details else None)
-    except (OSError, RecordingError, ValueError) as exc:
-        raise CliError(f"cannot read {args.stages} or --details: {exc}", exit_code=2) from None
+        runs = cut_stages(load(args.stages), details)
+    except (OSError, RecordingError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise CliError(f"cannot read {args.stages} or --details: {str(exc)[:300]}", exit_code=2) from None
     rates = sorted({r.rate for r in runs if r.rate is not None})
     rate = args.rate if args.rate is not None else (rates[-1] if rates else None)
     if args.out is not None:
@@ -156,12 +177,31 @@ def _stages(args: argparse.Namespace) -> int:
     stats = [run_stats(r.stage, r.snapshots, {"workload": r.workload}) for r in chosen]
     table = step_table(stats, STEP_TARGETS)
     where = "full load" if rate is None else f"{rate:g} req/s offered"
-    print(f"Does every step help? {args.stages.name}, at {where}")
+    print(visible(f"Does every step help? {args.stages.name}, at {where}"))
     for s in table:
         r = s.row
-        print(f"  {s.previous:>9} -> {s.stage:<9} {r.metric.label:<16} {_fmt(r.base):>8} -> {_fmt(r.new):<8} "
-              f"{r.verdict}" + (f" (margin ±{r.threshold:.3g})" if r.threshold is not None else ""))
+        margin = f" (margin ±{r.threshold:.3g})" if r.threshold is not None else ""
+        print(visible(f"  {s.previous:>9} -> {s.stage:<9} {r.metric.label:<16} {_fmt(r.base):>8} -> "
+                      f"{_fmt(r.new):<8} {r.verdict}{margin}"))
     return 0 if all(s.helps for s in table) else 1
+
+
+def _too_little(base: RunStats, new: RunStats, as_json: bool) -> int | None:
+    """The exit status of a comparison with nothing to judge, said first; None when both runs can be judged.
+    An empty BASE is bad input (2); an empty, GPU-less or much shorter NEW fails the gate (1)."""
+    from gpuwatch.efficiency.compare import too_little
+
+    why = too_little(base)
+    if why is not None:
+        raise CliError(f"BASE {why}: nothing to compare against", exit_code=2)
+    why = too_little(new, base)
+    if why is None:
+        return None
+    if as_json:
+        print(json.dumps({"base": base.name, "new": new.name, "regression": True, "reason": f"NEW {why}",
+                          "rows": []}, indent=2))
+    print(f"gpuwatch: REGRESSION: NEW {visible(why)}: too little to judge, so the gate fails", file=sys.stderr)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -177,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
         base, new = _load(args.runs[0]), _load(args.runs[1])
     else:
         raise CliError("give two recordings (BASE NEW), --baseline FILE, or --stages FILE", exit_code=2)
+    short = _too_little(base, new, args.json)
+    if short is not None:
+        return short
     rows = compare(base, new, dict(args.threshold))
     new_alerts = sorted(set(new.alerts_fired) - set(base.alerts_fired))
     failed = bool(regressions(rows) or new_alerts)
@@ -188,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             "alerts_fired": {"base": list(base.alerts_fired), "new": list(new.alerts_fired)}}
         print(json.dumps(out, indent=2))
     else:
-        print(render(base, new, rows))
+        print(visible_lines(render(base, new, rows)))  # run names, findings and alert names from the files
         bad = [r.metric.key for r in regressions(rows)] + [f"alert {a}" for a in new_alerts]
         print("\n" + (f"REGRESSION: {', '.join(bad)}" if bad else "no regression beyond the thresholds"))
         if sys.stdout.isatty() and not args.no_chart:

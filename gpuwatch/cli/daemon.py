@@ -7,9 +7,9 @@ import asyncio
 import dataclasses
 import logging
 import sys
-from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args
+from gpuwatch.cli.paths import input_file, input_file_name, output_dir_name
 from gpuwatch.config import (
     DEFAULT_LISTEN,
     Config,
@@ -22,6 +22,7 @@ from gpuwatch.config import (
 from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
+from gpuwatch.model.visible import visible
 from gpuwatch.runtime.build import SamplingOptions
 
 DESCRIPTION = f"""\
@@ -42,12 +43,13 @@ token too unless [daemon] token_for_reads = false. Prometheus sends it with auth
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("daemon", help="serve /metrics and the API, evaluate alerts, send webhooks",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", type=Path, metavar="FILE", help="TOML config file (default: the XDG path above)")
+    p.add_argument("--config", type=input_file, metavar="FILE", help="TOML config file (default: the XDG path above)")
     p.add_argument("--listen", metavar="HOST:PORT", help=f"address to serve on (default {DEFAULT_LISTEN})")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --listen address (a token file is then required)")
-    p.add_argument("--token-file", metavar="FILE", help="bearer token for state-changing requests")
-    p.add_argument("--state-dir", metavar="DIR", help="where the notification outbox lives")
+    p.add_argument("--token-file", type=input_file_name, metavar="FILE",
+                   help="bearer token for state-changing requests")
+    p.add_argument("--state-dir", type=output_dir_name, metavar="DIR", help="where the notification outbox lives")
     p.add_argument("--check-config", action="store_true",
                    help="validate the config, rules and secrets, print a summary and exit")
     p.add_argument("--print-config", action="store_true",
@@ -76,8 +78,8 @@ def _check(config: Config) -> int:
     rules = build_rules(config)
     build_targets(config)
     check_listen(config, read_token(config))
-    print(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} rule(s), "
-          f"{len(config.receivers)} receiver(s), outbox in {state_dir(config)}")
+    print(visible(f"config {config.path or '(defaults)'}: OK; listen {config.daemon.listen}, {len(rules)} "
+                  f"rule(s), {len(config.receivers)} receiver(s), outbox in {state_dir(config)}"))
     warning = no_rules_warning(rules, config)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

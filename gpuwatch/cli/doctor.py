@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from gpuwatch.cli.common import CliError, add_sampling_args, options_from_args, positive_float
@@ -21,6 +22,7 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.visible import visible, visible_fields
 from gpuwatch.runtime.build import NoGpuError, open_sampler
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.sources.stacks import StackSampler
@@ -105,17 +107,20 @@ def judge(snaps: list[Snapshot], pid: int | None, stacks: StackSampler | None) -
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
     """Ranked findings; the same finding on several GPUs is said once ("GPUs 0, 2, 3: ..."), its numbers
     as ranges over those GPUs."""
-    console.print(f"[bold]gpuwatch doctor[/] - {description}, {samples} samples")
+    # Findings quote process names and command lines: control characters made visible, and markup
+    # escaped (a process named "[/]" must not break the page, nor "[bold]" restyle it).
+    findings = visible_fields(list(findings))
+    console.print(f"[bold]gpuwatch doctor[/] - {escape(visible(description))}, {samples} samples")
     if not findings:
         console.print("No findings: no GPU metrics to judge.")
     for i, group in enumerate(group_findings(findings), 1):
         f, where = group.finding, group.where()
         lead = f"{where.pop(0)}: " if len(group.gpus) > 1 else ""
-        console.print(f"\n{i}. [{COLOURS[f.severity]}]{f.severity.upper()}[/] {lead}{f.title}"
-                      + (f"  ({', '.join(where)})" if where else "") + f"  score {f.score:g}", highlight=False)
+        console.print(f"\n{i}. [{COLOURS[f.severity]}]{f.severity.upper()}[/] {escape(lead + f.title)}"
+                      + escape(f"  ({', '.join(where)})" if where else "") + f"  score {f.score:g}", highlight=False)
         for e in f.evidence:
-            console.print(f"   - {e}", highlight=False)
-        console.print(f"   fix: {f.fix}", highlight=False)
+            console.print(f"   - {e}", highlight=False, markup=False)
+        console.print(f"   fix: {f.fix}", highlight=False, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpuwatch.cli import service_paths
 from gpuwatch.cli.common import CliError
+from gpuwatch.cli.paths import input_file, output_file
 from gpuwatch.cli.service_unit import UnitSpec, exec_quote, render_unit
 from gpuwatch.config import DEFAULT_LISTEN
 from gpuwatch.config.fields import FieldError, is_loopback, listen_address
@@ -44,15 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        f"(--write creates {TOKEN_PATH}, mode 0600). With --write, install it (as root) and "
                        "print the commands that start it.")
     p.add_argument("--write", action="store_true", help=f"write the unit to --path (default {UNIT_PATH})")
-    p.add_argument("--path", type=Path, default=UNIT_PATH, metavar="FILE", help="where --write puts the unit")
+    p.add_argument("--path", type=output_file, default=UNIT_PATH, metavar="FILE", help="where --write puts the unit")
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address the daemon serves on (default {DEFAULT_LISTEN})")
     p.add_argument("--watchdog", type=int, default=30, metavar="S",
                    help=f"WatchdogSec in seconds, 1-{MAX_WATCHDOG_S}; 0 turns the watchdog off (default 30)")
-    p.add_argument("--token-file", type=Path, default=TOKEN_PATH, metavar="FILE",
+    p.add_argument("--token-file", type=input_file, default=TOKEN_PATH, metavar="FILE",
                    help=f"for a remote --listen: the root-only token file the unit hands the daemon "
                    f"(default {TOKEN_PATH}; --write creates it when missing)")
-    p.add_argument("--exec", dest="exec_path", type=Path, metavar="PATH",
+    p.add_argument("--exec", dest="exec_path", type=input_file, metavar="PATH",
                    help="the gpuwatch the unit runs (default: this one)")
     p.add_argument("--force", action="store_true",
                    help="write the unit even where the service's user could not read that gpuwatch")

@@ -15,6 +15,7 @@ from typing import NoReturn
 from gpuwatch import __version__
 from gpuwatch.cli.common import CliError
 from gpuwatch.model.errors import InputError
+from gpuwatch.model.visible import visible_lines
 
 #: Subcommand modules, in the order ``--help`` lists them. Each has ``register(subparsers)``.
 COMMANDS = ("tui", "snapshot", "record", "doctor", "rules", "daemon", "install_service", "workload", "validate",
@@ -60,10 +61,11 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
 
 class Parser(argparse.ArgumentParser):
     """argparse, with the values quoted in its errors cut short: ``--pid`` given 5 000 digits must not
-    become a 5 000-character error line. Subcommand parsers are of this class too."""
+    become a 5 000-character error line (nor an ESC in one steer the terminal). Subcommand parsers are of this
+    class too."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:40] + "...", message))
+        super().error(visible_lines(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:40] + "...", message)))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -86,12 +88,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class VisibleFormatter(logging.Formatter):
+    """Log lines with every control character but the newline written out: a process name or a config value
+    quoted in a log line must not steer the terminal (or the journal viewer) it is read on."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible_lines(super().format(record))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = with_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
+    handler = logging.StreamHandler()
+    handler.setFormatter(VisibleFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        handlers=[handler])
     return run_command(args)
 
 
@@ -130,7 +142,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"gpuwatch: {message}", file=sys.stderr)
+    print(f"gpuwatch: {visible_lines(message)}", file=sys.stderr)  # a quoted value cannot steer the terminal
     return code
 
 

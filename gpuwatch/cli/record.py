@@ -8,10 +8,11 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float, seconds_offset
+from gpuwatch.cli.paths import output_file
 from gpuwatch.model.recording import RecordingError, RecordingHeader, RecordingWriter, iter_snapshots, read_header
+from gpuwatch.model.visible import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Sample every --interval seconds and append each Snapshot to FILE "
                        "(gzip'd NDJSON when it ends in .gz). Each line is flushed as written, so an "
                        "interrupted recording keeps everything up to the interruption.")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE",
                    help="where to write, e.g. trace.ndjson.gz")
     p.add_argument("--duration", type=positive_float, metavar="S", help="stop after S seconds (default: Ctrl-C)")
     p.add_argument("--description", default="", help="a note stored in the file's header")
@@ -63,7 +64,7 @@ def cut(args: argparse.Namespace) -> int:
     if writer.count == 0:
         args.output.unlink(missing_ok=True)
         raise CliError(f"--from {start:g}: the recording is {last or 0:.1f} s long; nothing to cut", exit_code=2)
-    print(f"wrote {writer.count} samples ({span}) to {args.output}", file=sys.stderr)
+    print(f"wrote {writer.count} samples ({span}) to {visible(args.output)}", file=sys.stderr)
     return 0
 
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 break
             done.wait(0.2)
             if sys.stderr.isatty():
-                print(f"\rrecording {args.output}: {writer.count} samples, {time.monotonic() - start:5.0f} s",
+                print(f"\rrecording {visible(args.output)}: {writer.count} samples, {time.monotonic() - start:5.0f} s",
                       end="", file=sys.stderr)
     except KeyboardInterrupt:
         pass
@@ -101,5 +102,5 @@ def run(args: argparse.Namespace) -> int:
         writer.close()
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    print(f"wrote {writer.count} samples to {args.output}", file=sys.stderr)
+    print(f"wrote {writer.count} samples to {visible(args.output)}", file=sys.stderr)
     return 0

@@ -7,13 +7,20 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from gpuwatch.cli.common import CliError
+from gpuwatch.cli.paths import input_file
 from gpuwatch.config.model import DEFAULT_PORT
+from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
+from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+#: A token is a line of text; a bigger file is the wrong file.
+MAX_TOKEN_BYTES = 64 * 1024
 DESCRIPTION = f"""\
 How many GPU-hours were allocated (a process held the GPU), busy (GPU-Util) and effective (SM activity),
 and where the rest went: lost GPU-hours by cause (the doctor's finding at that moment, or held_idle,
@@ -47,11 +54,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--csv", action="store_true", help="print the --by breakdown (default cause) as CSV")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--connect", metavar="URL", default=None, help=f"the daemon to ask (default {DEFAULT_URL})")
-    src.add_argument("--replay", type=Path, metavar="FILE", help="account a recording here instead")
-    p.add_argument("--token-file", type=Path, metavar="FILE", help="bearer token, for a daemon that needs one for "
-                   "reads")
+    src.add_argument("--replay", type=input_file, metavar="FILE", help="account a recording here instead")
+    p.add_argument("--token-file", type=input_file, metavar="FILE",
+                   help="bearer token, for a daemon that needs one for reads")
     p.add_argument("--no-chart", action="store_true", help="no chart even on a terminal")
     p.set_defaults(func=run)
+
+
+class _VisibleRows:
+    """A csv writer whose fields have their control characters made visible (owners are user names)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def writerow(self, row: Iterable[object]) -> None:
+        self.writer.writerow([visible(v) if isinstance(v, str) else v for v in row])
 
 
 def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict[str, object], str]:
@@ -62,9 +79,14 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
     headers = {}
     if token_file is not None:
         try:
-            headers["Authorization"] = "Bearer " + token_file.read_text().strip()
+            token = files.read_text(token_file, MAX_TOKEN_BYTES).strip()
         except OSError as exc:
-            raise CliError(f"cannot read the token file {token_file}: {exc.strerror}") from None
+            raise CliError(f"cannot read the token file {token_file}: {files.describe(exc)}") from None
+        except UnicodeDecodeError:
+            raise CliError(f"the token file {token_file} is not UTF-8 text; write the token as text") from None
+        if not token or not token.isprintable() or not token.isascii():
+            raise CliError(f"the token file {token_file} holds no token on one line of printable ASCII")
+        headers["Authorization"] = "Bearer " + token
     endpoint = url.rstrip("/") + "/api/v1/efficiency"
     try:
         with requests.get(endpoint, params={"window": window}, headers=headers, timeout=10, stream=True) as resp:
@@ -112,10 +134,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_dict(), indent=2))
     elif args.csv:
         buf = io.StringIO()
-        render_csv(summary, args.by or "cause", csv.writer(buf))
+        render_csv(summary, args.by or "cause", _VisibleRows(csv.writer(buf)))
         sys.stdout.write(buf.getvalue())
     else:
-        print(render_text(summary, args.by))
+        print(visible_lines(render_text(summary, args.by)))  # owners and causes come from the processes
         if sys.stdout.isatty() and not args.no_chart and summary.hours:
             from gpuwatch.cli.report_text import chart
 

@@ -15,10 +15,12 @@ from gpuwatch.alerts.export import export_prometheus
 from gpuwatch.alerts.kinds import kinds_markdown
 from gpuwatch.alerts.loader import lint
 from gpuwatch.cli.common import CliError
+from gpuwatch.cli.paths import input_file, output_file, rule_path
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
 from gpuwatch.model.series import CATALOGUE
+from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_DIR = DEFAULT_RULES.parent
 
@@ -31,15 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = rsub.add_parser("check", help="validate rule files; exit 1 naming file:line for each problem",
                         description="Validate rule files (directories: their *.yml and *.yaml). Every problem "
                         "is printed as file:line: rule 'X': what is wrong.")
-    c.add_argument("paths", nargs="*", type=Path, metavar="PATH", help=f"files or directories (default {DEFAULT_DIR})")
+    c.add_argument("paths", nargs="*", type=rule_path, metavar="PATH",
+                   help=f"files or directories (default {DEFAULT_DIR})")
     c.set_defaults(func=run_check)
     t = rsub.add_parser("test", help="backtest rules over a recording: when each alert went pending/firing/resolved",
                         description="Run the rules over a recording (made by 'gpuwatch record') as fast as it "
                         "reads and print each alert's transitions with their times.")
-    t.add_argument("--replay", type=Path, metavar="TRACE",
+    t.add_argument("--replay", type=input_file, metavar="TRACE",
                    help="the recording to replay (default: the bundled H200 recording)")
     t.add_argument("--json", action="store_true", help="print the transitions as NDJSON, one per line")
-    t.add_argument("--rules", type=Path, action="append", metavar="PATH",
+    t.add_argument("--rules", type=rule_path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
     t.set_defaults(func=run_test)
     e = rsub.add_parser("export", help="write the rules as a Prometheus rule file",
@@ -47,10 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "PromQL can express; the others are listed on stderr with the reason.")
     e.add_argument("--format", choices=["prometheus", "kubernetes"], default="prometheus",
                    help="prometheus: a rule file; kubernetes: a PrometheusRule for the Prometheus Operator")
-    e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    e.add_argument("-o", "--output", type=output_file, metavar="FILE", help="write here instead of standard output")
     e.add_argument("--recording", action="store_true", help="the efficiency recording rules (GPU-hours lost by "
                    "cause and owner, efficiency per GPU) instead of the alert rules")
-    e.add_argument("--rules", type=Path, action="append", metavar="PATH",
+    e.add_argument("--rules", type=rule_path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
     e.set_defaults(func=run_export)
     m = rsub.add_parser("metrics", help="list the metric keys rules can use, or every series /metrics serves",
@@ -73,8 +76,8 @@ def _load(paths: list[Path] | None) -> RuleSet:
     try:
         return load_rules(paths or [DEFAULT_DIR])
     except RuleError as exc:
-        for line in exc.errors:
-            print(line, file=sys.stderr)
+        for line in exc.shown:  # each kind of problem a few times, then counted
+            print(visible(line), file=sys.stderr)
         n = len(exc.errors)
         raise CliError(f"{n} problem{'s' if n != 1 else ''} in the rule files") from None
 
@@ -82,7 +85,7 @@ def _load(paths: list[Path] | None) -> RuleSet:
 def run_check(args: argparse.Namespace) -> int:
     rules = _load(args.paths)
     for warning in lint(rules):
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     export = export_prometheus(rules)
     print(f"OK: {len(rules)} rules in {len(rules.groups)} groups "
           f"({len(export.exported)} expressible in PromQL)")
@@ -102,7 +105,7 @@ def run_test(args: argparse.Namespace) -> int:
         for tr in bt.transitions:
             sys.stdout.write(json.dumps(tr.to_dict(), sort_keys=True) + "\n")
     else:
-        sys.stdout.write(format_timeline(bt, str(trace)))
+        sys.stdout.write(visible_lines(format_timeline(bt, str(trace))))  # alert labels quote process names
     return 0
 
 

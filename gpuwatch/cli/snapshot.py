@@ -10,6 +10,7 @@ import time
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, seconds_offset
 from gpuwatch.cli.table import render_snapshot
 from gpuwatch.model.codec import dumps
+from gpuwatch.model.visible import visible_lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(dumps(snap, indent=2) + "\n")
     else:
-        sys.stdout.write(render_snapshot(snap, opened.description))
+        sys.stdout.write(visible_lines(render_snapshot(snap, opened.description)))
     return 0

@@ -6,9 +6,11 @@ import io
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from gpuwatch.model.clock_events import ordered
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.visible import visible, visible_fields
 
 
 def _pct(v: float | None) -> str:
@@ -26,8 +28,14 @@ def _gib(v: int | None) -> str:
 
 
 def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> str:
+    """The tables as text. Every string from the host (process names, command lines, users, the hostname,
+    GPU names, source messages) has its control characters made visible first, and nothing is read as rich
+    markup: a process named ``\x1b]52;...`` or ``[/]`` shows as written and steers nothing."""
+    snap = visible_fields(snap)
+    description = visible(description)
     out = io.StringIO()
-    console = Console(file=out, width=width, force_terminal=False, color_system=None)
+    console = Console(file=out, width=width, force_terminal=False, color_system=None, markup=False,
+                      highlight=False)
     import datetime as _dt
 
     when = _dt.datetime.fromtimestamp(snap.time).strftime("%Y-%m-%d %H:%M:%S")
@@ -40,7 +48,7 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
         mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
         power = _of(g.power_w, g.power_limit_w)
         clock = _of(g.sm_clock_mhz, g.sm_clock_max_mhz)
-        gt.add_row(str(g.index), g.name or "-", _pct(g.gpu_util), _pct(g.sm_active), _pct(g.sm_occupancy),
+        gt.add_row(str(g.index), Text(g.name or "-"), _pct(g.gpu_util), _pct(g.sm_active), _pct(g.sm_occupancy),
                    _pct(g.tensor_active), _pct(g.dram_active), mem,
                    "-" if g.temperature_c is None else f"{g.temperature_c:.0f}C", power, clock,
                    ",".join(ordered(g.active_clock_events)) or ("none" if g.clock_events_known else "-"))
@@ -53,11 +61,11 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
     for col in ("PID", "GPU", "user", "GPU MiB", "SM", "CPU", "top thr", "RSS MiB", "S", "command"):
         pt.add_column(col, justify="left" if col in ("user", "command", "S") else "right")
     for p in snap.processes:
-        pt.add_row(str(p.pid), str(p.gpu_index), p.user or "-",
+        pt.add_row(str(p.pid), str(p.gpu_index), Text(p.user or "-"),
                    "-" if p.gpu_memory_bytes is None else f"{p.gpu_memory_bytes / 2**20:.0f}",
                    _pct(p.sm_util), _pct(p.cpu_percent), _pct(p.top_thread_cpu_percent),
-                   "-" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.0f}", p.state or "-",
-                   (p.cmdline or p.name or "-")[:60])
+                   "-" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.0f}", Text(p.state or "-"),
+                   Text((p.cmdline or p.name or "-")[:60]))
     if snap.processes:
         console.print(pt)
     else:

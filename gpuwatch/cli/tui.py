@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
+from gpuwatch.cli.paths import input_file, rule_path
 from gpuwatch.config.model import DEFAULT_PORT
 from gpuwatch.model import files
 
@@ -34,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--connect", action="append", nargs="?", const=DEFAULT_URL, metavar="URL",
                    help=f"watch a gpuwatch daemon instead of sampling here (repeat for a fleet; "
                    f"without URL: {DEFAULT_URL})")
-    p.add_argument("--token-file", type=Path, metavar="FILE",
+    p.add_argument("--token-file", type=input_file, metavar="FILE",
                    help="with --connect: bearer token for daemons that require one for reads")
-    p.add_argument("--rules", action="append", type=Path, metavar="FILE",
+    p.add_argument("--rules", action="append", type=rule_path, metavar="FILE",
                    help="alert rule file (repeatable; default: the shipped rules)")
     p.add_argument("--diagnosis-window", type=positive_float, default=None, metavar="S",
                    help="seconds the Diagnosis pane judges (default 30): a finding goes within one window "

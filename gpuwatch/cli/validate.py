@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from gpuwatch.cli.common import positive_float
+from gpuwatch.cli.paths import input_dir, input_file, output_dir
 from gpuwatch.cli.validate_doctor import run_doctor
 from gpuwatch.cli.validate_stages import RECORDING, rerender, run_stages
 from gpuwatch.workload.arrivals import DEFAULT_MIX, SHAPES
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="where the model runs (default cuda)")
     p.add_argument("--duration", type=positive_float, default=None, metavar="S",
                    help="capacity view: seconds sampled per stage (default 5 on cuda, 3 on cpu)")
-    p.add_argument("--out", type=Path, default=Path("validate-out"), metavar="DIR",
+    p.add_argument("--out", type=output_dir, default=Path("validate-out"), metavar="DIR",
                    help="where to write the table, details and recording (default ./validate-out)")
     p.add_argument("--stages", default=",".join(STAGES), metavar="LIST",
                    help=f"comma-separated stages to run (default {','.join(STAGES)})")
@@ -60,13 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --doctor: comma-separated fault classes (default: all)")
     p.add_argument("--window", type=positive_float, default=15.0, metavar="S",
                    help="with --doctor: seconds the doctor judges, at the end of each fault (default 15)")
-    p.add_argument("--from-recordings", type=Path, metavar="DIR",
+    p.add_argument("--from-recordings", type=input_dir, metavar="DIR",
                    help="with --doctor: run nothing; judge the fault recordings in DIR again with the current "
                    "doctor and write the table into --out")
-    p.add_argument("--recording", type=Path, metavar="FILE",
+    p.add_argument("--recording", type=input_file, metavar="FILE",
                    help="with --from-details: judge each stage's window and each traffic phase again with the "
                    "current doctor from the run's recording (validate-run.ndjson.gz)")
-    p.add_argument("--from-details", type=Path, metavar="FILE",
+    p.add_argument("--from-details", type=input_file, metavar="FILE",
                    help="run nothing: re-render VALIDATION.md and validation.json into --out from a finished "
                    "run's validation-details.json (same numbers, the current report's words)")
     p.set_defaults(func=run)

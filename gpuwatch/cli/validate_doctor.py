@@ -7,10 +7,10 @@ it writes are the doctor's test fixtures, so a rule can be changed and judged ag
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from gpuwatch.cli.common import CliError
 from gpuwatch.cli.validate_options import check_torch, open_sampling, parse_faults
 from gpuwatch.doctor import top_problem
+from gpuwatch.model import files
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.validate.doctor_accuracy import FaultRun, judge_recordings, run_fault, write_recording, write_report
 
@@ -29,8 +30,7 @@ def rejudge(args: argparse.Namespace) -> int:
         raise CliError(f"{folder}: not a folder of fault recordings (written by gpuwatch validate --doctor)")
     runs = judge_recordings(folder, args.window)
     first = next((r.snapshots[0] for r in runs if r.snapshots), None)
-    old = json.loads((args.out / "doctor-accuracy.json").read_text())["meta"] \
-        if (args.out / "doctor-accuracy.json").exists() else {}
+    old = _old_meta(args.out / "doctor-accuracy.json")
     meta = {**old, "window_s": args.window, "gpu": old.get("gpu") or (first.gpus[0].name if first and first.gpus
                                                                        else "none")}
     paths = write_report(args.out, runs, meta)
@@ -80,3 +80,14 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0 if all(r.row()["correct"] for r in runs) else 1
 
 
+def _old_meta(path: Path) -> dict[str, Any]:
+    """The ``meta`` of a table written before into --out (its GPU name), or nothing: read through the guarded
+    reader, since --out is the user's (a FIFO or a 5 GB file there must not hang or fill memory)."""
+    if not path.exists():
+        return {}
+    try:
+        old = files.read_json(path, 16 * files.MIB)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{path}: cannot read the table written before ({exc}); move it away") from None
+    meta = old.get("meta") if isinstance(old, dict) else None
+    return meta if isinstance(meta, dict) else {}

@@ -5,7 +5,6 @@ each stage; with ``--from-details``, a finished run's report rendered again."""
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import socket
 import sys
@@ -23,6 +22,7 @@ from gpuwatch.cli.validate_options import (
     stage_extra,
     traffic_plan,
 )
+from gpuwatch.model import files
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
 from gpuwatch.validate import report, views
 from gpuwatch.validate.runner import StageRun, diagnose_phases, run_stage
@@ -32,6 +32,8 @@ from gpuwatch.workload.arrivals import parse_mix
 from gpuwatch.workload.config import WorkloadConfig
 
 RECORDING = "validate-run.ndjson.gz"
+#: A run's details are a few hundred KiB; a bigger file is the wrong file (and must not fill memory).
+MAX_DETAILS_BYTES = 16 * files.MIB
 BATCHING = WorkloadConfig()  # the workload's batching defaults, which validate keeps
 
 
@@ -39,12 +41,14 @@ def rerender(details: Path, out: Path, recording: Path | None = None) -> int:
     """VALIDATION.md and validation.json written again from a finished run's details (with ``recording``, its
     findings judged again by the current doctor)."""
     try:
-        v, meta = report.from_details(json.loads(details.read_text()))
+        v, meta = report.from_details(files.read_json(details, MAX_DETAILS_BYTES))
     except OSError as exc:
-        raise CliError(f"{details}: cannot read it ({exc.strerror or exc})") from None
-    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"{details}: cannot read it ({files.describe(exc)})") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{details}: not UTF-8 text, so not a validation-details.json") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise CliError(f"{details}: not a validation-details.json written by gpuwatch validate "
-                       f"({type(exc).__name__}: {exc})") from None
+                       f"({type(exc).__name__}: {str(exc)[:200]})") from None
     if recording is not None:
         from gpuwatch.model.recording import load
         from gpuwatch.validate.rejudge import rejudge

@@ -15,6 +15,10 @@ from typing import Any
 
 from gpuwatch.model.durations import format_duration, parse_duration
 from gpuwatch.model.interval import MAX_INTERVAL_S, MIN_INTERVAL_S
+from gpuwatch.model.visible import visible
+
+#: C0 and C1 controls and DEL (tabs and newlines included): no config value is more than one line of text.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 class FieldError(ValueError):
@@ -23,7 +27,7 @@ class FieldError(ValueError):
 
 def shown(value: Any, limit: int = 60) -> str:
     """``value`` as an error message quotes it: never more than ``limit`` characters, whatever was given."""
-    text = value if isinstance(value, str) else repr(value)
+    text = visible(value if isinstance(value, str) else repr(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -99,16 +103,30 @@ def boolean(value: Any) -> bool:
 
 
 def text(value: Any) -> str:
+    """A non-empty string without control characters: a CR/LF in a URL would be dropped or rewritten by the
+    HTTP library (a request sent somewhere else than the file says), and an ESC in a name would steer the
+    terminal of whoever reads the log. Surrounding spaces are trimmed; nothing else is changed."""
     if not isinstance(value, str) or not value.strip():
         raise FieldError(f"expected a non-empty string, got {shown(value)}")
+    _no_control(value)
     return value.strip()
+
+
+def _no_control(value: str) -> None:
+    bad = _CONTROL.search(value)
+    if bad is not None:
+        raise FieldError(f"'{shown(value)}' holds a control character ({visible(bad.group(0))} at character "
+                         f"{bad.start() + 1}); write it on one line of plain text")
 
 
 def text_list(value: Any) -> list[str]:
     """A TOML array of strings, or (from the environment) a comma-separated string."""
     if isinstance(value, str):
+        _no_control(value)
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        for v in value:
+            _no_control(v)
         return list(value)
     raise FieldError(f"expected a list of strings such as [\"a\", \"b\"], got {shown(value)}")
 
@@ -149,6 +167,9 @@ def is_loopback(host: str) -> bool:
 
 def string_map(value: Any) -> dict[str, str]:
     if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        for k, v in value.items():
+            _no_control(k)
+            _no_control(v)
         return dict(value)
     raise FieldError(f"expected a table of strings such as {{ severity = \"critical\" }}, got {shown(value)}")
 

@@ -57,9 +57,11 @@ class Services:
     #: Why the last /metrics render failed (None once one succeeds): /healthz and the watchdog read it.
     render_error: str | None = None
 
-    def set_token(self, token: str | None) -> None:
-        """A reload's token: requests from now on are checked against it."""
+    def set_access(self, token: str | None, token_for_reads: bool, max_stream_clients: int) -> None:
+        """A reload's token, whether reads need it, and the stream cap: requests from now on obey them."""
         self.token = token
+        self.token_for_reads = token_for_reads
+        self.max_stream_clients = max_stream_clients
 
 
 SERVICES = web.AppKey("services", Services)

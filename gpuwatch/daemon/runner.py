@@ -35,6 +35,7 @@ from gpuwatch.daemon.connections import (
     quiet_accept_errors,
     raise_fd_limit,
 )
+from gpuwatch.daemon.reloadable import needs_restart
 from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
 from gpuwatch.notify import Target
 from gpuwatch.sampler.sampler import Sampler
@@ -137,6 +138,11 @@ class Daemon:
         try:  # off the event loop: a big rule file must not stall /healthz and /metrics
             async with self._reload_lock:  # two SIGHUPs in a row: one parse at a time, in order
                 new, rules, targets, token = await asyncio.get_running_loop().run_in_executor(None, parse)
+            restart = needs_restart(self.config, new)
+            if restart:
+                takes = "that takes" if len(restart) == 1 else "those take"
+                raise parts.StartError(f"{', '.join(restart)} changed: {takes} a restart of the daemon (nothing "
+                                       f"was reloaded)")
             if token is None and not is_loopback(self.host):
                 raise parts.StartError(f"the daemon serves on {self.host}, which needs a token: keep token_file")
         except (ConfigError, parts.StartError) as exc:
@@ -145,11 +151,9 @@ class Daemon:
             return False, str(exc)
 
         await self.parts.reload(new, rules, targets)
-        self.services.set_token(token)
-        for key, old_value, new_value in (("daemon.listen", self.config.daemon.listen, new.daemon.listen),
-                                          ("sampler.interval", self.config.sampler.interval, new.sampler.interval)):
-            if old_value != new_value:
-                log.warning("%s changed to %s: that takes a restart", key, new_value)
+        reads = new.daemon.token_for_reads
+        self.services.set_access(token, not is_loopback(self.host) if reads is None else reads,
+                                 new.daemon.max_stream_clients)
         self.config = new
         self._warn_if_no_rules(new)
         message = f"reloaded: {len(rules)} rule(s), {len(targets)} receiver(s)"

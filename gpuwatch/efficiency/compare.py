@@ -134,3 +134,27 @@ def step_text(step: StepVerdict) -> str:
         return f"{r.metric.label}: not measured for {step.previous} or {step.stage}"
     margin = f" (noise margin {r.threshold:.3g} {r.metric.unit})" if r.threshold is not None else ""
     return f"{r.metric.label} {r.base:.3g} -> {r.new:.3g} {r.metric.unit}: {r.verdict}{margin}"
+
+
+#: The least a run must hold to be judged: samples with a GPU in them, and a share of the other run's length.
+MIN_GPU_SAMPLES = 3
+MIN_SHARE_OF_BASE = 0.25
+
+
+def too_little(run: RunStats, base: RunStats | None = None) -> str | None:
+    """Why ``run`` is no run to judge (against ``base``, when given), or None: no samples, no GPU in any
+    sample, fewer than :data:`MIN_GPU_SAMPLES` samples with one, or shorter than a quarter of ``base``
+    (by time or by samples). A CI gate must not pass on a run that measured nothing."""
+    if run.samples == 0:
+        return f"{run.name} holds no samples"
+    if run.gpu_samples == 0:
+        return f"{run.name} holds {run.samples} sample(s) and no GPU in any of them"
+    if run.gpu_samples < MIN_GPU_SAMPLES:
+        return f"{run.name} holds {run.gpu_samples} sample(s) with a GPU; at least {MIN_GPU_SAMPLES} are needed"
+    if base is not None and base.gpu_samples:
+        if run.gpu_samples < MIN_SHARE_OF_BASE * base.gpu_samples:
+            return (f"{run.name} holds {run.gpu_samples} sample(s) with a GPU, under a quarter of BASE's "
+                    f"{base.gpu_samples}")
+        if base.seconds > 0 and run.seconds < MIN_SHARE_OF_BASE * base.seconds:
+            return f"{run.name} covers {run.seconds:.0f} s, under a quarter of BASE's {base.seconds:.0f} s"
+    return None

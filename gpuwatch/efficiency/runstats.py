@@ -30,6 +30,10 @@ class RunStats:
     alerts_fired: tuple[str, ...]
     #: Per-sample series for the chart: (seconds from the start, GPU-Util, SM activity).
     series: dict[str, list[float]] = field(default_factory=dict)
+    #: Samples in the run, and those with at least one GPU that was not lost: a run without them is no run
+    #: to judge (``gpuwatch compare`` refuses it rather than find "no regression" in nothing).
+    samples: int = 0
+    gpu_samples: int = 0
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -75,7 +79,8 @@ def run_stats(name: str, snapshots: Sequence[Snapshot], meta: dict[str, Any] | N
               "gpu_util": [_mean([g.gpu_util for g in s.gpus]) or 0.0 for s in snapshots],
               "sm_active": [_mean([g.sm_active for g in s.gpus]) or 0.0 for s in snapshots]}
     return RunStats(name, (snapshots[-1].time - t0) if snapshots else 0.0, values,
-                    top.code if top is not None else "-", tuple(sorted({a.name for a in fired if a.fired})), series)
+                    top.code if top is not None else "-", tuple(sorted({a.name for a in fired if a.fired})), series,
+                    samples=len(snapshots), gpu_samples=sum(1 for s in snapshots if any(not g.lost for g in s.gpus)))
 
 
 def _scaled(value: float | None, factor: float) -> float | None:

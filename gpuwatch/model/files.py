@@ -12,9 +12,11 @@ existing ``except OSError`` turns them into its one-line message.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
-from typing import IO
+import sys
+from typing import IO, Any
 
 MIB = 1024 * 1024
 
@@ -72,6 +74,22 @@ def read_text(path: str | os.PathLike[str], limit: int) -> str:
     return read_bytes(path, limit).decode("utf-8")
 
 
+class NotJSON(ValueError):
+    """The file is not JSON (or nests deeper than the parser can follow)."""
+
+
+def read_json(path: str | os.PathLike[str], limit: int) -> Any:
+    """:func:`read_text` parsed as JSON; :class:`NotJSON` for anything that is not, nesting thousands deep
+    included (the parser's RecursionError is a bad file, not a bug)."""
+    text = read_text(path, limit)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise NotJSON(f"nested deeper than {sys.getrecursionlimit()} levels") from None
+    except ValueError as exc:  # JSONDecodeError, and an integer of thousands of digits
+        raise NotJSON(str(exc)[:200]) from None
+
+
 def _size(n: int) -> str:
     return f"{n // MIB} MiB" if n >= MIB and n % MIB == 0 else f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
 
@@ -81,4 +99,5 @@ def describe(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-__all__ = ["FileTooBig", "NotARegularFile", "describe", "open_binary", "open_regular", "read_bytes", "read_text"]
+__all__ = ["FileTooBig", "NotARegularFile", "NotJSON", "describe", "open_binary", "open_regular", "read_bytes",
+           "read_json", "read_text"]

@@ -23,6 +23,7 @@ from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.visible import visible, visible_fields
 from gpuwatch.sampler.history import History
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.tui import analysis
@@ -44,6 +45,13 @@ class SnapshotReady(Message):
     alerts: tuple[Alert, ...] | None
     history: History
 
+    def __post_init__(self) -> None:
+        # Everything the dashboard shows of a snapshot comes through here: process names, command lines,
+        # users, hostnames and labels have their control characters made visible once, for every widget.
+        super().__post_init__()
+        self.snapshot = visible_fields(self.snapshot)
+        self.alerts = visible_fields(self.alerts)
+
     def can_replace(self, message: Message) -> bool:
         # Called on the older message with a newer one pending: same source -> drop the older one.
         return isinstance(message, SnapshotReady) and message.source == self.source
@@ -57,6 +65,11 @@ class DiagnosisReady(Message):
     findings: list[Finding] | None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.findings = visible_fields(self.findings)  # they quote process names
+        self.note = visible(self.note)
+
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DiagnosisReady) and message.source == self.source
 
@@ -68,6 +81,10 @@ class FeedStatus(Message):
     source: str
     state: Literal["ok", "error", "ended"]
     text: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.text = visible(self.text)  # a daemon's or exporter's error text
 
 
 class Feed(Protocol):

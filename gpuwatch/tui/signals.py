@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import psutil
 
 from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.visible import visible
 
 #: Start times within this many seconds are the same process (psutil rounds to the clock tick).
 SAME_START_S = 1.0
@@ -40,15 +41,17 @@ def _identity(proc: ProcessSample) -> str | None:
                 return f"pid {pid} is now a different process (started later): not signalling it"
             return None
         if proc.cmdline:
-            if " ".join(live.cmdline()) != proc.cmdline:
+            # the dashboard's copy has its control characters made visible: compare like with like
+            if visible(" ".join(live.cmdline())) != visible(proc.cmdline):
                 return f"pid {pid} now runs a different command: not signalling it"
             return None
         if proc.name:
-            return None if live.name() == proc.name else f"pid {pid} is now '{live.name()}': not signalling it"
+            now = visible(live.name())
+            return None if now == visible(proc.name) else f"pid {pid} is now '{now}': not signalling it"
     except psutil.NoSuchProcess:
         return f"pid {pid} has exited"
     except psutil.Error as exc:
-        return f"cannot check pid {pid} ({exc}): not signalling it"
+        return f"cannot check pid {pid} ({visible(exc)}): not signalling it"
     return f"cannot tell whether pid {pid} is still the process shown (no start time or command): not signalling it"
 
 

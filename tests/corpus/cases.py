@@ -178,6 +178,9 @@ class Run:
     names: str
     env: tuple[tuple[str, str], ...] = ()
     stdout: str | None = None  # a path to send standard output to ({d} allowed), e.g. /dev/full
+    max_lines: int = 3  # most message lines (more only where thousands of problems are summarised)
+    expect_ok: bool = False  # valid input (text from outside to show): exit 0 is the right answer
+    check_raw: bool = False  # nothing printed may hold a raw control character
 
 
 def special_files(d: Path) -> None:
@@ -201,6 +204,7 @@ def special_files(d: Path) -> None:
     (d / "fifo-in-dir").mkdir(exist_ok=True)
     if not (d / "fifo-in-dir" / "rules.yml").exists():
         os.mkfifo(d / "fifo-in-dir" / "rules.yml")
+    extra_files(d)
 
 
 #: Paths that are not regular files: a device that never ends, one that never ends and is random, a FIFO
@@ -282,6 +286,12 @@ def _runs() -> dict[str, Run]:
 
 BUNDLED = str(Path(__file__).resolve().parents[2] / "gpuwatch" / "data" / "h200-incident.ndjson.gz")
 RUNS = _runs()
+
+# Cases of files that are not files, terminal escapes, the compare gate and config text (their own file).
+from corpus.cases_files import CONFIG_FILES, RUNS_FILES, extra_files  # noqa: E402
+
+GENERATED["config"].update({name: (lambda data=data: data) for name, data in CONFIG_FILES.items()})
+RUNS.update(RUNS_FILES)
 
 
 def command_cases() -> list[str]:

@@ -24,6 +24,11 @@ from pathlib import Path
 from corpus.cases import BUNDLED, HTTP, RUNS, cases, materialise, special_files
 
 MEMORY_LIMIT = 1 << 30  # address space, bytes: a gigabyte
+#: The promise: no command's resident memory (peak RSS) goes over 200 MB on any input here.
+MEMORY_BOUND_MIB = 200e6 / 2**20
+#: Characters that steer a terminal; runs that check their output (``check_raw``) must print none raw (CSV's
+#: CRLF line ends excepted).
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 DEADLINE_S = 30.0
 MAX_LINES = 3
 MAX_LINE_CHARS = 500
@@ -42,6 +47,16 @@ class Outcome:
     max_rss_mib: float
     hung: bool
     names: str = ""
+    #: Most message lines a clean error may have (a few cases summarise thousands of problems in more).
+    max_lines: int = MAX_LINES
+    #: The input is valid (text from outside to be shown): exit 0 is right, and no raw control character.
+    expect_ok: bool = False
+    #: A raw control character was printed (checked only where the case asks for it).
+    raw_output: bool = False
+
+    @property
+    def over_memory(self) -> bool:
+        return self.max_rss_mib > MEMORY_BOUND_MIB
 
     @property
     def traceback(self) -> bool:
@@ -65,17 +80,23 @@ class Outcome:
 
     @property
     def accepted(self) -> bool:
-        return not self.hung and self.returncode == 0
+        return not self.hung and self.returncode == 0 and not self.expect_ok
 
     @property
     def clean(self) -> bool:
-        """One clear error: non-zero exit, no traceback, a few short lines naming the input, in time."""
-        return (not self.hung and not self.traceback and self.returncode not in (None, 0) and self.names_the_input
-                and 1 <= len(self.lines) <= MAX_LINES and all(len(x) <= MAX_LINE_CHARS for x in self.lines))
+        """One clear error: non-zero exit, no traceback, a few short lines naming the input, in time, within
+        the memory bound, nothing raw that steers a terminal; for valid input, exit 0 on the same terms."""
+        if self.hung or self.traceback or self.over_memory or self.raw_output:
+            return False
+        if self.expect_ok:
+            return self.returncode == 0
+        return (self.returncode not in (None, 0) and self.names_the_input
+                and 1 <= len(self.lines) <= self.max_lines and all(len(x) <= MAX_LINE_CHARS for x in self.lines))
 
     @property
     def verdict(self) -> str:
-        return ("hang" if self.hung else "traceback" if self.traceback else "accepted" if self.accepted
+        return ("hang" if self.hung else "traceback" if self.traceback else "memory" if self.over_memory
+                else "escapes" if self.raw_output else "accepted" if self.accepted
                 else "clean" if self.clean else "unclear")
 
 
@@ -200,9 +221,12 @@ def _env(workdir: Path, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, st
 
 
 def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str, str], names: str = "",
-            stdout: str | None = None) -> Outcome:
-    """One child process, classified."""
-    out_fd = os.open(stdout, os.O_WRONLY) if stdout else subprocess.DEVNULL
+            stdout: str | None = None, max_lines: int = MAX_LINES, expect_ok: bool = False,
+            check_raw: bool = False) -> Outcome:
+    """One child process, classified (with ``check_raw``, its standard output and error are searched for raw
+    control characters as well)."""
+    captured = tempfile.TemporaryFile() if check_raw and not stdout else None  # noqa: SIM115 - closed below
+    out_fd = os.open(stdout, os.O_WRONLY) if stdout else captured.fileno() if captured else subprocess.DEVNULL
     try:
         with tempfile.TemporaryFile() as err:
             started = time.monotonic()
@@ -222,11 +246,18 @@ def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str,
             seconds = time.monotonic() - started
             err.seek(0)
             output = err.read().decode("utf-8", "replace")
+            printed = output
+            if captured is not None:
+                captured.seek(0)
+                printed += captured.read().decode("utf-8", "replace")
     finally:
-        if isinstance(out_fd, int) and out_fd >= 0:
+        if captured is not None:
+            captured.close()
+        elif isinstance(out_fd, int) and out_fd >= 0:
             os.close(out_fd)
+    raw = check_raw and RAW_CONTROLS.search(printed.replace("\r\n", "\n")) is not None
     return Outcome(kind, name, None if hung.is_set() else proc.returncode, output, seconds, usage.ru_maxrss / 1024,
-                   hung.is_set(), names)
+                   hung.is_set(), names, max_lines, expect_ok, raw)
 
 
 def run_case(kind: str, name: str, workdir: Path) -> list[Outcome]:
@@ -238,7 +269,8 @@ def run_case(kind: str, name: str, workdir: Path) -> list[Outcome]:
         argv = [sys.executable, "-m", "gpuwatch", *(a.replace("{d}", str(d)) for a in run.argv)]
         env = _env(workdir, tuple((k, v.replace("{d}", str(d))) for k, v in run.env))
         names = run.names.replace("{d}", str(d))
-        return [run_one(kind, name, argv, workdir, env, names, run.stdout)]
+        return [run_one(kind, name, argv, workdir, env, names, run.stdout, run.max_lines, run.expect_ok,
+                        run.check_raw)]
     if kind == "dcgm-behaviours":
         if name == "gzip-bomb":
             gzip_bomb()
@@ -294,6 +326,12 @@ class HttpDaemon:
         m = re.match(rb"HTTP/\d\.\d (\d{3})", got)
         return HttpOutcome(name, int(m.group(1)) if m else None, False, time.monotonic() - started)
 
+    def peak_rss_mib(self) -> float:
+        """The daemon's peak resident memory so far (VmHWM), read before it is stopped."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        m = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        return int(m.group(1)) / 1024 if m else 0.0
+
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -315,18 +353,22 @@ def main() -> int:
                       f"{first}")
         daemon = HttpDaemon(Path(tmp))
         http = [daemon.send(name) for name in sorted(HTTP)]
+        daemon_mib = daemon.peak_rss_mib()
         log = daemon.stop()
     for h in http:
         print(f"{h.verdict:9} {h.seconds:5.1f}s status={h.status} http/{h.name}")
     counts = {v: sum(o.verdict == v for o in outcomes) + sum(h.verdict == v for h in http)
-              for v in ("clean", "traceback", "hang", "accepted", "unclear")}
+              for v in ("clean", "traceback", "hang", "memory", "escapes", "accepted", "unclear")}
+    if daemon_mib > MEMORY_BOUND_MIB:
+        counts["memory"] += 1
     if "Traceback" in log:
         counts["traceback"] += 1
         print(log)
     print(f"runs {len(outcomes) + len(http)}, " + ", ".join(f"{k} {v}" for k, v in counts.items())
           + f"; slowest {max(o.seconds for o in outcomes):.1f} s, largest "
-          f"{max(o.max_rss_mib for o in outcomes):.0f} MiB")
-    return 0 if counts["clean"] == len(outcomes) + len(http) else 1
+          f"{max(o.max_rss_mib for o in outcomes):.0f} MiB (bound {MEMORY_BOUND_MIB:.0f} MiB = 200 MB), "
+          f"the HTTP daemon's peak {daemon_mib:.0f} MiB")
+    return 0 if counts["clean"] == len(outcomes) + len(http) and daemon_mib <= MEMORY_BOUND_MIB else 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
@@ -53,7 +54,7 @@ class KillDialog(ModalScreen[int | None]):
         single = len(self.offer) == 1
         verb = f"Send {self.offer[0].name} to" if single else "Signal"
         with Vertical():
-            yield Label(f"[b]{verb} pid {p.pid}[/b] ({p.user or 'unknown user'}) on GPU {p.gpu_index}?")
+            yield Label(f"[b]{verb} pid {p.pid}[/b] ({escape(p.user or 'unknown user')}) on GPU {p.gpu_index}?")
             yield Label(f"GPU memory {size(p.gpu_memory_bytes)}, CPU {pct(p.cpu_percent).strip()}, "
                         f"RSS {size(p.rss_bytes)}")
             yield Label((p.cmdline or p.name or "?")[:200], markup=False)
