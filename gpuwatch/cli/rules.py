@@ -15,7 +15,7 @@ from gpuwatch.alerts.export import export_prometheus
 from gpuwatch.alerts.kinds import kinds_markdown
 from gpuwatch.alerts.loader import lint
 from gpuwatch.cli.common import CliError
-from gpuwatch.data import bundled_recording
+from gpuwatch.data import bundled_recording, replay_path
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
 from gpuwatch.model.series import CATALOGUE
@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = rsub.add_parser("test", help="backtest rules over a recording: when each alert went pending/firing/resolved",
                         description="Run the rules over a recording (made by 'gpuwatch record') as fast as it "
                         "reads and print each alert's transitions with their times.")
-    t.add_argument("--replay", type=Path, metavar="TRACE",
-                   help="the recording to replay (default: the bundled H200 recording)")
+    t.add_argument("--replay", type=replay_path, metavar="TRACE",
+                   help="the recording to replay (default, or 'bundled': the bundled H200 recording)")
     t.add_argument("--json", action="store_true", help="print the transitions as NDJSON, one per line")
     t.add_argument("--rules", type=Path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
