@@ -106,13 +106,15 @@ def run_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def prometheus_rule(rule_file: str) -> str:
-    """A Prometheus rule file as a Prometheus Operator ``PrometheusRule`` (what its ServiceMonitor's Prometheus
-    picks up in a cluster), with the rule file's header comments kept."""
+def prometheus_rule(rule_file: str, name: str = "gpuwatch") -> str:
+    """A Prometheus rule file as a Prometheus Operator ``PrometheusRule`` called ``name`` (what its
+    ServiceMonitor's Prometheus picks up in a cluster), with the rule file's header comments kept."""
     header = [line for line in rule_file.splitlines() if line.startswith("#")]
-    header[0] = header[0].replace("--format prometheus", "--format kubernetes") if header else ""
+    if header:
+        header[0] = header[0].replace("--format prometheus", "--format kubernetes").replace(
+            "--recording'", "--recording --format kubernetes'")
     resource = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-                "metadata": {"name": "gpuwatch", "labels": {"app.kubernetes.io/name": "gpuwatch"}},
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "gpuwatch"}},
                 "spec": {"groups": yaml.safe_load(rule_file)["groups"]}}
     body = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True, width=10_000)
     return "\n".join(header) + "\n" + body
@@ -122,7 +124,10 @@ def run_export(args: argparse.Namespace) -> int:
     if args.recording:
         from gpuwatch.efficiency.recording_rules import RULES, rule_file
 
-        _write(rule_file(), args.output, f"wrote {len(RULES)} recording rules to {args.output}")
+        text = rule_file()
+        if args.format == "kubernetes":  # beside the alerts' PrometheusRule, under its own name
+            text = prometheus_rule(text, name="gpuwatch-efficiency")
+        _write(text, args.output, f"wrote {len(RULES)} recording rules to {args.output}")
         return 0
     export = export_prometheus(_load(args.rules))
     if args.format == "kubernetes":

@@ -35,6 +35,18 @@ def size(value: float | None) -> str:
     return f"{v:.0f}T"  # pragma: no cover - loop always returns
 
 
+def energy(joules: float | None) -> str:
+    """Energy as a meter reads it, always with its unit: ``830 Wh``, ``8.3 kWh``, ``1.2 MWh``."""
+    if joules is None:
+        return DASH
+    wh = joules / 3600
+    for unit, scale in (("Wh", 1.0), ("kWh", 1e3), ("MWh", 1e6)):
+        v = wh / scale
+        if abs(v) < 1000 or unit == "MWh":
+            return f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.1f} {unit}"
+    return f"{wh / 1e6:.1f} MWh"  # pragma: no cover - loop always returns
+
+
 def rate(value: float | None) -> str:
     """Bytes per second, decimal units as link speeds are quoted: ``1.2GB/s``."""
     if value is None:

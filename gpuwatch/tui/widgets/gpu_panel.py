@@ -13,7 +13,7 @@ from textual.widget import Widget
 
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.snapshot import GpuSample, HostSample
-from gpuwatch.tui.format import bar, level_style, num, pct, rate, size
+from gpuwatch.tui.format import bar, energy, level_style, num, pct, rate, size
 from gpuwatch.tui.widgets.lines import LinesWidget
 
 LABEL = 10
@@ -144,9 +144,11 @@ def _host_line(h: HostSample) -> Text:
 
 def _more_line(g: GpuSample) -> Text:
     text = Text("more".ljust(LABEL), style="bold")
+    # energy before the ECC counts: a line too long for the panel is cut at its end, never inside a figure
+    # and its unit
     parts = [f"mem clock {num(g.mem_clock_mhz)} MHz", f"mem ctrl {pct(g.mem_util).strip()}",
+             f"energy {energy(g.energy_j)}",
              f"ECC {num(g.ecc_corrected)}/{num(g.ecc_uncorrected)} corr/uncorr",
-             f"energy {num(None if g.energy_j is None else g.energy_j / 1e6, '.2f')} MJ",
              f"driver {g.driver_version or '?'}"]
     text.append(" · ".join(parts), style="dim")
     return text

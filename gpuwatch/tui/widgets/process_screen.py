@@ -18,7 +18,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gpuwatch.model.snapshot import ProcessSample
-from gpuwatch.tui.command import display_command
 from gpuwatch.tui.format import DASH, clock, pct, rate, size
 
 
@@ -41,7 +40,7 @@ def details(p: ProcessSample) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    table.add_row("shown as", display_command(p))
+    table.add_row("shown as", p.command_label)
     for f in dataclasses.fields(p):
         if f.name != "cmdline":
             table.add_row(f.name.replace("_", " "), _value(f.name, getattr(p, f.name)))
