@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from gpuwatch.model.snapshot import ProcessSample
+from typing import Protocol
 
 _PYTHON = re.compile(r"^(?:python|pypy)[\d.]*m?$")
 #: Interpreter options that take the next word as their value (``-X importtime``, ``-W ignore``).
@@ -34,6 +31,15 @@ class _Proc(Protocol):
     def name(self) -> str | None: ...
     @property
     def cmdline(self) -> str | None: ...
+
+
+class _Sampled(_Proc, Protocol):
+    """A GPU process (``ProcessSample``): its parent and start time tell its siblings apart."""
+
+    @property
+    def ppid(self) -> int | None: ...
+    @property
+    def create_time(self) -> float | None: ...
 
 
 def _mp_role(code: str, rest: list[str]) -> str | None:
@@ -91,7 +97,7 @@ def _script(p: _Proc) -> str:
     return words[0] if words else "-"
 
 
-def command_labels(processes: Iterable[ProcessSample], others: Iterable[_Proc] = ()) -> dict[int, str]:
+def command_labels(processes: Iterable[_Sampled], others: Iterable[_Proc] = ()) -> dict[int, str]:
     """The label of each of ``processes`` by pid; ``others`` (feeders) can name a parent. Siblings are
     numbered oldest first (``create_time``), then by pid."""
     procs = {p.pid: p for p in processes}

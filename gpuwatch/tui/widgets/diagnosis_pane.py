@@ -100,7 +100,8 @@ class DiagnosisPane(VerticalScroll):
         super().__init__(FindingsText(Text("waiting for the first diagnosis…"), classes="body"), id=id)
         self.border_title = "Diagnosis"
         self._shown: Text | None = None
-        self.vertical_scrollbar.renderer = SolidScrollBar
+        # this pane's scrollbar only (Textual's documented way; mypy refuses assigning its ClassVar on an instance)
+        setattr(self.vertical_scrollbar, "renderer", SolidScrollBar)  # noqa: B010
 
     def lines_at(self, width: int) -> int:
         """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""
