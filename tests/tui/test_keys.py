@@ -54,9 +54,14 @@ async def test_enter_shows_the_selected_process_in_full_and_escape_closes_it(rec
         console = Console(width=96, file=io.StringIO(), record=True)
         console.print(details(proc))
         text = console.export_text()
-        assert "python3 serve.py --worker 1 --gpu 0" in text and "top thread cpu percent" in text
-        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[-1].strip() for line in text.splitlines()}
-        assert rows["ppid"] == str(proc.ppid) and rows["rss bytes"] == "7.0G" and rows["create time"].endswith("UTC")
+        assert "python3 serve.py --worker 1 --gpu 0" in text
+        # grouped, in words, each figure with its unit
+        assert [g for g in ("process", "on the GPU", "on the CPU", "memory and I/O") if f"\n{g}" in text] == [
+            "process", "on the GPU", "on the CPU", "memory and I/O"], text
+        rows = {line.strip().split("  ", 1)[0]: line.strip().split("  ", 1)[-1].strip() for line in text.splitlines()}
+        assert rows["pid, parent"] == f"{proc.pid}, parent {proc.ppid}"
+        assert rows["resident host memory"] == "7.0 GiB" and rows["started"].endswith("UTC")
+        assert rows["busiest thread"] == f"{proc.top_thread_cpu_percent:.0f}%"  # no thread id in this recording
         await pilot.press("escape")
         assert not isinstance(app.screen, ProcessScreen)
 

@@ -14,11 +14,11 @@ from rich.text import Text
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.snapshot import GpuSample, Snapshot
-from gpuwatch.tui.format import DASH, num, pct, size
+from gpuwatch.tui.format import DASH, gib, num, pct
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("util", "UTIL", 5),
-           ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM", 13), ("temp", "TEMP", 5),
+           ("sm", "SM ACT", 6), ("occ", "SM OCC", 6), ("mem", "MEM GiB", 13), ("temp", "TEMP", 5),
            ("power", "POWER", 9), ("clocks", "CLOCKS", 14), ("procs", "PROCS", 5), ("alerts", "ALERTS", 6),
            ("status", "STATUS", 40))
 RIGHT = frozenset({"util", "sm", "occ", "mem", "temp", "power", "procs", "alerts"})
@@ -37,7 +37,7 @@ def gpu_cells(host: str, g: GpuSample, nprocs: int, firing: int, status: str) ->
     return (host, str(g.index), (g.name or DASH).replace("NVIDIA ", "")[:14],
             r(pct(g.gpu_util).strip(), justify="right"), r(pct(g.sm_active).strip(), justify="right"),
             r(pct(g.sm_occupancy).strip(), justify="right"),
-            r(f"{size(g.mem_used_bytes)}/{size(g.mem_total_bytes)}", justify="right"),
+            r(f"{gib(g.mem_used_bytes)}/{gib(g.mem_total_bytes)}", justify="right"),
             r(num(g.temperature_c, unit="°C"), justify="right"),
             r(f"{num(g.power_w)}/{num(g.power_limit_w)}W", justify="right"), _clocks(g), str(nprocs),
             r(str(firing), style="bold red" if firing else "dim"), status)

@@ -13,7 +13,7 @@ from textual.widget import Widget
 
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.snapshot import GpuSample, HostSample
-from gpuwatch.tui.format import bar, energy, level_style, num, pct, rate, size
+from gpuwatch.tui.format import bar, energy, gib, level_style, num, pct, rate
 from gpuwatch.tui.widgets.lines import LinesWidget
 
 LABEL = 10
@@ -90,7 +90,7 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
     if not gpu.profiling:
         head.append("  no profiling counters: GPU-Util only", style=pal.warning)
     mem_ratio = gpu.mem_used_ratio
-    mem_value = Text(f"{size(gpu.mem_used_bytes)}/{size(gpu.mem_total_bytes)} {pct(_pct(mem_ratio)).strip()}")
+    mem_value = Text(f"{gib(gpu.mem_used_bytes)}/{gib(gpu.mem_total_bytes)} GiB {pct(_pct(mem_ratio)).strip()}")
     power_frac = _frac(gpu.power_w, gpu.power_limit_w)
     power_value = f"{num(gpu.power_w)}/{num(gpu.power_limit_w)} W"
     clock_frac = _frac(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz)
@@ -137,7 +137,7 @@ def _host_line(h: HostSample) -> Text:
     text = Text("host".ljust(LABEL), style="bold")
     parts = [f"CPU {pct(h.cpu_percent).strip()}" + (f" of {h.cpu_count} cores" if h.cpu_count else ""),
              f"iowait {pct(h.iowait_percent).strip()}", f"load {num(h.load1, '.1f')}",
-             f"RAM {size(h.mem_used_bytes)}/{size(h.mem_total_bytes)}"]
+             f"RAM {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)} GiB"]
     text.append(" · ".join(parts))
     return text
 

@@ -16,7 +16,7 @@ from textual.reactive import reactive
 
 from gpuwatch.model.command import command_labels
 from gpuwatch.model.snapshot import ProcessSample
-from gpuwatch.tui.format import DASH, pct, size
+from gpuwatch.tui.format import DASH, gib, pct, size
 from gpuwatch.tui.widgets.process_tree import tree_order
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
@@ -64,11 +64,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("pid", "PID", 7, lambda p: p.pid, lambda p: str(p.pid)),
     Column("user", "USER", 8, lambda p: p.user or "", lambda p: (p.user or DASH)[:8], compact=False),
     Column("gpu", "GPU", 3, lambda p: p.gpu_index, lambda p: str(p.gpu_index)),
-    Column("gmem", "GPU MEM", 8, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(size(p.gpu_memory_bytes))),
+    Column("gmem", "GPU GiB", 8, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(gib(p.gpu_memory_bytes))),
     Column("sm", "SM%", 4, lambda p: _num(p.sm_util), lambda p: _right(pct(p.sm_util).strip())),
     Column("cpu", "CPU%", 5, lambda p: _num(p.cpu_percent), lambda p: _right(pct(p.cpu_percent).strip())),
     Column("thr", "THR%", 5, lambda p: _num(p.top_thread_cpu_percent), _thread_cell),
-    Column("rss", "RSS", 6, lambda p: _num(p.rss_bytes), lambda p: _right(size(p.rss_bytes))),
+    Column("rss", "RSS GiB", 7, lambda p: _num(p.rss_bytes), lambda p: _right(gib(p.rss_bytes))),
     Column("state", "S", 3, lambda p: p.state or "", _state_cell, compact=False),
     Column("io", "IO R/W", 11, lambda p: _num(p.io_read_bytes_s) + _num(p.io_write_bytes_s), _io_cell,
            compact=False),
