@@ -56,7 +56,8 @@ def test_history_columns_stack_eighth_blocks_from_the_bottom() -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (None, "–"), (0, "0"), (617 * 2**20, "0.60"), (1.13 * 2**30, "1.1"), (36 * 2**30, "36"), (104.2 * 2**30, "104"), (2 * 2**40, "2048"),
+    (None, "–"), (0, "0"), (617 * 2**20, "0.60"), (1.13 * 2**30, "1.1"),
+    (36 * 2**30, "36"), (104.2 * 2**30, "104"), (2 * 2**40, "2048"),
 ])
 def test_memory_is_in_gib_everywhere(value: float | None, expected: str) -> None:
     assert gib(value) == expected
