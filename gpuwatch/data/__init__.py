@@ -23,4 +23,4 @@ def replay_path(text: str) -> Path:
 
 def use_bundled_hint() -> str:
     """How to name the bundled recording on a command line, with where it is installed."""
-    return f"'--replay {BUNDLED_ALIAS}' plays the H200 recording shipped with gpuwatch ({BUNDLED_RECORDING})"
+    return f"'--replay {BUNDLED_ALIAS}' plays the H200 recording shipped with gpuwatch, {BUNDLED_RECORDING}"

@@ -45,7 +45,7 @@ def test_a_refusal_names_the_alias_and_the_installed_path(command: list[str], tm
     done = _gpuwatch(*argv, cwd=tmp_path)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "'--replay bundled' plays the H200 recording shipped with gpuwatch" in done.stderr, done.stderr
-    assert f"({BUNDLED})" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert f"gpuwatch, {BUNDLED})" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_snapshot_plays_the_bundled_recording_by_its_alias_and_says_it_is_one(tmp_path: Path) -> None:
