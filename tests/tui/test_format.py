@@ -87,3 +87,21 @@ def test_the_time_axis_spans_the_plot_from_five_minutes_ago_to_now(width: int) -
     assert len(axis) == width and axis.endswith("now")
     if width >= 20:
         assert axis.startswith("5 min ago")
+
+
+def test_the_diagnosis_scrollbar_draws_no_chart_glyphs_where_textuals_would() -> None:
+    """Beside the findings, Textual's eighth-cell thumb ends (▂, ▆) read as a piece of the history chart."""
+    from textual.scrollbar import ScrollBarRender
+
+    from gpuwatch.tui.widgets.diagnosis_pane import SolidScrollBar
+
+    def glyphs(renderer: type[ScrollBarRender]) -> set[str]:
+        drawn = set()
+        for position in range(0, 28):
+            bar = renderer.render_bar(size=10, virtual_size=37, window_size=10, position=position)
+            for seg in bar.segments:
+                drawn |= set(seg.text)
+        return drawn - {" "}
+
+    assert glyphs(ScrollBarRender)  # what the default draws at some positions
+    assert glyphs(SolidScrollBar) == set()
