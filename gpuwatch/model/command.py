@@ -71,9 +71,9 @@ def mp_role(cmdline: str | None) -> str | None:
 
 def short_command(p: _Proc) -> str:
     """The command without the interpreter's path and flags (multiprocessing's helpers by their role alone)."""
-    if not p.cmdline:
+    words = (p.cmdline or "").split()
+    if not words:
         return p.name or "-"
-    words = p.cmdline.split()
     program = words[0].rsplit("/", 1)[-1]
     if not _PYTHON.match(program):
         return " ".join([program, *words[1:]])

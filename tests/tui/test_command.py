@@ -33,6 +33,7 @@ def test_command_label(cmdline: str, ppid: int, shown: str) -> None:
 def test_without_a_command_line_the_name_or_a_dash() -> None:
     assert ProcessSample(pid=10, gpu_index=0, name="cuda-app").command_label == "cuda-app"
     assert ProcessSample(pid=10, gpu_index=0).command_label == "-"
+    assert ProcessSample(pid=10, gpu_index=0, name="cuda-app", cmdline="  ").command_label == "cuda-app"
 
 
 def _worker(pid: int, created: float, ppid: int = 554, gpu: int = 0) -> ProcessSample:
