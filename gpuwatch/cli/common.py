@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from gpuwatch.cli.paths import input_file
+from gpuwatch.cli.paths import replay_file
 from gpuwatch.config import fields
 from gpuwatch.config.fields import FieldError, sampling_interval, shown
 from gpuwatch.model.interval import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
@@ -74,8 +74,9 @@ def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = DEFA
     g = parser.add_argument_group("what to sample")
     g.add_argument("--interval", type=interval_seconds, default=interval, metavar="S",
                    help=f"seconds between samples, {MIN_INTERVAL_S:g} or more (default {interval:g})")
-    g.add_argument("--replay", type=input_file, metavar="FILE",
-                   help="play a recording made by 'gpuwatch record' instead of sampling this machine")
+    g.add_argument("--replay", type=replay_file, metavar="FILE",
+                   help="play a recording made by 'gpuwatch record' instead of sampling this machine "
+                   "('bundled': the H200 recording shipped with gpuwatch)")
     g.add_argument("--speed", type=replay_speed, default=1.0, metavar="X",
                    help="replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible")
     g.add_argument("--loop", action="store_true", help="replay the recording over and over")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwatch.cli.common import CliError
-from gpuwatch.cli.paths import input_file, output_dir
+from gpuwatch.cli.paths import input_file, output_dir, replay_file
 from gpuwatch.model import files
 from gpuwatch.model.visible import visible, visible_lines
 
@@ -58,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
            "  pcie_rx_gb_s, pcie_tx_gb_s, feed_cpu_percent, req_per_s, p50_ms, p99_ms"
     p = sub.add_parser("compare", help="two runs side by side; exit 1 on a regression (a CI gate)",
                        description=DESCRIPTION.format(keys=keys), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="*", type=input_file, metavar="RECORDING", help="BASE and NEW recordings")
-    p.add_argument("--baseline", type=input_file, metavar="FILE", help="compare a live window against this recording")
+    p.add_argument("runs", nargs="*", type=replay_file, metavar="RECORDING",
+                   help="BASE and NEW recordings ('bundled': the H200 recording shipped with gpuwatch)")
+    p.add_argument("--baseline", type=replay_file, metavar="FILE", help="compare a live window against this recording")
     p.add_argument("--connect", metavar="URL", default="http://127.0.0.1:19464",
                    help="with --baseline: the daemon whose stream is the new run (default %(default)s)")
     p.add_argument("--for", dest="duration", type=float, default=60.0, metavar="S",

@@ -28,7 +28,8 @@ Live dashboard, Prometheus exporter and alerting daemon for NVIDIA GPUs that sho
 Bare 'gpuwatch' is the dashboard and takes its flags ('gpuwatch --replay FILE'). With no NVIDIA driver
 on this machine the dashboard and 'doctor' play a bundled recording made on an H200 (labelled as a
 recording); 'snapshot', 'record' and 'daemon' say so and exit 2 unless given --replay FILE or --dcgm URL.
-'rules test' backtests over the bundled recording unless given --replay."""
+'rules test' backtests over the bundled recording unless given --replay. Wherever a recording is read,
+'--replay bundled' names the bundled one, wherever gpuwatch is installed."""
 
 
 VERBOSE = re.compile(r"-v+|--verbose")

@@ -19,6 +19,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from gpuwatch.data import BUNDLED_ALIAS, replay_path
 from gpuwatch.model import files
 from gpuwatch.model.visible import visible
 
@@ -61,6 +62,11 @@ def input_file(text: str) -> Path:
     return Path(_regular(text))
 
 
+def replay_file(text: str) -> Path:
+    """A recording to play: ``bundled`` (the recording shipped with gpuwatch), else as :func:`input_file`."""
+    return replay_path(text) if text == BUNDLED_ALIAS else input_file(text)
+
+
 def input_file_name(text: str) -> str:
     """:func:`input_file` kept as text (for options that override a config key of type text)."""
     return _regular(text)
@@ -94,9 +100,10 @@ def output_dir_name(text: str) -> str:
 
 #: Every path type, with what it must be: the test of every parser looks options up here.
 KINDS: dict[Callable[[str], object], str] = {
-    input_file: "file", input_file_name: "file", rule_path: "file-or-directory", input_dir: "directory",
+    input_file: "file", replay_file: "file", input_file_name: "file", rule_path: "file-or-directory",
+    input_dir: "directory",
     output_file: "file", output_dir: "directory", output_dir_name: "directory",
 }
 
 __all__ = ["KINDS", "input_dir", "input_file", "input_file_name", "output_dir", "output_dir_name", "output_file",
-           "rule_path"]
+           "replay_file", "rule_path"]

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.cli.common import CliError
-from gpuwatch.cli.paths import input_file
+from gpuwatch.cli.paths import input_file, replay_file
 from gpuwatch.config.model import DEFAULT_PORT
+from gpuwatch.data import use_bundled_hint
 from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.visible import visible, visible_lines
@@ -54,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--csv", action="store_true", help="print the --by breakdown (default cause) as CSV")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--connect", metavar="URL", default=None, help=f"the daemon to ask (default {DEFAULT_URL})")
-    src.add_argument("--replay", type=input_file, metavar="FILE", help="account a recording here instead")
+    src.add_argument("--replay", type=replay_file, metavar="FILE",
+                     help="account a recording here instead ('bundled': the H200 recording shipped with gpuwatch)")
     p.add_argument("--token-file", type=input_file, metavar="FILE",
                    help="bearer token, for a daemon that needs one for reads")
     p.add_argument("--no-chart", action="store_true", help="no chart even on a terminal")
@@ -95,7 +97,8 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
         raise CliError(str(exc)) from None
     except requests.RequestException as exc:
         raise CliError(f"no gpuwatch daemon answers at {url} ({type(exc).__name__}): start 'gpuwatch daemon', "
-                       f"pass --connect URL, or report on a recording with --replay FILE") from None
+                       f"pass --connect URL, or report on a recording with --replay FILE "
+                       f"({use_bundled_hint()})") from None
     if resp.status_code == 404:
         raise CliError(f"{url} has no /api/v1/efficiency: the daemon is older than this gpuwatch, or "
                        f"[efficiency] enabled = false there")

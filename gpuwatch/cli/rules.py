@@ -15,7 +15,7 @@ from gpuwatch.alerts.export import export_prometheus
 from gpuwatch.alerts.kinds import kinds_markdown
 from gpuwatch.alerts.loader import lint
 from gpuwatch.cli.common import CliError
-from gpuwatch.cli.paths import input_file, output_file, rule_path
+from gpuwatch.cli.paths import output_file, replay_file, rule_path
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.recording import RecordingError, iter_snapshots
@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = rsub.add_parser("test", help="backtest rules over a recording: when each alert went pending/firing/resolved",
                         description="Run the rules over a recording (made by 'gpuwatch record') as fast as it "
                         "reads and print each alert's transitions with their times.")
-    t.add_argument("--replay", type=input_file, metavar="TRACE",
-                   help="the recording to replay (default: the bundled H200 recording)")
+    t.add_argument("--replay", type=replay_file, metavar="TRACE",
+                   help="the recording to replay (default, or 'bundled': the bundled H200 recording)")
     t.add_argument("--json", action="store_true", help="print the transitions as NDJSON, one per line")
     t.add_argument("--rules", type=rule_path, action="append", metavar="PATH",
                    help=f"rule file or directory; repeatable (default {DEFAULT_DIR})")
@@ -109,13 +109,15 @@ def run_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def prometheus_rule(rule_file: str) -> str:
-    """A Prometheus rule file as a Prometheus Operator ``PrometheusRule`` (what its ServiceMonitor's Prometheus
-    picks up in a cluster), with the rule file's header comments kept."""
+def prometheus_rule(rule_file: str, name: str = "gpuwatch") -> str:
+    """A Prometheus rule file as a Prometheus Operator ``PrometheusRule`` called ``name`` (what its
+    ServiceMonitor's Prometheus picks up in a cluster), with the rule file's header comments kept."""
     header = [line for line in rule_file.splitlines() if line.startswith("#")]
-    header[0] = header[0].replace("--format prometheus", "--format kubernetes") if header else ""
+    if header:
+        header[0] = header[0].replace("--format prometheus", "--format kubernetes").replace(
+            "--recording'", "--recording --format kubernetes'")
     resource = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-                "metadata": {"name": "gpuwatch", "labels": {"app.kubernetes.io/name": "gpuwatch"}},
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "gpuwatch"}},
                 "spec": {"groups": yaml.safe_load(rule_file)["groups"]}}
     body = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True, width=10_000)
     return "\n".join(header) + "\n" + body
@@ -125,7 +127,10 @@ def run_export(args: argparse.Namespace) -> int:
     if args.recording:
         from gpuwatch.efficiency.recording_rules import RULES, rule_file
 
-        _write(rule_file(), args.output, f"wrote {len(RULES)} recording rules to {args.output}")
+        text = rule_file()
+        if args.format == "kubernetes":  # beside the alerts' PrometheusRule, under its own name
+            text = prometheus_rule(text, name="gpuwatch-efficiency")
+        _write(text, args.output, f"wrote {len(RULES)} recording rules to {args.output}")
         return 0
     export = export_prometheus(_load(args.rules))
     if args.format == "kubernetes":

@@ -11,6 +11,7 @@ from rich.text import Text
 from gpuwatch.model.clock_events import ordered
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.model.visible import visible, visible_fields
+from gpuwatch.tui.format import gib
 
 
 def _pct(v: float | None) -> str:
@@ -24,7 +25,8 @@ def _of(value: float | None, limit: float | None) -> str:
 
 
 def _gib(v: int | None) -> str:
-    return "-" if v is None else f"{v / 2**30:.1f}"
+    """Memory in GiB, as the dashboard gives it (``tui.format.gib``)."""
+    return "-" if v is None else gib(v)
 
 
 def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> str:
@@ -58,14 +60,13 @@ def render_snapshot(snap: Snapshot, description: str = "", width: int = 140) -> 
         if problems:
             console.print(f"GPU {g.index} health: {' · '.join(problems)}")
     pt = Table(box=None, pad_edge=False)
-    for col in ("PID", "GPU", "user", "GPU MiB", "SM", "CPU", "top thr", "RSS MiB", "S", "command"):
+    for col in ("PID", "GPU", "user", "GPU GiB", "SM", "CPU", "top thr", "RSS GiB", "S", "command"):
         pt.add_column(col, justify="left" if col in ("user", "command", "S") else "right")
+    labels = snap.command_labels()  # the dashboard's COMMAND, workers named by parent and place
     for p in snap.processes:
-        pt.add_row(str(p.pid), str(p.gpu_index), Text(p.user or "-"),
-                   "-" if p.gpu_memory_bytes is None else f"{p.gpu_memory_bytes / 2**20:.0f}",
+        pt.add_row(str(p.pid), str(p.gpu_index), Text(p.user or "-"), _gib(p.gpu_memory_bytes),
                    _pct(p.sm_util), _pct(p.cpu_percent), _pct(p.top_thread_cpu_percent),
-                   "-" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.0f}", Text(p.state or "-"),
-                   Text((p.cmdline or p.name or "-")[:60]))
+                   _gib(p.rss_bytes), Text(p.state or "-"), Text(labels.get(p.pid, p.command_label)[:60]))
     if snap.processes:
         console.print(pt)
     else:

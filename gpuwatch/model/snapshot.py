@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuwatch.model.clock_events import decode
+from gpuwatch.model.command import command_labels
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.stacks import StackSample
@@ -234,6 +235,12 @@ class ProcessSample:
             return self.name
         return self.cmdline.split()[0].rsplit("/", 1)[-1] if self.cmdline and self.cmdline.split() else ""
 
+    @property
+    def command_label(self) -> str:
+        """What tells this process apart (``model.command``), seen alone; :meth:`Snapshot.command_labels`
+        also names a multiprocessing worker by its parent's script and its place among its siblings."""
+        return command_labels([self])[self.pid]
+
     def identity_labels(self, hostname: str) -> dict[str, str]:
         """:data:`PROCESS_LABELS` with this process's values."""
         return {"pid": str(self.pid), "gpu": str(self.gpu_index), "user": self.user or "",
@@ -303,6 +310,10 @@ class Snapshot:
             if g.index == index:
                 return g
         return None
+
+    def command_labels(self) -> dict[int, str]:
+        """Each process's label by pid (``model.command``): the one every view shows."""
+        return command_labels(self.processes, self.feeders)
 
     def processes_on(self, gpu_index: int) -> tuple[ProcessSample, ...]:
         return tuple(p for p in self.processes if p.gpu_index == gpu_index)

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwatch.data import bundled_recording
+from gpuwatch.data import bundled_recording, use_bundled_hint
 from gpuwatch.model.interval import DEFAULT_INTERVAL_S
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sampler.sampler import Producer, Sampler
@@ -119,9 +119,10 @@ def _open_producer(opts: SamplingOptions) -> tuple[Producer, str, bool]:
         return (LiveCollector([HostSource()]),
                 "live via host only (no NVIDIA driver: GPU columns stay empty)", False)
     if opts.allow_bundled and bundled_recording().exists():
-        log.warning("%s; playing the bundled H200 recording", reason)
+        # said by the description every command prints ("recording (no NVIDIA driver here): ..."), not a log line
+        log.info("%s; playing the bundled H200 recording", reason)
         rp = ReplayProducer(bundled_recording(), speed=opts.speed, loop=opts.loop_bundled)
         return rp, f"recording (no NVIDIA driver here): {bundled_recording().name}", True
     raise NoGpuError(f"{reason}. Run it on a machine with an NVIDIA driver, point it at a dcgm-exporter "
                      f"with --dcgm URL, or play a recording with --replay FILE "
-                     f"(the bundled one: {bundled_recording()})")
+                     f"({use_bundled_hint()})")

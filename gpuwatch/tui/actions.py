@@ -134,7 +134,7 @@ class DashboardScreen(DashboardView):
         if proc is None:
             self.notify("no process selected", severity="warning", timeout=3)
             return
-        self.app.push_screen(ProcessScreen(proc))
+        self.app.push_screen(ProcessScreen(proc, self.query_one(ProcessTable).label(proc)))
 
     def action_kill(self) -> None:
         self._confirm_signal((signal.SIGTERM, signal.SIGKILL))

@@ -35,6 +35,34 @@ def size(value: float | None) -> str:
     return f"{v:.0f}T"  # pragma: no cover - loop always returns
 
 
+def energy(joules: float | None) -> str:
+    """Energy as a meter reads it, always with its unit: ``830 Wh``, ``8.3 kWh``, ``1.2 MWh``."""
+    if joules is None:
+        return DASH
+    wh = joules / 3600
+    for unit, scale in (("Wh", 1.0), ("kWh", 1e3), ("MWh", 1e6)):
+        v = wh / scale
+        if abs(v) < 1000 or unit == "MWh":
+            return f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.1f} {unit}"
+    return f"{wh / 1e6:.1f} MWh"  # pragma: no cover - loop always returns
+
+
+def gib(value: float | None) -> str:
+    """Memory in GiB, the one unit every view (and the doctor) gives memory in, the unit said once beside
+    it (a column header, ``105/140 GiB``): two or three significant digits, ``105``, ``36``, ``1.1``, ``0.60``."""
+    if value is None:
+        return DASH
+    v = float(value) / 2**30
+    if v == 0:
+        return "0"
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
+
+
+def memory(value: float | None) -> str:
+    """``1.1 GiB``: :func:`gib` with its unit, or a dash."""
+    return DASH if value is None else f"{gib(value)} GiB"
+
+
 def rate(value: float | None) -> str:
     """Bytes per second, decimal units as link speeds are quoted: ``1.2GB/s``."""
     if value is None:

@@ -78,6 +78,7 @@ class DashboardView(Screen[None]):
         self.selected_source: str | None = None
         self.rendered = 0
         self._banner = ""
+        self._banner_description = ""
         self.layout_plan: Plan | None = None
         #: ``time.monotonic()`` since when the findings have needed fewer rows than their pane has (None: not).
         self._shrinking_since: float | None = None
@@ -123,6 +124,8 @@ class DashboardView(Screen[None]):
         self.set_class(height < 36, "-short")
         self.set_class(height >= 45, "-tall")
         self.query_one(ProcessTable).fit(width)
+        if self._banner_description:
+            self._show_banner(self._banner_description)
         self._render_selected()
         self._relayout()
 
@@ -213,11 +216,12 @@ class DashboardView(Screen[None]):
             self.query_one(GpuPanel).show(gpu, snap.host, snap.time)
             if state.history is not None and self.selected_gpu is not None:
                 self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
-            self.query_one(ProcessTable).show(snap.processes)
+            self.query_one(ProcessTable).show(snap.processes, snap.command_labels())
             self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
 
     def _show_banner(self, description: str) -> None:
-        text = banner_text(description)
+        self._banner_description = description
+        text = banner_text(description, self.app.size.width - 2)  # the banner's padding: one cell a side
         if text != self._banner:
             self._banner = text
             banner = self.query_one("#banner", Static)

@@ -11,9 +11,10 @@ from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.tui.format import clock
 
 
-def banner_text(description: str) -> str:
+def banner_text(description: str, width: int | None = None) -> str:
     """``recording (no NVIDIA driver here): h200-incident.ndjson.gz`` ->
-    ``RECORDING: h200-incident.ndjson.gz (no NVIDIA driver here) — replayed, not live``."""
+    ``RECORDING: h200-incident.ndjson.gz (no NVIDIA driver here) — replayed, not live``. Narrower than
+    ``width`` cells: the note goes, then the file's name; "RECORDING" and "replayed, not live" always stay."""
     rest = description
     note = ""
     if rest.lower().startswith("recording"):
@@ -25,7 +26,11 @@ def banner_text(description: str) -> str:
             note = f" (made{rest.split(':', 1)[0]})"
             rest = rest.split(":", 1)[1]
     name = rest.lstrip(" :").strip()
-    return f"RECORDING: {name}{note} — replayed, not live"
+    tail = " — replayed, not live"
+    for text in (f"RECORDING: {name}{note}{tail}", f"RECORDING: {name}{tail}", f"RECORDING{tail}"):
+        if width is None or len(text) <= width:
+            return text
+    return f"RECORDING{tail}"
 
 
 def kill_refusal(mode: str, description: str) -> str | None:

@@ -33,11 +33,14 @@ def overlay(name: str) -> tuple[dict[str, Any], ...]:
 
 
 def by_kind(docs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """kind -> object (each overlay has one object of each kind)."""
+    """kind -> object (each overlay has one of each kind), but for the efficiency recording rules'
+    PrometheusRule: ``PrometheusRule/gpuwatch-efficiency``."""
     out: dict[str, dict[str, Any]] = {}
     for doc in docs:
-        assert doc["kind"] not in out, f"two {doc['kind']} objects"
-        out[doc["kind"]] = doc
+        name = doc["metadata"]["name"]
+        key = f"{doc['kind']}/{name}" if name == "gpuwatch-efficiency" else doc["kind"]
+        assert key not in out, f"two {key} objects"
+        out[key] = doc
     return out
 
 

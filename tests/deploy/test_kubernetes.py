@@ -139,12 +139,14 @@ def test_the_namespace_enforces_a_level_that_admits_the_pod(name: str) -> None:
 
 
 def test_what_baseline_rejects_in_the_full_pod_and_the_restricted_pod_passes() -> None:
-    """The full pod needs a "privileged" namespace: baseline rejects exactly hostPID and the kubelet socket's
-    hostPath (the README says so); the restricted overlay passes "restricted", and enforces it."""
+    """The full pod needs a "privileged" namespace: baseline rejects exactly hostPID and the hostPaths of the
+    kubelet's socket and of the state on the node (the README says so); the restricted overlay passes
+    "restricted", and enforces it."""
     full = by_kind(overlay("plain"))
     assert full["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pod = full["DaemonSet"]["spec"]["template"]["spec"]
-    assert violations(pod, "baseline") == ["host namespaces (hostPID=true)", "hostPath volumes (pod-resources)"]
+    assert violations(pod, "baseline") == ["host namespaces (hostPID=true)", "hostPath volumes (state)",
+                                           "hostPath volumes (pod-resources)"]
     assert "runAsUser=0 (gpuwatch)" in violations(pod, "restricted")
     restricted = by_kind(overlay("restricted"))
     assert restricted["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -200,6 +202,12 @@ def test_the_pieces_fit_together(name: str, tmp_path: Path) -> None:
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert config.daemon.state_dir in mounts
     assert any(config.daemon.token_file.startswith(m + "/") for m in mounts)  # type: ignore[union-attr]
+    # the state outlives the pod on the node where the pod may use a hostPath; the restricted pod may not
+    state = volumes["state"]
+    if name == "restricted":
+        assert state.get("emptyDir") == {} and "hostPath" not in state
+    else:
+        assert state["hostPath"] == {"path": config.daemon.state_dir, "type": "DirectoryOrCreate"}
     socket_mounted = any(config.sources.kubelet_socket.startswith(m + "/") for m in mounts)
     # the full pod has the kubelet's socket and the host's processes; the restricted one neither
     assert socket_mounted is (name != "restricted")

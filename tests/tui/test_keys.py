@@ -3,6 +3,7 @@ columns, ←/→ scroll a long command; and the view state is the app's, bound t
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from conftest import live_app, replay_app
 from rich.console import Console
 from test_kill import select_pid, wait_exit
 
-from gpuwatch.tui.command import display_command
+from gpuwatch.model.recording import RecordingWriter, load, read_header
 from gpuwatch.tui.widgets.help_screen import HelpScreen
 from gpuwatch.tui.widgets.kill_dialog import KillDialog
 from gpuwatch.tui.widgets.lines import TextLine
@@ -53,9 +54,14 @@ async def test_enter_shows_the_selected_process_in_full_and_escape_closes_it(rec
         console = Console(width=96, file=io.StringIO(), record=True)
         console.print(details(proc))
         text = console.export_text()
-        assert "python3 serve.py --worker 1 --gpu 0" in text and "top thread cpu percent" in text
-        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[-1].strip() for line in text.splitlines()}
-        assert rows["ppid"] == str(proc.ppid) and rows["rss bytes"] == "7.0G" and rows["create time"].endswith("UTC")
+        assert "python3 serve.py --worker 1 --gpu 0" in text
+        # grouped, in words, each figure with its unit
+        assert [g for g in ("process", "on the GPU", "on the CPU", "memory and I/O") if f"\n{g}" in text] == [
+            "process", "on the GPU", "on the CPU", "memory and I/O"], text
+        rows = {line.strip().split("  ", 1)[0]: line.strip().split("  ", 1)[-1].strip() for line in text.splitlines()}
+        assert rows["pid, parent"] == f"{proc.pid}, parent {proc.ppid}"
+        assert rows["resident host memory"] == "7.0 GiB" and rows["started"].endswith("UTC")
+        assert rows["busiest thread"] == f"{proc.top_thread_cpu_percent:.0f}%"  # no thread id in this recording
         await pilot.press("escape")
         assert not isinstance(app.screen, ProcessScreen)
 
@@ -116,12 +122,24 @@ async def test_the_view_is_the_apps_state_bound_to_the_table_and_the_status_line
         assert table.labels["cpu"] == "CPU%▲"
 
 
-async def test_left_and_right_scroll_a_long_command(bundled: Path) -> None:
-    app = replay_app(bundled, 130)
+def _long_commands(bundled: Path, out: Path) -> Path:
+    """The bundled recording's first 140 s with its two processes started by long command lines that
+    differ only at the end (two replicas of one launcher)."""
+    header = read_header(bundled)
+    with RecordingWriter(out, header) as w:
+        for snap in load(bundled)[:140]:
+            w.write(dataclasses.replace(snap, processes=tuple(
+                dataclasses.replace(p, cmdline=f"/opt/venv/bin/python3 /srv/app/serve.py --model /models/llama "
+                                               f"--max-batch 64 --replica {p.pid}") for p in snap.processes)))
+    return out
+
+
+async def test_left_and_right_scroll_a_long_command(bundled: Path, tmp_path: Path) -> None:
+    app = replay_app(_long_commands(bundled, tmp_path / "long.ndjson.gz"), 130)
     async with app.run_test(size=(80, 24)) as pilot:
         table = app.query_one(ProcessTable)
-        before = str(table.cells[table.keys[0]][-1])  # cut in the middle: the two workers differ at the end
-        whole = display_command(table.samples[table.keys[0]])
+        before = str(table.cells[table.keys[0]][-1])  # cut in the middle: the two replicas differ at the end
+        whole = table.label(table.samples[table.keys[0]])
         await pilot.press("right", "right")
         after = str(table.cells[table.keys[0]][-1])
         assert table.cmd_offset == 16 and after == whole[16:] and table.labels["cmd"].endswith("◀+16")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.scrollbar import ScrollBarRender
 from textual.widget import Widget
 
 from gpuwatch.doctor.groups import group_findings
@@ -82,15 +83,25 @@ class FindingsText(LinesWidget):
         self._wrap()
 
 
+class SolidScrollBar(ScrollBarRender):
+    """A thumb of whole cells drawn by colour alone: Textual's eighth-cell ends (▂, ▆) beside the findings
+    read as a piece of a chart, and a terminal without colour (or a screen capture) shows nothing else."""
+
+    VERTICAL_BARS = [" "] * 8
+
+
 class DiagnosisPane(VerticalScroll):
     """Scrollable findings; redraws only the cells that change."""
 
-    DEFAULT_CSS = "DiagnosisPane { height: 1fr; } DiagnosisPane > FindingsText { width: 100%; }"
+    DEFAULT_CSS = ("DiagnosisPane { height: 1fr; scrollbar-size-vertical: 1; } "
+                   "DiagnosisPane > FindingsText { width: 100%; }")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(FindingsText(Text("waiting for the first diagnosis…"), classes="body"), id=id)
         self.border_title = "Diagnosis"
         self._shown: Text | None = None
+        # this pane's scrollbar only (Textual's documented way; mypy refuses assigning its ClassVar on an instance)
+        setattr(self.vertical_scrollbar, "renderer", SolidScrollBar)  # noqa: B010
 
     def lines_at(self, width: int) -> int:
         """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""

@@ -15,12 +15,12 @@ from gpuwatch.model.alert import Alert
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.snapshot import GpuSample, Snapshot
-from gpuwatch.tui.format import DASH, num, pct, size
+from gpuwatch.tui.format import DASH, gib, num, pct
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 #: Columns of catalogue metrics go by their keys in the catalogue (``model/metrics.py``).
 COLUMNS = (("host", "HOST", 24), ("gpu", "GPU", 3), ("name", "NAME", 14), ("gpu.util", "UTIL", 5),
-           ("gpu.sm_active", "SM ACT", 6), ("gpu.sm_occupancy", "SM OCC", 6), ("gpu.mem_used_bytes", "MEM", 13),
+           ("gpu.sm_active", "SM ACT", 6), ("gpu.sm_occupancy", "SM OCC", 6), ("gpu.mem_used_bytes", "MEM GiB", 13),
            ("gpu.temperature_c", "TEMP", 5), ("gpu.power_w", "POWER", 9), ("clocks", "CLOCKS", 14),
            ("procs", "PROCS", 5), ("alerts", "ALERTS", 6), ("status", "STATUS", 40))
 TEMP = METRICS["gpu.temperature_c"]
@@ -41,7 +41,7 @@ def gpu_cells(host: str, g: GpuSample, nprocs: int, firing: int, status: str) ->
     return (host, str(g.index), (g.name or DASH).replace("NVIDIA ", "")[:14],
             r(pct(g.gpu_util).strip(), justify="right"), r(pct(g.sm_active).strip(), justify="right"),
             r(pct(g.sm_occupancy).strip(), justify="right"),
-            r(f"{size(g.mem_used_bytes)}/{size(g.mem_total_bytes)}", justify="right"),
+            r(f"{gib(g.mem_used_bytes)}/{gib(g.mem_total_bytes)}", justify="right"),
             r(TEMP.text(g.temperature_c), justify="right"),
             r(f"{num(g.power_w)}/{num(g.power_limit_w)}W", justify="right"), _clocks(g), str(nprocs),
             r(str(firing), style="bold red" if firing else "dim"), status)

@@ -14,7 +14,7 @@ from textual.widget import Widget
 from gpuwatch.model.clock_events import SEVERE_REASONS, THROTTLE_REASONS, ordered
 from gpuwatch.model.metrics import METRICS, MetricSpec, read_metric
 from gpuwatch.model.snapshot import GpuSample, HostSample
-from gpuwatch.tui.format import bar, num, pct, rate, size
+from gpuwatch.tui.format import bar, energy, gib, num, pct, rate
 from gpuwatch.tui.widgets.lines import LinesWidget
 
 LABEL = 10
@@ -105,7 +105,7 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
     head.append(f"  {gpu.pci_bus_id or ''}", style="dim")
     if not gpu.profiling:
         head.append("  no profiling counters: GPU-Util only", style=pal.warning)
-    mem_value = Text(f"{size(gpu.mem_used_bytes)}/{size(gpu.mem_total_bytes)} "
+    mem_value = Text(f"{gib(gpu.mem_used_bytes)}/{gib(gpu.mem_total_bytes)} GiB "
                      f"{pct(read_metric(MEM.key, gpu)).strip()}")
     power_value = f"{num(gpu.power_w)}/{num(gpu.power_limit_w)} W"
     clock_value = f"{num(gpu.sm_clock_mhz)}/{num(gpu.sm_clock_max_mhz)} MHz"
@@ -149,16 +149,18 @@ def _host_line(h: HostSample) -> Text:
     text = Text("host".ljust(LABEL), style="bold")
     parts = [f"CPU {pct(h.cpu_percent).strip()}" + (f" of {h.cpu_count} cores" if h.cpu_count else ""),
              f"iowait {pct(h.iowait_percent).strip()}", f"load {num(h.load1, '.1f')}",
-             f"RAM {size(h.mem_used_bytes)}/{size(h.mem_total_bytes)}"]
+             f"RAM {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)} GiB"]
     text.append(" · ".join(parts))
     return text
 
 
 def _more_line(g: GpuSample) -> Text:
     text = Text("more".ljust(LABEL), style="bold")
+    # energy before the ECC counts: a line too long for the panel is cut at its end, never inside a figure
+    # and its unit
     parts = [f"mem clock {num(g.mem_clock_mhz)} MHz", f"mem ctrl {pct(g.mem_util).strip()}",
+             f"energy {energy(g.energy_j)}",
              f"ECC {num(g.ecc_corrected)}/{num(g.ecc_uncorrected)} corr/uncorr",
-             f"energy {num(None if g.energy_j is None else g.energy_j / 1e6, '.2f')} MJ",
              f"driver {g.driver_version or '?'}"]
     text.append(" · ".join(parts), style="dim")
     return text

@@ -9,7 +9,7 @@ not at every tick (a window ending "now" moved every slice's bounds each tick an
 The legend above them says what it gives and gives it: the mean of every sample of the last five minutes
 up to this tick ("mean of last 5 min"; over a shorter history, "mean of last 31 s"), recomputed each tick
 (one line: only its changed cells are written). The GPU panel beside the plot has this second's values.
-Nothing is computed while the plot is hidden.
+A time axis under the bars says how far back they reach. Nothing is computed while the plot is hidden.
 """
 
 from __future__ import annotations
@@ -62,6 +62,22 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
         chars = "".join(VBLOCKS[min(8, max(0, lv - floor))] for lv in levels)
         rows.append(Text(chars, style=style, no_wrap=True))
     return rows
+
+
+def time_axis(width: int) -> str:
+    """The line under ``width`` columns of bars: ``5 min ago`` under the oldest, ``now`` under the newest,
+    and the middle marked where there is room (``2.5 min``)."""
+    left, right = f"{WINDOW_S / 60:g} min ago", "now"
+    middle = f"{WINDOW_S / 120:g} min"
+    line = [" "] * width
+    if width < len(left) + len(right) + 1:
+        return "".join(line[:max(0, width - len(right))]) + right[:width]
+    line[:len(left)] = left
+    line[width - len(right):] = right
+    at = width // 2 - len(middle) // 2
+    if at > len(left) + 1 and at + len(middle) < width - len(right) - 1:
+        line[at:at + len(middle)] = middle
+    return "".join(line)
 
 
 #: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns.
@@ -178,7 +194,7 @@ class HistoryPlot(LinesWidget):
     def _compute(self, start: float, end: float) -> list[Text]:
         """The plot's rows, for the complete columns between ``start`` and ``end``."""
         width = self._plot_width()
-        rows_left = max(3, self.size.height) - 1
+        rows_left = max(4, self.size.height) - 2  # the legend above, the time axis below
         mem_h = max(1, rows_left // 3)
         util_h = max(1, (rows_left - mem_h) // 2)
         sm_h = max(1, rows_left - mem_h - util_h)
@@ -191,4 +207,5 @@ class HistoryPlot(LinesWidget):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
                 gutter.append_text(row)
                 lines.append(gutter)
+        lines.append(Text(" " * 6 + time_axis(width), style="dim", no_wrap=True))
         return lines

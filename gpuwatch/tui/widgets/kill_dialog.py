@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from gpuwatch.model.snapshot import ProcessSample
-from gpuwatch.tui.format import pct, size
+from gpuwatch.tui.format import memory, pct
 
 #: What each signal does to a GPU process, in the words the dialog uses.
 MEANING = {signal.SIGTERM: "asks it to exit cleanly", signal.SIGKILL: "ends it at once (GPU memory is freed)",
@@ -55,8 +55,8 @@ class KillDialog(ModalScreen[int | None]):
         verb = f"Send {self.offer[0].name} to" if single else "Signal"
         with Vertical():
             yield Label(f"[b]{verb} pid {p.pid}[/b] ({escape(p.user or 'unknown user')}) on GPU {p.gpu_index}?")
-            yield Label(f"GPU memory {size(p.gpu_memory_bytes)}, CPU {pct(p.cpu_percent).strip()}, "
-                        f"RSS {size(p.rss_bytes)}")
+            yield Label(f"GPU memory {memory(p.gpu_memory_bytes)}, CPU {pct(p.cpu_percent).strip()}, "
+                        f"RSS {memory(p.rss_bytes)}")
             yield Label((p.cmdline or p.name or "?")[:200], markup=False)
             yield Label("[dim]" + "; ".join(f"{s.name} {MEANING[s]}" for s in self.offer) + ".[/dim]")
             with Horizontal():

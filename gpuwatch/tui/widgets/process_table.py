@@ -6,7 +6,7 @@ So rows are keyed by ``pid:gpu`` in a :class:`RowTable`, which repaints only the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -14,9 +14,9 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
+from gpuwatch.model.command import command_labels
 from gpuwatch.model.snapshot import ProcessSample
-from gpuwatch.tui.command import display_command
-from gpuwatch.tui.format import DASH, pct, size
+from gpuwatch.tui.format import DASH, gib, pct, size
 from gpuwatch.tui.widgets.process_tree import tree_order
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
@@ -64,17 +64,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("pid", "PID", 7, lambda p: p.pid, lambda p: str(p.pid)),
     Column("user", "USER", 8, lambda p: p.user or "", lambda p: (p.user or DASH)[:8], compact=False),
     Column("gpu", "GPU", 3, lambda p: p.gpu_index, lambda p: str(p.gpu_index)),
-    Column("gmem", "GPU MEM", 8, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(size(p.gpu_memory_bytes))),
+    Column("gmem", "GPU GiB", 8, lambda p: _num(p.gpu_memory_bytes), lambda p: _right(gib(p.gpu_memory_bytes))),
     Column("sm", "SM%", 4, lambda p: _num(p.sm_util), lambda p: _right(pct(p.sm_util).strip())),
     Column("cpu", "CPU%", 5, lambda p: _num(p.cpu_percent), lambda p: _right(pct(p.cpu_percent).strip())),
     Column("thr", "THR%", 5, lambda p: _num(p.top_thread_cpu_percent), _thread_cell),
-    Column("rss", "RSS", 6, lambda p: _num(p.rss_bytes), lambda p: _right(size(p.rss_bytes))),
+    Column("rss", "RSS GiB", 7, lambda p: _num(p.rss_bytes), lambda p: _right(gib(p.rss_bytes))),
     Column("state", "S", 3, lambda p: p.state or "", _state_cell, compact=False),
     Column("io", "IO R/W", 11, lambda p: _num(p.io_read_bytes_s) + _num(p.io_write_bytes_s), _io_cell,
            compact=False),
     # Shown only when some process runs in a Kubernetes pod (the kubelet source names it).
     Column("pod", "POD", 24, lambda p: _pod(p).lower(), lambda p: (_pod(p) or DASH)[:24], compact=False),
-    Column("cmd", "COMMAND", 20, lambda p: display_command(p).lower(), display_command),
+    # The table's own labels (``Snapshot.command_labels``: workers named by parent and place) replace these.
+    Column("cmd", "COMMAND", 20, lambda p: p.command_label.lower(), lambda p: p.command_label),
 )
 SORTABLE = tuple(c.key for c in COLUMNS)
 LEFT = frozenset({"pid", "user", "gpu", "state", "pod", "cmd"})
@@ -88,13 +89,15 @@ def row_key(p: ProcessSample) -> str:
     return f"{p.pid}:{p.gpu_index}"
 
 
-def matches(p: ProcessSample, needle: str) -> bool:
-    """The filter: a case-insensitive substring of pid, user, name, command line or namespace/pod/container."""
+def matches(p: ProcessSample, needle: str, label: str | None = None) -> bool:
+    """The filter: a case-insensitive substring of pid, user, name, command line, its label (``label``, else
+    the process's own) or namespace/pod/container."""
     if not needle:
         return True
     needle = needle.lower()
-    return any(needle in (s or "").lower()
-               for s in (str(p.pid), p.user, p.name, p.cmdline, display_command(p), _pod(p), p.container))
+    return any(needle in (s or "").lower() for s in (str(p.pid), p.user, p.name, p.cmdline,
+                                                     label if label is not None else p.command_label, _pod(p),
+                                                     p.container))
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class ProcessTable(RowTable):
         self.columns_shown: tuple[Column, ...] = ()
         self.samples: dict[str, ProcessSample] = {}
         self._all: Sequence[ProcessSample] = ()
+        self._labels: dict[int, str] = {}
         self._width = 0
         self._pods = False
         self._longest_cmd = 0
@@ -148,16 +152,16 @@ class ProcessTable(RowTable):
     # -- the view: any change re-shows ----------------------------------------------------------------
     def watch_sort(self) -> None:
         self.relabel()
-        self.show(self._all)
+        self.show(self._all, self._labels)
 
     def watch_filter_text(self) -> None:
-        self.show(self._all)
+        self.show(self._all, self._labels)
 
     def watch_tree_view(self) -> None:
-        self.show(self._all)
+        self.show(self._all, self._labels)
 
     def watch_gpu_filter(self) -> None:
-        self.show(self._all)
+        self.show(self._all, self._labels)
 
     # -- columns -------------------------------------------------------------------------------------
     def fit(self, width: int) -> None:
@@ -172,7 +176,7 @@ class ProcessTable(RowTable):
         self.columns_shown = shown
         self.set_columns([Col(c.key, c.label, c.width, c.key not in LEFT) for c in shown])
         self.relabel()
-        self.show(self._all)
+        self.show(self._all, self._labels)
 
     @property
     def column_keys(self) -> list[str]:
@@ -193,12 +197,14 @@ class ProcessTable(RowTable):
         if offset != self.cmd_offset:
             self.cmd_offset = offset
             self.relabel()
-            self.show(self._all)
+            self.show(self._all, self._labels)
 
     # -- rows ----------------------------------------------------------------------------------------
-    def show(self, processes: Sequence[ProcessSample]) -> None:
-        """Bring the table to ``processes``; rows whose cells did not change are not repainted."""
+    def show(self, processes: Sequence[ProcessSample], labels: Mapping[int, str] | None = None) -> None:
+        """Bring the table to ``processes`` (``labels``: their COMMAND by pid, ``Snapshot.command_labels``);
+        rows whose cells did not change are not repainted."""
         self._all = processes
+        self._labels = dict(labels) if labels is not None else command_labels(processes)
         pods = any(p.pod for p in processes)
         if pods != self._pods and self._width:
             self._pods = pods
@@ -206,9 +212,13 @@ class ProcessTable(RowTable):
         if not self.columns_shown:
             return
         wanted = [p for p in processes
-                  if (self.gpu_filter is None or p.gpu_index == self.gpu_filter) and matches(p, self.filter_text)]
+                  if (self.gpu_filter is None or p.gpu_index == self.gpu_filter)
+                  and matches(p, self.filter_text, self.label(p))]
         spec = next(c for c in COLUMNS if c.key == self.sort.key)
-        wanted.sort(key=lambda p: (spec.sort_value(p), p.pid), reverse=self.sort.reverse)
+        if spec.key == "cmd":
+            wanted.sort(key=lambda p: (self.label(p).lower(), p.pid), reverse=self.sort.reverse)
+        else:
+            wanted.sort(key=lambda p: (spec.sort_value(p), p.pid), reverse=self.sort.reverse)
         depth: dict[str, str] = {}
         if self.tree_view:
             wanted, depth = tree_order(wanted, row_key)
@@ -243,11 +253,14 @@ class ProcessTable(RowTable):
                 out[k] = (*cells[k][:at], middle, *cells[k][at + 1:])
         return out
 
+    def label(self, p: ProcessSample) -> str:
+        """``p``'s COMMAND: the snapshot's label for it, which tells apart workers of one parent."""
+        return self._labels.get(p.pid) or p.command_label
+
     def _cell(self, c: Column, p: ProcessSample, prefix: str) -> str | Text:
-        value = c.cell(p)
         if c.key == "cmd":
-            return (prefix + str(value))[self.cmd_offset:]
-        return value
+            return (prefix + self.label(p))[self.cmd_offset:]
+        return c.cell(p)
 
     def selected(self) -> ProcessSample | None:
         key = self.cursor_key()
