@@ -1,0 +1,183 @@
+"""Stacks of the processes on under-used GPUs, sampled in the background at a bounded rate and cost.
+
+The collector offers each tick's GPUs and processes (:meth:`StackSource.offer`) and takes the windows that
+have finished since (:meth:`StackSource.take`); both return at once. A worker thread of its own runs
+``py-spy record`` on the chosen processes for WINDOW_S seconds at RATE_HZ (one start-up per window, so a
+torch process's native symbols are loaded once per window, not once per sample), at most MAX_CONCURRENT
+processes at a time and each process at most once every ``every_s`` seconds, and only while its GPU is
+under-used: a busy GPU needs no explanation. Where py-spy is missing or ptrace is refused the source says so
+once (its SourceStatus, and one log line), and everything else carries on from /proc.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwatch.model.snapshot import GpuSample, ProcessSample, SourceStatus
+from gpuwatch.model.stacks import StackSample
+from gpuwatch.sources import pyspy
+
+log = logging.getLogger(__name__)
+
+WINDOW_S = 4
+RATE_HZ = 10
+#: Each process at most once every this many seconds (the daemon's and the dashboard's pace; the doctor,
+#: watching for a short while on purpose, records back to back).
+EVERY_S = 15.0
+DOCTOR_EVERY_S = float(WINDOW_S)
+MAX_CONCURRENT = 2
+#: A GPU is under-used below this GPU-Util, or below this SM activity where profiling counters are read
+#: (GPU-Util near 100 % with idle SMs is a few long kernels, whose host side is worth seeing too).
+UNDERUSED_UTIL = 90.0
+UNDERUSED_SM = 50.0
+#: A process py-spy cannot read as Python (not Python, or gone) is not asked again for this long.
+NOT_PYTHON_RETRY_S = 300.0
+#: Windows waiting to be taken (a Sampler that stopped ticking must not grow them without bound).
+MAX_PENDING = 64
+
+
+@dataclass(frozen=True)
+class _Target:
+    pid: int
+    native: bool
+
+
+def underused(gpu: GpuSample | None) -> bool:
+    """Whether a GPU is worth explaining now: GPU-Util below UNDERUSED_UTIL (or unknown), or its SMs mostly idle."""
+    if gpu is None or gpu.lost:
+        return False
+    sm = gpu.sm_active
+    return gpu.gpu_util is None or gpu.gpu_util < UNDERUSED_UTIL or (sm is not None and sm < UNDERUSED_SM)
+
+
+class StackSource:
+    """Background stack sampling of GPU processes; see the module docstring."""
+
+    name = "stacks"
+
+    def __init__(self, *, every_s: float = EVERY_S, window_s: int = WINDOW_S, rate_hz: int = RATE_HZ,
+                 native: bool = True, exe: str | None = None) -> None:
+        self.exe = exe if exe is not None else pyspy.find_pyspy()
+        self.every_s, self.window_s, self.rate_hz, self.native = every_s, max(1, window_s), max(1, rate_hz), native
+        self.problem: str | None = None if self.exe else pyspy.NO_PYSPY
+        self._said = False
+        self._last: dict[int, float] = {}
+        self._skip: dict[int, float] = {}
+        self._python_only: set[int] = set()
+        self._done: list[StackSample] = []
+        self._lock = threading.Lock()
+        self._busy = threading.Event()
+        self._rounds: queue.SimpleQueue[list[_Target] | None] = queue.SimpleQueue()
+        self._tmp = tempfile.mkdtemp(prefix="gpuwatch-stacks-")
+        self._worker: threading.Thread | None = None
+        #: Windows read so far.
+        self.windows = 0
+
+    # -- the tick's side: never blocks -------------------------------------------------------------------
+    def offer(self, gpus: Sequence[GpuSample], processes: Sequence[ProcessSample]) -> None:
+        """Start a round on the processes of under-used GPUs that are due, unless one is still running."""
+        if self.exe is None or self._busy.is_set():
+            return
+        now = time.monotonic()
+        by_index = {g.index: g for g in gpus}
+        due: dict[int, float] = {}
+        for p in processes:
+            if p.pid in due or not underused(by_index.get(p.gpu_index)) or self._skip.get(p.pid, 0.0) > now:
+                continue
+            if now - self._last.get(p.pid, -math.inf) >= self.every_s - 0.5:
+                due[p.pid] = self._last.get(p.pid, -math.inf)
+        if not due:
+            return
+        chosen = sorted(due, key=lambda pid: due[pid])[:MAX_CONCURRENT]  # the longest unseen first
+        for pid in chosen:
+            self._last[pid] = now
+        self._busy.set()
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="gpuwatch-stacks", daemon=True)
+            self._worker.start()
+        self._rounds.put([_Target(pid, self.native and pid not in self._python_only) for pid in chosen])
+
+    def take(self) -> tuple[StackSample, ...]:
+        """The windows finished since the last call."""
+        with self._lock:
+            done, self._done = self._done, []
+        return tuple(done)
+
+    def status(self) -> SourceStatus:
+        if self.problem is not None:
+            if not self._said:
+                self._said = True
+                log.warning("%s", self.problem)
+            return SourceStatus(self.name, "error", self.problem)
+        return SourceStatus(self.name, "ok")
+
+    def close(self) -> None:
+        self._rounds.put(None)
+
+    # -- the worker ---------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while (targets := self._rounds.get()) is not None:
+            try:
+                self._round(targets)
+            except Exception:  # a sampler of evidence must never take the process down
+                log.exception("stack sampling round failed")
+            finally:
+                self._busy.clear()
+
+    def _round(self, targets: list[_Target]) -> None:
+        running = [(t, *self._start(t)) for t in targets]
+        for target, proc, out in running:
+            if proc is None:
+                continue
+            try:
+                _, err = proc.communicate(timeout=self.window_s + 10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            self._finish(target, proc, out, err or "")
+
+    def _start(self, t: _Target) -> tuple[subprocess.Popen[str] | None, str]:
+        out = os.path.join(self._tmp, f"{t.pid}.txt")
+        assert self.exe is not None
+        cmd = pyspy.record_command(self.exe, t.pid, self.window_s, self.rate_hz, t.native, out)
+        try:
+            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+        except OSError as exc:
+            self.problem = f"stacks: py-spy could not be run ({exc}); findings rest on /proc alone"
+            return None, out
+
+    def _finish(self, t: _Target, proc: subprocess.Popen[str], out: str, err: str) -> None:
+        try:
+            with open(out, encoding="utf-8", errors="replace") as f:
+                text = f.read(4 << 20)
+            os.unlink(out)
+        except OSError:
+            text = ""
+        if text.strip():
+            sample = pyspy.parse_raw(text, t.pid, time.time(), float(self.window_s), t.native)
+            with self._lock:
+                self._done = [*self._done, sample][-MAX_PENDING:]
+            self.windows += 1
+            if self.problem is not None and self.problem.startswith("stacks: py-spy may not"):
+                self.problem = None  # another process could be read: the refusal was that one's
+            return
+        if proc.returncode == 0:
+            return
+        kind = pyspy.classify_error(err)
+        if kind == "ptrace":
+            self.problem = pyspy.ptrace_help(t.pid)
+            self._said = False
+        elif kind == "native" and t.native:
+            self._python_only.add(t.pid)  # Python frames alone, from the next window
+            self._last.pop(t.pid, None)
+        else:
+            self._skip[t.pid] = time.monotonic() + NOT_PYTHON_RETRY_S
