@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.stacks import StackSample
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.stack_source import StackSource
 
@@ -258,7 +259,7 @@ class LiveCollector:
         if labels:
             gpus, merged = label_gpus(gpus or (), merged, labels)
         statuses = tuple(slot.status(self._started) for slot in self.slots)
-        stacks = ()
+        stacks: tuple[StackSample, ...] = ()
         if self.stacks is not None:
             stacks = self.stacks.take()
             self.stacks.offer(gpus or (), merged)

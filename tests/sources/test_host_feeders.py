@@ -1,0 +1,176 @@
+"""Follow the wait, with real processes: a GPU process (here: any process the host source is told is on a GPU)
+that waits on a pipe or a socket has its feeders found and read, and where its work comes from is told."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.host_feeders import waiting
+from gpuwatch.sources.procfs import read_children
+
+#: The parent reads what its child writes into a pipe; the child's work is one of the bodies below.
+PIPELINE = """
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    {child}
+    os._exit(0)
+os.close(w)
+print('ready', flush=True)
+while os.read(r, 65536):
+    pass
+time.sleep(60)
+"""
+CPU_CHILD = """
+    while True:
+        s = sum(i * i for i in range(200000))
+        os.write(w, b'x')"""
+STORAGE_CHILD = """
+    import tempfile
+    fd, path = tempfile.mkstemp(dir=os.environ.get('FEED_DIR'))
+    block = os.urandom(1 << 20)
+    while True:
+        os.pwrite(fd, block, 0)
+        os.fsync(fd)
+        os.write(w, b'x')"""
+SLEEP_CHILD = """
+    while True:
+        time.sleep(0.5)
+        os.write(w, b'x')"""
+
+
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    for child in read_children(proc.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def start() -> Iterator[Any]:
+    started: list[subprocess.Popen[str]] = []
+
+    def run(code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, **(env or {})})
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    yield run
+    for proc in started:
+        _kill_tree(proc)
+
+
+def watch(pid: int, polls: int = 3) -> tuple[dict[str, Any], list[FeederSample]]:
+    """Poll the host source as the sampler does, ``polls`` times 0.7 s apart; the last tick's reading."""
+    source = HostSource()
+    reading = source.poll(0.0, [pid])
+    for _ in range(polls - 1):
+        time.sleep(0.7)
+        reading = source.poll(0.0, [pid])
+    return reading.process_details[pid], list(reading.feeders)
+
+
+def test_a_child_busy_on_a_core_is_found_at_the_other_end_of_the_pipe(start: Any) -> None:
+    parent = start(PIPELINE.format(child=CPU_CHILD))
+    details, feeders = watch(parent.pid)
+    assert details["upstream"] == "tree", details
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.feeds == parent.pid
+    assert child.relation == "child" and child.pid in read_children(parent.pid)
+    assert child.cpu_percent is not None and child.cpu_percent > 40, child  # a spinner on a shared machine
+    assert child.cmdline and "-c" in child.cmdline and child.num_threads == 1
+    assert child.thread_waits and child.thread_waits[0] in ("cpu", "lock", "other"), child
+
+
+def test_a_child_writing_to_storage_shows_its_write_rate(start: Any, tmp_path: Any) -> None:
+    parent = start(PIPELINE.format(child=STORAGE_CHILD), env={"FEED_DIR": str(tmp_path)})
+    _, feeders = watch(parent.pid)
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.io_write_bytes_s is not None and child.io_write_bytes_s > 1e6, child  # ~1 MiB per fsync
+
+
+def test_a_sleeping_child_is_read_as_asleep(start: Any) -> None:
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    _, feeders = watch(parent.pid)
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.cpu_percent is not None and child.cpu_percent < 10, child
+    assert child.thread_waits == ("sleep",) or child.thread_waits == ("other",), child  # wchan may be hidden
+
+
+TCP_SERVER = """
+import socket, time
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+print('ready', flush=True)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+while conn.recv(4096):
+    pass
+time.sleep(60)
+"""
+UDP_SERVER = """
+import socket
+srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+srv.bind(('127.0.0.1', 0))
+print('ready', flush=True)
+while True:
+    srv.recv(4096)
+"""
+#: A launcher starts the server as its own child and waits: the test process, its client, is outside the
+#: server's tree (neither its child, its sibling nor its parent).
+LAUNCHER = """
+import subprocess, sys
+server = subprocess.Popen([sys.executable, '-c', {server!r}], stdout=subprocess.PIPE, text=True)
+assert server.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(server.pid, flush=True)
+print(server.stdout.readline().strip(), flush=True)
+server.wait()
+"""
+
+
+def test_a_tcp_server_with_a_client_outside_its_tree_has_external_work(start: Any) -> None:
+    launcher = start(LAUNCHER.format(server=TCP_SERVER))
+    assert launcher.stdout is not None
+    server, port = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(b"request")
+        details, feeders = watch(server)
+    assert details["upstream"] == "external", details
+    assert all(f.pid != os.getpid() for f in feeders)  # the client is not a feeder of its tree
+
+
+def test_a_udp_server_has_external_work(start: Any) -> None:
+    parent = start(UDP_SERVER)
+    details, _ = watch(parent.pid)
+    assert details["upstream"] == "external", details
+
+
+def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
+    assert waiting({"top_thread_cpu_percent": 3.0}) and waiting({"cpu_percent": 10.0})
+    assert not waiting({"top_thread_cpu_percent": 99.0}) and not waiting({})
+
+
+def test_siblings_are_feeders_too(start: Any) -> None:
+    first = start(PIPELINE.format(child=SLEEP_CHILD))
+    second = start(PIPELINE.format(child=SLEEP_CHILD))
+    _, feeders = watch(first.pid)
+    assert any(f.pid == second.pid and f.relation == "sibling" for f in feeders), feeders
