@@ -133,9 +133,9 @@ def has_cap_sys_ptrace() -> bool:
     return False
 
 
-GRANT = ("grant CAP_SYS_PTRACE: docker run --cap-add SYS_PTRACE; the systemd unit's "
-         "AmbientCapabilities=CAP_SYS_PTRACE (gpuwatch install-service writes it); the Kubernetes DaemonSet's "
-         "securityContext capabilities.add: [SYS_PTRACE] (deploy/kubernetes, full overlay)")
+GRANT = ("grant CAP_SYS_PTRACE: docker run --cap-add SYS_PTRACE; the systemd unit: gpuwatch install-service "
+         "--stacks --write (AmbientCapabilities=CAP_SYS_PTRACE); the Kubernetes DaemonSet: the container's "
+         "securityContext capabilities.add: [SYS_PTRACE] (deploy/kubernetes, the full overlays have it)")
 
 
 def ptrace_help(pid: int) -> str:

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import queue
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -77,7 +78,9 @@ class StackSource:
         self._lock = threading.Lock()
         self._busy = threading.Event()
         self._rounds: queue.SimpleQueue[list[_Target] | None] = queue.SimpleQueue()
-        self._tmp = tempfile.mkdtemp(prefix="gpuwatch-stacks-")
+        self._tmp: str | None = None
+        self._running: list[subprocess.Popen[str]] = []
+        self._closed = False
         self._worker: threading.Thread | None = None
         #: Windows read so far.
         self.windows = 0
@@ -121,7 +124,14 @@ class StackSource:
         return SourceStatus(self.name, "ok")
 
     def close(self) -> None:
+        """Stop: recorders still running are ended (a one-shot command must not leave py-spy behind)."""
+        self._closed = True
         self._rounds.put(None)
+        for proc in list(self._running):
+            if proc.poll() is None:
+                proc.kill()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     # -- the worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -135,6 +145,7 @@ class StackSource:
 
     def _round(self, targets: list[_Target]) -> None:
         running = [(t, *self._start(t)) for t in targets]
+        self._running = [proc for _, proc, _ in running if proc is not None]
         for target, proc, out in running:
             if proc is None:
                 continue
@@ -146,6 +157,13 @@ class StackSource:
             self._finish(target, proc, out, err or "")
 
     def _start(self, t: _Target) -> tuple[subprocess.Popen[str] | None, str]:
+        if self._tmp is None:
+            try:
+                self._tmp = tempfile.mkdtemp(prefix="gpuwatch-stacks-")
+            except OSError as exc:
+                self.problem = (f"stacks: no writable temporary folder for py-spy's output ({exc.strerror}: "
+                                f"{tempfile.gettempdir()}); set TMPDIR to one, or mount an emptyDir at /tmp")
+                return None, ""
         out = os.path.join(self._tmp, f"{t.pid}.txt")
         assert self.exe is not None
         cmd = pyspy.record_command(self.exe, t.pid, self.window_s, self.rate_hz, t.native, out)
