@@ -22,6 +22,9 @@ from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.procfs import read_children, read_process_io, read_process_stat
 
 FEEDERS_EVERY_S = 5.0
+#: The kernel builds /proc/net/tcp afresh at each read (~40 ms for 300 connections): a process's sockets are
+#: classified at most this often (where work comes from changes rarely), and only when it has sockets.
+SOCKETS_EVERY_S = 30.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
 #: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
@@ -45,6 +48,8 @@ class _Links:
     at: float
     upstream: Upstream
     relations: dict[int, Relation] = field(default_factory=dict)
+    peers: list[int] = field(default_factory=list)
+    sockets_at: float = float("-inf")
 
 
 def waiting(details: dict[str, Any]) -> bool:
@@ -55,8 +60,11 @@ def waiting(details: dict[str, Any]) -> bool:
     return top is not None and top < WAITING_THREAD_CPU
 
 
-def links(pid: int, ppid: int | None, gpu_pids: set[int]) -> tuple[Upstream, dict[int, Relation]]:
-    """Where ``pid``'s work comes from, and its feeders with how each relates to it (see the module doc)."""
+def links(pid: int, ppid: int | None, gpu_pids: set[int],
+          sockets: tuple[Upstream, list[int]] | None = None) -> tuple[Upstream, dict[int, Relation], list[int]]:
+    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
+    tree processes at the other end of its TCP connections (``sockets``: those two from an earlier read,
+    reused instead of reading /proc/net again)."""
     kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c != pid]
     sibs: list[int] = []
     if ppid is not None and ppid > 1:
@@ -76,21 +84,23 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int]) -> tuple[Upstream, dic
             held.update((inode, member) for inode in fds.sockets)
             if fds.pipes & own.pipes or fds.sockets & own.sockets:
                 linked.append(member)
-        upstream, peers = _sockets(pid, own, held)
-        linked += [p for p in peers if p not in linked]
+        upstream, peers = sockets if sockets is not None else _sockets(pid, own, held)
+        linked += [p for p in peers if p not in linked and p in members]
         relations.update((m, members[m]) for m in linked)  # type: ignore[misc]
     else:
-        upstream = "unknown"
+        upstream, peers = "unknown", []
     for group, relation in ((kids, "child"), (sibs, "sibling")):
         for p in group:
             relations.setdefault(p, relation)  # type: ignore[arg-type]
-    return upstream, dict(list(relations.items())[:MAX_FEEDERS])
+    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
 
 
 def _sockets(pid: int, own: netfds.Fds, held: dict[int, int]) -> tuple[Upstream, list[int]]:
     """``external`` when ``pid`` listens (TCP, bound UDP, a unix server socket) or holds an accepted connection
     whose other end no process of its tree holds; else ``tree``. Also the tree processes at the other end of
     its loopback TCP connections."""
+    if not own.sockets:
+        return "tree", []
     rows = netfds.read_inet(pid, own.sockets)
     mine = [r for r in rows if r.inode in own.sockets]
     listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
@@ -129,8 +139,11 @@ class FeederTracker:
             if not waiting(d):
                 self._links.pop(pid, None)
                 continue
-            upstream, relations = links(pid, d.get("ppid"), gpu_pids)
-            self._links[pid] = _Links(now, upstream, relations)
+            fresh = known is None or now - known.sockets_at >= SOCKETS_EVERY_S
+            upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids,
+                                               None if fresh or known is None else (known.upstream, known.peers))
+            self._links[pid] = _Links(now, upstream, relations, peers,
+                                      now if fresh or known is None else known.sockets_at)
         out: list[FeederSample] = []
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():

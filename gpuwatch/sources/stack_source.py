@@ -5,8 +5,10 @@ have finished since (:meth:`StackSource.take`); both return at once. A worker th
 ``py-spy record`` on the chosen processes for WINDOW_S seconds at RATE_HZ (one start-up per window, so a
 torch process's native symbols are loaded once per window, not once per sample), at most MAX_CONCURRENT
 processes at a time and each process at most once every ``every_s`` seconds, and only while its GPU is
-under-used: a busy GPU needs no explanation. Where py-spy is missing or ptrace is refused the source says so
-once (its SourceStatus, and one log line), and everything else carries on from /proc.
+under-used: a busy GPU needs no explanation. The CPU py-spy used (its rusage when reaped) is held to a
+budget: a round that cost more than BUDGET of a core (the doctor: DOCTOR_BUDGET) delays the next one.
+Where py-spy is missing or ptrace is refused the source says so once (its SourceStatus, and one log line),
+and everything else carries on from /proc.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ RATE_HZ = 10
 #: watching for a short while on purpose, records back to back).
 EVERY_S = 15.0
 DOCTOR_EVERY_S = float(WINDOW_S)
+#: py-spy's CPU, as a share of one core: the daemon's and the dashboard's, and the doctor's (watching on
+#: purpose, for a short while). A round that cost more than its share delays the next one.
+BUDGET = 0.002
+DOCTOR_BUDGET = 0.008
 MAX_CONCURRENT = 2
 #: A GPU is under-used below this GPU-Util, or below this SM activity where profiling counters are read
 #: (GPU-Util near 100 % with idle SMs is a few long kernels, whose host side is worth seeing too).
@@ -66,11 +72,11 @@ class StackSource:
     name = "stacks"
 
     def __init__(self, *, every_s: float = EVERY_S, window_s: int = WINDOW_S, rate_hz: int = RATE_HZ,
-                 native: bool = True, exe: str | None = None) -> None:
+                 native: bool = True, exe: str | None = None, budget: float | None = None) -> None:
         self.exe = exe if exe is not None else pyspy.find_pyspy()
         self.every_s, self.window_s, self.rate_hz, self.native = every_s, max(1, window_s), max(1, rate_hz), native
         self.problem: str | None = None if self.exe else pyspy.NO_PYSPY
-        self._said = False
+        self._said: set[str] = set()
         self._last: dict[int, float] = {}
         self._skip: dict[int, float] = {}
         self._python_only: set[int] = set()
@@ -79,18 +85,23 @@ class StackSource:
         self._busy = threading.Event()
         self._rounds: queue.SimpleQueue[list[_Target] | None] = queue.SimpleQueue()
         self._tmp: str | None = None
-        self._running: list[subprocess.Popen[str]] = []
+        self._running: list[subprocess.Popen[bytes]] = []
         self._closed = False
         self._worker: threading.Thread | None = None
-        #: Windows read so far.
+        #: Windows read so far, and the CPU seconds py-spy used for them (what stacks cost the host).
         self.windows = 0
+        self.cpu_s = 0.0
+        #: py-spy's CPU allowed, a share of one core averaged over a round and the pause after it: a process
+        #: whose native symbols are costly to load is sampled less often, never at more cost.
+        self.budget = budget if budget is not None else (DOCTOR_BUDGET if every_s <= window_s else BUDGET)
+        self._next_at = -math.inf
 
     # -- the tick's side: never blocks -------------------------------------------------------------------
     def offer(self, gpus: Sequence[GpuSample], processes: Sequence[ProcessSample]) -> None:
         """Start a round on the processes of under-used GPUs that are due, unless one is still running."""
-        if self.exe is None or self._busy.is_set():
-            return
         now = time.monotonic()
+        if self.exe is None or self._busy.is_set() or now < self._next_at:
+            return
         by_index = {g.index: g for g in gpus}
         due: dict[int, float] = {}
         for p in processes:
@@ -117,8 +128,8 @@ class StackSource:
 
     def status(self) -> SourceStatus:
         if self.problem is not None:
-            if not self._said:
-                self._said = True
+            if self.problem not in self._said:  # each distinct problem is logged once
+                self._said.add(self.problem)
                 log.warning("%s", self.problem)
             return SourceStatus(self.name, "error", self.problem)
         return SourceStatus(self.name, "ok")
@@ -144,19 +155,41 @@ class StackSource:
                 self._busy.clear()
 
     def _round(self, targets: list[_Target]) -> None:
+        started = time.monotonic()
         running = [(t, *self._start(t)) for t in targets]
         self._running = [proc for _, proc, _ in running if proc is not None]
+        cpu = 0.0
         for target, proc, out in running:
             if proc is None:
                 continue
+            cpu += self._reap(proc, started + self.window_s + 10)
             try:
-                _, err = proc.communicate(timeout=self.window_s + 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-            self._finish(target, proc, out, err or "")
+                with open(out + ".err", encoding="utf-8", errors="replace") as f:
+                    err = f.read(65536)
+                os.unlink(out + ".err")
+            except OSError:
+                err = ""
+            self._finish(target, proc, out, err)
+        self.cpu_s += cpu
+        if self.budget > 0:  # the next round waits until this one's CPU is within budget
+            self._next_at = started + cpu / self.budget
 
-    def _start(self, t: _Target) -> tuple[subprocess.Popen[str] | None, str]:
+    @staticmethod
+    def _reap(proc: subprocess.Popen[bytes], deadline: float) -> float:
+        """Wait for a recorder (killed past ``deadline``) and return the CPU seconds it used."""
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.1)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return float(usage.ru_utime + usage.ru_stime)
+
+    def _start(self, t: _Target) -> tuple[subprocess.Popen[bytes] | None, str]:
         if self._tmp is None:
             try:
                 self._tmp = tempfile.mkdtemp(prefix="gpuwatch-stacks-")
@@ -168,12 +201,13 @@ class StackSource:
         assert self.exe is not None
         cmd = pyspy.record_command(self.exe, t.pid, self.window_s, self.rate_hz, t.native, out)
         try:
-            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out
+            with open(out + ".err", "w") as err:
+                return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err), out
         except OSError as exc:
             self.problem = f"stacks: py-spy could not be run ({exc}); findings rest on /proc alone"
             return None, out
 
-    def _finish(self, t: _Target, proc: subprocess.Popen[str], out: str, err: str) -> None:
+    def _finish(self, t: _Target, proc: subprocess.Popen[bytes], out: str, err: str) -> None:
         try:
             with open(out, encoding="utf-8", errors="replace") as f:
                 text = f.read(4 << 20)
@@ -193,7 +227,7 @@ class StackSource:
         kind = pyspy.classify_error(err)
         if kind == "ptrace":
             self.problem = pyspy.ptrace_help(t.pid)
-            self._said = False
+            self._skip[t.pid] = time.monotonic() + NOT_PYTHON_RETRY_S
         elif kind == "native" and t.native:
             self._python_only.add(t.pid)  # Python frames alone, from the next window
             self._last.pop(t.pid, None)

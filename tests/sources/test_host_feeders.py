@@ -94,9 +94,9 @@ def test_a_child_busy_on_a_core_is_found_at_the_other_end_of_the_pipe(start: Any
     (child,) = [f for f in feeders if f.relation == "child"]
     assert child.feeds == parent.pid
     assert child.relation == "child" and child.pid in read_children(parent.pid)
-    assert child.cpu_percent is not None and child.cpu_percent > 40, child  # a spinner on a shared machine
+    # a spinner is always runnable; on a shared machine its share of a core is whatever it is given
+    assert child.thread_waits == ("cpu",) and child.cpu_percent is not None and child.cpu_percent > 5, child
     assert child.cmdline and "-c" in child.cmdline and child.num_threads == 1
-    assert child.thread_waits and child.thread_waits[0] in ("cpu", "lock", "other"), child
 
 
 def test_a_child_writing_to_storage_shows_its_write_rate(start: Any, tmp_path: Any) -> None:
