@@ -74,12 +74,16 @@ def parse_thread(head: str) -> int | None:
         return None
 
 
-def parse_raw(text: str, pid: int, time: float, span_s: float, native: bool) -> StackSample:
+def parse_raw(text: str, pid: int, time: float, span_s: float, native: bool,
+              prefer: tuple[int, ...] = ()) -> StackSample:
     """A StackSample from ``py-spy record --format raw --threads`` output: one ``root;...;leaf COUNT`` line per
     distinct stack, the first part naming the thread. Frames are kept innermost first, at most MAX_FRAMES;
-    at most MAX_THREADS threads (the most sampled) and MAX_STACKS stacks."""
+    at most MAX_STACKS stacks of at most MAX_THREADS threads: the main thread and those in ``prefer`` (the
+    busiest thread the host source saw), then the threads seen in the most distinct stacks (every thread is
+    sampled at every tick, idle ones too, so counts do not tell a working thread from a parked one)."""
     stacks: list[ThreadStack] = []
     per_thread: dict[int, int] = {}
+    distinct: dict[int, int] = {}
     for raw_line in text.splitlines():
         body, _, count_text = raw_line.rstrip().rpartition(" ")
         if not body or not count_text.isdigit():
@@ -96,7 +100,9 @@ def parse_raw(text: str, pid: int, time: float, span_s: float, native: bool) -> 
         count = int(count_text)
         stacks.append(ThreadStack(tid=tid, frames=frames, count=count))
         per_thread[tid] = per_thread.get(tid, 0) + count
-    kept = set(sorted(per_thread, key=lambda t: (t != pid, -per_thread[t]))[:MAX_THREADS])
+        distinct[tid] = distinct.get(tid, 0) + 1
+    first = {pid, *prefer}
+    kept = set(sorted(per_thread, key=lambda t: (t not in first, -distinct[t], -per_thread[t]))[:MAX_THREADS])
     chosen = sorted((s for s in stacks if s.tid in kept), key=lambda s: -s.count)[:MAX_STACKS]
     return StackSample(pid=pid, time=time, span_s=span_s, stacks=tuple(chosen), native=native)
 

@@ -56,6 +56,8 @@ MAX_PENDING = 64
 class _Target:
     pid: int
     native: bool
+    #: Threads to keep first (the busiest one the host source saw).
+    prefer: tuple[int, ...] = ()
 
 
 def underused(gpu: GpuSample | None) -> bool:
@@ -104,6 +106,7 @@ class StackSource:
             return
         by_index = {g.index: g for g in gpus}
         due: dict[int, float] = {}
+        busiest = {p.pid: p.top_thread_id for p in processes if p.top_thread_id is not None}
         for p in processes:
             if p.pid in due or not underused(by_index.get(p.gpu_index)) or self._skip.get(p.pid, 0.0) > now:
                 continue
@@ -118,7 +121,8 @@ class StackSource:
         if self._worker is None:
             self._worker = threading.Thread(target=self._run, name="gpuwatch-stacks", daemon=True)
             self._worker.start()
-        self._rounds.put([_Target(pid, self.native and pid not in self._python_only) for pid in chosen])
+        self._rounds.put([_Target(pid, self.native and pid not in self._python_only,
+                                  (busiest[pid],) if pid in busiest else ()) for pid in chosen])
 
     def take(self) -> tuple[StackSample, ...]:
         """The windows finished since the last call."""
@@ -162,32 +166,35 @@ class StackSource:
         for target, proc, out in running:
             if proc is None:
                 continue
-            cpu += self._reap(proc, started + self.window_s + 10)
+            used, timed_out = self._reap(proc, started + self.window_s + 10)
+            cpu += used
             try:
                 with open(out + ".err", encoding="utf-8", errors="replace") as f:
                     err = f.read(65536)
                 os.unlink(out + ".err")
             except OSError:
                 err = ""
-            self._finish(target, proc, out, err)
+            self._finish(target, proc, out, "native unwinding did not finish in time" if timed_out else err)
         self.cpu_s += cpu
         if self.budget > 0:  # the next round waits until this one's CPU is within budget
             self._next_at = started + cpu / self.budget
 
     @staticmethod
-    def _reap(proc: subprocess.Popen[bytes], deadline: float) -> float:
-        """Wait for a recorder (killed past ``deadline``) and return the CPU seconds it used."""
+    def _reap(proc: subprocess.Popen[bytes], deadline: float) -> tuple[float, bool]:
+        """Wait for a recorder (killed past ``deadline``): the CPU seconds it used, and whether it was killed."""
+        killed = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() > deadline:
                 proc.kill()
+                killed = True
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.1)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        return float(usage.ru_utime + usage.ru_stime)
+        return float(usage.ru_utime + usage.ru_stime), killed
 
     def _start(self, t: _Target) -> tuple[subprocess.Popen[bytes] | None, str]:
         if self._tmp is None:
@@ -215,7 +222,7 @@ class StackSource:
         except OSError:
             text = ""
         if text.strip():
-            sample = pyspy.parse_raw(text, t.pid, time.time(), float(self.window_s), t.native)
+            sample = pyspy.parse_raw(text, t.pid, time.time(), float(self.window_s), t.native, t.prefer)
             with self._lock:
                 self._done = [*self._done, sample][-MAX_PENDING:]
             self.windows += 1

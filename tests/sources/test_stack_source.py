@@ -139,3 +139,15 @@ def test_profile_evidence_lists_the_top_frames_with_shares() -> None:
     p = StackProfile(7, 7, 20, (("tokenizer.py:encode", 0.62), ("model.py:forward", 0.2)))
     assert p.evidence() == "py-spy, 20 samples of thread 7: 62% of samples in tokenizer.py:encode; " \
                            "20% of samples in model.py:forward"
+
+
+def test_of_many_parked_threads_the_main_the_busiest_and_the_working_ones_are_kept() -> None:
+    """Every thread is sampled at every tick, so a pool of parked threads has as many samples as the working
+    one: the main thread, the one the host source named busiest, then those seen in the most distinct stacks."""
+    parked = "".join(f"thread ({tid}): pool;worker (pool.py:1);wait (threading.py:2) 40\n" for tid in range(200, 230))
+    working = "".join(f"thread (150): loader;load (data.py:{i}) 4\n" for i in range(10))
+    named = "thread (120): feeder;feed (train.py:3) 40\n"
+    main = "thread (100): MainThread;<module> (train.py:9) 40\n"
+    sample = pyspy.parse_raw(parked + working + named + main, 100, 1.0, 4.0, False, prefer=(120,))
+    tids = {s.tid for s in sample.stacks}
+    assert {100, 120, 150} <= tids and len(tids) == pyspy.MAX_THREADS
