@@ -13,6 +13,7 @@ classes, run-queue delay, threads in D state, storage I/O rates).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,8 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
     reused instead of reading /proc/net again)."""
     kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c != pid]
     sibs: list[int] = []
+    if ppid == os.getpid():  # started by gpuwatch itself (validate): its other children are gpuwatch's (py-spy)
+        ppid = None
     if ppid is not None and ppid > 1:
         sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s != pid][:MAX_SIBLINGS]
     own = netfds.read_fds(pid)

@@ -147,6 +147,18 @@ server.wait()
 """
 
 
+TWO_PIPELINES = """
+import subprocess, sys
+procs = [subprocess.Popen([sys.executable, '-c', {pipeline!r}], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+for p in procs:
+    assert p.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+for p in procs:
+    print(p.pid, flush=True)
+procs[0].wait()
+"""
+
+
 def test_a_tcp_server_with_a_client_outside_its_tree_has_external_work(start: Any) -> None:
     launcher = start(LAUNCHER.format(server=TCP_SERVER))
     assert launcher.stdout is not None
@@ -170,7 +182,27 @@ def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
 
 
 def test_siblings_are_feeders_too(start: Any) -> None:
-    first = start(PIPELINE.format(child=SLEEP_CHILD))
-    second = start(PIPELINE.format(child=SLEEP_CHILD))
-    _, feeders = watch(first.pid)
-    assert any(f.pid == second.pid and f.relation == "sibling" for f in feeders), feeders
+    """Two pipelines started by one launcher (not by gpuwatch): each is the other's sibling."""
+    launcher = start(TWO_PIPELINES.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
+    assert launcher.stdout is not None
+    first, second = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    _, feeders = watch(first)
+    assert any(f.pid == second and f.relation == "sibling" for f in feeders), feeders
+    assert any(f.relation == "child" for f in feeders), feeders
+
+
+def test_gpuwatch_and_its_own_children_are_never_feeders_of_a_process_it_started() -> None:
+    """``validate`` starts the workloads itself: their parent is gpuwatch, and its other children (py-spy,
+    the next workload) are not their siblings."""
+    first = subprocess.Popen([sys.executable, "-c", PIPELINE.format(child=SLEEP_CHILD)], stdout=subprocess.PIPE,
+                             text=True)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "ready"
+        details, feeders = watch(first.pid)
+        assert {f.pid for f in feeders} == set(read_children(first.pid)), feeders
+        assert details["upstream"] == "tree"
+    finally:
+        other.kill()
+        other.wait()
+        _kill_tree(first)
