@@ -7,8 +7,8 @@ torch process's native symbols are loaded once per window, not once per sample),
 processes at a time and each process at most once every ``every_s`` seconds, and only while its GPU is
 under-used: a busy GPU needs no explanation. The CPU py-spy used (its rusage when reaped) is held to a
 budget: a round that cost more than BUDGET of a core (the doctor: DOCTOR_BUDGET) delays the next one.
-Where py-spy is missing or ptrace is refused the source says so once (its SourceStatus, and one log line),
-and everything else carries on from /proc.
+Where py-spy is missing or ptrace is refused the source says so (its SourceStatus's message, and one log
+line), and everything else carries on from /proc.
 """
 
 from __future__ import annotations
@@ -131,12 +131,14 @@ class StackSource:
         return tuple(done)
 
     def status(self) -> SourceStatus:
-        if self.problem is not None:
-            if self.problem not in self._said:  # each distinct problem is logged once
-                self._said.add(self.problem)
-                log.warning("%s", self.problem)
-            return SourceStatus(self.name, "error", self.problem)
-        return SourceStatus(self.name, "ok")
+        """``ok``, with a message when stacks cannot be seen (py-spy missing, ptrace refused): what is missing
+        and how to grant it. Stacks are evidence, not measurements: their absence is said (here, and in one
+        log line per problem), never reported as a failing source that would raise GpuwatchSourceStale on
+        every node where ptrace is not granted."""
+        if self.problem is not None and self.problem not in self._said:
+            self._said.add(self.problem)
+            log.warning("%s", self.problem)
+        return SourceStatus(self.name, "ok", self.problem)
 
     def close(self) -> None:
         """Stop: recorders still running are ended (a one-shot command must not leave py-spy behind)."""

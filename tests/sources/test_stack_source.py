@@ -88,7 +88,7 @@ def test_without_py_spy_the_source_says_what_is_missing_and_how_to_get_it() -> N
     source.problem = pyspy.NO_PYSPY
     source.offer(IDLE_GPU, (ProcessSample(1, 0),))
     status = source.status()
-    assert status.name == "stacks" and status.state == "error"
+    assert status.name == "stacks" and status.state == "ok"  # evidence missing is said, not alerted on
     assert status.message is not None and "pip install" in status.message and "--no-stacks" in status.message
     assert source.take() == ()
 
@@ -101,7 +101,8 @@ def test_a_process_that_is_not_python_is_left_alone_for_a_while() -> None:
             pytest.skip("py-spy is not installed")
         _windows(source, (ProcessSample(sleeper.pid, 0),), 4)
         assert source.take() == ()
-        assert source.status().state == "ok" or "may not read" in (source.status().message or "")
+        message = source.status().message
+        assert message is None or "may not read" in message  # not Python: left alone, no problem to say
     finally:
         sleeper.kill()
         sleeper.wait()
