@@ -10,6 +10,8 @@ this process's (the sampler) and its reaped children's (py-spy), over the window
 
     python benchmarks/stacks_cost.py                  # 60 s per mode
     python benchmarks/stacks_cost.py --seconds 20
+    python benchmarks/stacks_cost.py --pid 4242       # a process already running (a torch job on a GPU host:
+                                                      # its native symbols are what py-spy pays for)
 """
 
 from __future__ import annotations
@@ -104,10 +106,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--pid", type=int, help="watch this running process instead of the built-in workload")
     args = ap.parse_args()
-    proc = subprocess.Popen([sys.executable, "-c", WORKLOAD], stdout=subprocess.PIPE, text=True)
+    proc = None if args.pid else subprocess.Popen([sys.executable, "-c", WORKLOAD], stdout=subprocess.PIPE, text=True)
+    pid = args.pid or proc.pid  # type: ignore[union-attr]
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert proc is None or (proc.stdout is not None and proc.stdout.readline().strip() == "ready")
         modes = {
             "stacks off, feeders off": (None, False),
             "stacks off, feeders on": (None, True),
@@ -119,13 +123,16 @@ def main() -> int:
             if stacks is not None and stacks.exe is None:
                 print(f"{name}: skipped, py-spy is not installed", file=sys.stderr)
                 continue
-            results[name] = measure(proc.pid, stacks, feeders, args.seconds)
+            results[name] = measure(pid, stacks, feeders, args.seconds)
+            if stacks is not None:
+                results[name]["pyspy_cpu_s_per_window"] = round(stacks.cpu_s / max(1, stacks.windows), 3)
             print(f"{name:<48} {results[name]}", flush=True)
     finally:
-        for child in read_children(proc.pid):
-            os.kill(child, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
+        if proc is not None:
+            for child in read_children(proc.pid):
+                os.kill(child, signal.SIGKILL)
+            proc.kill()
+            proc.wait()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
