@@ -195,20 +195,18 @@ def _list(data: Mapping[str, Any], key: str, where: str = "") -> list[Any]:
     return value
 
 
-def _stack_from_dict(data: Mapping[str, Any], where: str, dropped: list[str]) -> StackSample:
+def _stack_from_dict(data: Mapping[str, Any], where: str, cut: dict[str, int]) -> StackSample:
     """A StackSample, its thread stacks and their frames each checked as the others are; past the caps the
-    rest are dropped (and said so)."""
-    sample = _build(StackSample, {**data, "stacks": []}, where)  # the nested lists are built below
+    rest are dropped and counted in ``cut`` (said once for the whole Snapshot)."""
+    sample = _build(StackSample, {**data, "stacks": []} if isinstance(data, Mapping) else data, where)
     threads = _list(data, "stacks", f"{where}.stacks")
-    if len(threads) > MAX_THREAD_STACKS:
-        dropped.append(f"{len(threads) - MAX_THREAD_STACKS} stack(s) of {where} past the first {MAX_THREAD_STACKS}")
+    cut["thread stack(s)"] = cut.get("thread stack(s)", 0) + max(0, len(threads) - MAX_THREAD_STACKS)
     built = []
     for i, t in enumerate(threads[:MAX_THREAD_STACKS]):
         at = f"{where}.stacks[{i}]"
         stack = _build(ThreadStack, {**t, "frames": []} if isinstance(t, Mapping) else t, at)
         frames = _list(t, "frames", f"{at}.frames")
-        if len(frames) > MAX_FRAMES:
-            dropped.append(f"{len(frames) - MAX_FRAMES} frame(s) of {at} past the first {MAX_FRAMES}")
+        cut["frame(s)"] = cut.get("frame(s)", 0) + max(0, len(frames) - MAX_FRAMES)
         built.append(dataclasses.replace(stack, frames=tuple(
             _build(Frame, f, f"{at}.frames[{j}]") for j, f in enumerate(frames[:MAX_FRAMES]))))
     return dataclasses.replace(sample, stacks=tuple(built))
@@ -247,8 +245,10 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
                ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)"),
                 (stacks, MAX_STACK_SAMPLES, "stack sample(s)"), (feeders, MAX_FEEDERS, "feeder(s)"))
                if len(items) > cap]
-    stack_samples = tuple(_stack_from_dict(s, f"stacks[{i}]", dropped)
-                          for i, s in enumerate(stacks[:MAX_STACK_SAMPLES]))
+    cut: dict[str, int] = {}
+    stack_samples = tuple(_stack_from_dict(s, f"stacks[{i}]", cut) for i, s in enumerate(stacks[:MAX_STACK_SAMPLES]))
+    dropped += [f"{n} {what} past the first {MAX_FRAMES if what == 'frame(s)' else MAX_THREAD_STACKS} of "
+                f"{'a stack' if what == 'frame(s)' else 'a stack sample'}" for what, n in cut.items() if n]
     if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
         sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
     return Snapshot(
