@@ -262,7 +262,7 @@ class LiveCollector:
         stacks: tuple[StackSample, ...] = ()
         if self.stacks is not None:
             stacks = self.stacks.take()
-            self.stacks.offer(gpus or (), merged)
+            self.stacks.offer(gpus or (), merged, feeders)
             statuses += (self.stacks.status(),)
         self.seq += 1
         return Snapshot(

@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, SourceStatus
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.sources import pyspy
@@ -42,6 +43,8 @@ DOCTOR_EVERY_S = float(WINDOW_S)
 BUDGET = 0.002
 DOCTOR_BUDGET = 0.008
 MAX_CONCURRENT = 2
+#: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too.
+BUSY_FEEDER = 50.0
 #: A GPU is under-used below this GPU-Util, or below this SM activity where profiling counters are read
 #: (GPU-Util near 100 % with idle SMs is a few long kernels, whose host side is worth seeing too).
 UNDERUSED_UTIL = 90.0
@@ -99,22 +102,23 @@ class StackSource:
         self._next_at = -math.inf
 
     # -- the tick's side: never blocks -------------------------------------------------------------------
-    def offer(self, gpus: Sequence[GpuSample], processes: Sequence[ProcessSample]) -> None:
-        """Start a round on the processes of under-used GPUs that are due, unless one is still running."""
+    def offer(self, gpus: Sequence[GpuSample], processes: Sequence[ProcessSample],
+              feeders: Sequence[FeederSample] = ()) -> None:
+        """Start a round on the processes of under-used GPUs that are due (the longest unseen first), then on
+        their busiest feeders (what a child compiles or decodes is the evidence that names it), unless a
+        round is still running or the last one's cost is not yet within budget."""
         now = time.monotonic()
         if self.exe is None or self._busy.is_set() or now < self._next_at:
             return
         by_index = {g.index: g for g in gpus}
-        due: dict[int, float] = {}
+        waiting = {p.pid for p in processes if underused(by_index.get(p.gpu_index))}
         busiest = {p.pid: p.top_thread_id for p in processes if p.top_thread_id is not None}
-        for p in processes:
-            if p.pid in due or not underused(by_index.get(p.gpu_index)) or self._skip.get(p.pid, 0.0) > now:
-                continue
-            if now - self._last.get(p.pid, -math.inf) >= self.every_s - 0.5:
-                due[p.pid] = self._last.get(p.pid, -math.inf)
-        if not due:
+        gpu_due = sorted((self._last.get(pid, -math.inf), pid) for pid in waiting if self._due(pid, now))
+        fed = sorted({(-(f.cpu_percent or 0.0), f.pid) for f in feeders if f.feeds in waiting
+                      and (f.cpu_percent or 0.0) >= BUSY_FEEDER and f.pid not in waiting and self._due(f.pid, now)})
+        chosen = list(dict.fromkeys([pid for _, pid in gpu_due] + [pid for _, pid in fed]))[:MAX_CONCURRENT]
+        if not chosen:
             return
-        chosen = sorted(due, key=lambda pid: due[pid])[:MAX_CONCURRENT]  # the longest unseen first
         for pid in chosen:
             self._last[pid] = now
         self._busy.set()
@@ -123,6 +127,9 @@ class StackSource:
             self._worker.start()
         self._rounds.put([_Target(pid, self.native and pid not in self._python_only,
                                   (busiest[pid],) if pid in busiest else ()) for pid in chosen])
+
+    def _due(self, pid: int, now: float) -> bool:
+        return self._skip.get(pid, 0.0) <= now and now - self._last.get(pid, -math.inf) >= self.every_s - 0.5
 
     def take(self) -> tuple[StackSample, ...]:
         """The windows finished since the last call."""

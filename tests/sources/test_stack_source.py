@@ -3,6 +3,7 @@ background, and what it saw reaches the Snapshot, the recording and ``doctor --s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -152,3 +153,30 @@ def test_of_many_parked_threads_the_main_the_busiest_and_the_working_ones_are_ke
     sample = pyspy.parse_raw(parked + working + named + main, 100, 1.0, 4.0, False, prefer=(120,))
     tids = {s.tid for s in sample.stacks}
     assert {100, 120, 150} <= tids and len(tids) == pyspy.MAX_THREADS
+
+
+def test_a_busy_feeder_of_a_waiting_gpu_process_is_sampled_after_the_gpu_process(
+        tokeniser: subprocess.Popen[str]) -> None:
+    """The GPU process (here: a sleeper, not Python) first, then its busiest feeder; a quiet feeder is not."""
+    from gpuwatch.model.feeders import FeederSample
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        source = StackSource(every_s=1, window_s=1, rate_hz=50)
+        if source.exe is None:
+            pytest.skip("py-spy is not installed")
+        feeders = (FeederSample(tokeniser.pid, sleeper.pid, "child", cpu_percent=95.0),
+                   FeederSample(os.getpid(), sleeper.pid, "sibling", cpu_percent=1.0))
+        got: list[StackSample] = []
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not got:
+            source.offer(IDLE_GPU, (ProcessSample(sleeper.pid, 0),), feeders)
+            got += source.take()
+            time.sleep(0.1)
+        if source.problem:
+            pytest.skip(source.problem)
+        source.close()
+        assert {s.pid for s in got} == {tokeniser.pid}
+    finally:
+        sleeper.kill()
+        sleeper.wait()
