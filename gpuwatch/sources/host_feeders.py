@@ -3,9 +3,11 @@
 A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
 processes, a socket. Every FEEDERS_EVERY_S (only for such processes) its links are read: its children and
 grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
-share a pipe or a socket with it (``/proc/PID/fd``); its TCP/UDP and unix sockets say whether work comes
-from outside its process tree (a listening socket, or an accepted connection whose other end is not in the
-tree: ``external``), from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
+share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
+sock_diag) or loopback TCP connections; its sockets and those of the tree processes it is linked to say
+whether work comes from outside its process tree (a listening socket, or an accepted connection whose other
+end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
+from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
 are kept, and each tick reads every feeder like a GPU process's host side (CPU, busiest thread, thread wait
 classes, run-queue delay, threads in D state, storage I/O rates).
 """
@@ -80,6 +82,7 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
         if ppid is not None and ppid > 1 and ppid not in gpu_pids:
             members.setdefault(ppid, "peer")
         held: dict[int, int] = {}
+        by_socket: list[int] = []
         for member in members:
             fds = netfds.read_fds(member)
             if fds is None:
@@ -87,7 +90,9 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
             held.update((inode, member) for inode in fds.sockets)
             if fds.pipes & own.pipes or fds.sockets & own.sockets:
                 linked.append(member)
-        upstream, peers = sockets if sockets is not None else _sockets(pid, own, held)
+            if fds.sockets & own.sockets:
+                by_socket.append(member)
+        upstream, peers = sockets if sockets is not None else _sockets(pid, own, held, by_socket)
         linked += [p for p in peers if p not in linked and p in members]
         relations.update((m, members[m]) for m in linked)  # type: ignore[misc]
     else:
@@ -98,29 +103,34 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
     return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
 
 
-def _sockets(pid: int, own: netfds.Fds, held: dict[int, int]) -> tuple[Upstream, list[int]]:
-    """``external`` when ``pid`` listens (TCP, bound UDP, a unix server socket) or holds an accepted connection
-    whose other end no process of its tree holds; else ``tree``. Also the tree processes at the other end of
-    its loopback TCP connections."""
-    if not own.sockets:
-        return "tree", []
-    rows = netfds.read_inet(pid, own.sockets)
-    mine = [r for r in rows if r.inode in own.sockets]
+def _sockets(pid: int, own: netfds.Fds, held: dict[int, int], linked: list[int]) -> tuple[Upstream, list[int]]:
+    """The tree processes at the other end of ``pid``'s connected unix sockets and loopback TCP connections,
+    and where its work comes from: ``external`` when it, or a tree process at the other end of one of its
+    sockets (a front end that hands it requests: ``linked`` share a socket with it), listens (TCP, bound UDP, a
+    unix server socket) or holds an accepted connection whose other end no process of the tree holds; else
+    ``tree``. A parent that only reads its output through a pipe (a launcher) is not a front end."""
+    peers = [m for inode, peer in netfds.unix_peers(own.sockets).items() if (m := held.get(peer)) is not None]
+    front = {pid, *linked, *peers}
+    sockets = own.sockets | frozenset(inode for inode, m in held.items() if m in front)
+    if not sockets:
+        return "tree", peers
+    rows = netfds.read_inet(pid, sockets)
+    mine = [r for r in rows if r.inode in sockets]
     listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
-    external = bool(listening) or netfds.read_unix_listening(pid, own.sockets) > 0
+    external = bool(listening) or netfds.read_unix_listening(pid, sockets) > 0
     external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote) for r in mine)
     mirror = {(r.local, r.remote): r.inode for r in rows if r.state == netfds.TCP_ESTABLISHED}
-    peers: list[int] = []
     for r in mine:
         if r.udp or r.state != netfds.TCP_ESTABLISHED:
             continue
         other = mirror.get((r.remote, r.local))
         holder = held.get(other) if other is not None else None
         if holder is not None:
-            peers.append(holder)
-        elif r.local_port in listening:
+            if r.inode in own.sockets:
+                peers.append(holder)
+        elif r.local_port in listening and other not in own.sockets:
             external = True  # an accepted connection from outside the tree
-    return ("external" if external else "tree"), peers
+    return ("external" if external else "tree"), list(dict.fromkeys(peers))
 
 
 class FeederTracker:

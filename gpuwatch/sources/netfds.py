@@ -143,3 +143,72 @@ def read_ppid(pid: int) -> int | None:
         return int(raw[raw.rfind(b")") + 2:].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+# -- unix socket peers (sock_diag) ----------------------------------------------------------------------------
+# /proc/net/unix does not say which socket is at the other end of a connected unix socket; the kernel's
+# sock_diag netlink interface does (what ``ss -xp`` reads): one dump request, one answer per socket.
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+UDIAG_SHOW_PEER = 0x4
+UNIX_DIAG_PEER = 2
+_NLMSG_DONE, _NLMSG_ERROR = 3, 2
+#: At most this many bytes of answers are read (a host with a million unix sockets is not read whole).
+MAX_DIAG_BYTES = 8 << 20
+
+
+def unix_peers(inodes: frozenset[int]) -> dict[int, int]:
+    """For each of ``inodes`` that is a connected unix socket (of gpuwatch's network namespace), the inode
+    of the socket at its other end; {} where sock_diag is not available."""
+    import socket
+    import struct
+
+    if not inodes or not hasattr(socket, "AF_NETLINK"):
+        return {}
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+    except OSError:
+        return {}
+    found: dict[int, int] = {}
+    try:
+        sock.settimeout(1.0)
+        # struct unix_diag_req: family, protocol, pad, states, ino, show, cookie[2]
+        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, UDIAG_SHOW_PEER, 0xFFFFFFFF, 0xFFFFFFFF)
+        header = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, 0x1 | 0x300, 1, 0)  # REQUEST|DUMP
+        sock.sendall(header + req)
+        read = 0
+        while read < MAX_DIAG_BYTES:
+            data = sock.recv(1 << 16)
+            read += len(data)
+            if not data or _parse_diag(data, inodes, found):
+                break
+    except OSError:
+        return found
+    finally:
+        sock.close()
+    return found
+
+
+def _parse_diag(data: bytes, inodes: frozenset[int], found: dict[int, int]) -> bool:
+    """Take in one recv of sock_diag answers; True at the end of the dump."""
+    import struct
+
+    offset = 0
+    while offset + 16 <= len(data):
+        length, kind = struct.unpack_from("=IH", data, offset)
+        if length < 16 or kind in (_NLMSG_DONE, _NLMSG_ERROR):
+            return True
+        body = offset + 16
+        if body + 16 <= len(data):
+            inode = struct.unpack_from("=I", data, body + 4)[0]  # unix_diag_msg: family,type,state,pad,ino,...
+            if inode in inodes:
+                at = body + 16
+                while at + 4 <= offset + length:
+                    size, attr = struct.unpack_from("=HH", data, at)
+                    if size < 4:
+                        break
+                    if attr == UNIX_DIAG_PEER and size >= 8:
+                        found[inode] = struct.unpack_from("=I", data, at + 4)[0]
+                    at += (size + 3) & ~3
+        offset += (length + 3) & ~3
+    return False

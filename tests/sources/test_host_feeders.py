@@ -206,3 +206,62 @@ def test_gpuwatch_and_its_own_children_are_never_feeders_of_a_process_it_started
         other.kill()
         other.wait()
         _kill_tree(first)
+
+
+#: A front end listens on TCP and hands requests to the GPU worker, its sibling, over a unix socket connected
+#: by path (as ZeroMQ's ipc:// does): the worker's work comes from outside, through the front end.
+FRONT_AND_WORKER = """
+import os, socket, subprocess, sys, tempfile, time
+path = os.path.join(tempfile.mkdtemp(), 'engine.sock')
+worker = subprocess.Popen([sys.executable, '-c', '''
+import socket, sys, time
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(sys.argv[1]); srv.listen(); print('ready', flush=True)
+conn, _ = srv.accept()
+while conn.recv(4096): pass
+time.sleep(60)
+''', path], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline().strip() == 'ready'
+front = subprocess.Popen([sys.executable, '-c', '''
+import socket, sys, time
+engine = socket.socket(socket.AF_UNIX); engine.connect(sys.argv[1])
+api = socket.socket(); api.bind(("127.0.0.1", 0)); api.listen()
+print('ready', flush=True)
+time.sleep(60)
+''', path], stdout=subprocess.PIPE, text=True)
+assert front.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(worker.pid, flush=True)
+print(front.pid, flush=True)
+worker.wait()
+"""
+
+
+def test_a_worker_fed_through_a_unix_socket_by_a_listening_front_end_has_external_work(start: Any) -> None:
+    launcher = start(FRONT_AND_WORKER)
+    assert launcher.stdout is not None
+    worker, front = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    details, feeders = watch(worker)
+    assert details["upstream"] == "external", details
+    assert [f.relation for f in feeders if f.pid == front] == ["sibling"], feeders
+
+
+#: A launcher that listens (a rendezvous store, say) and reads its worker's output through a pipe.
+LISTENING_LAUNCHER = """
+import socket, subprocess, sys
+keep = socket.socket(); keep.bind(('127.0.0.1', 0)); keep.listen()
+worker = subprocess.Popen([sys.executable, '-c', {worker!r}], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(worker.pid, flush=True)
+worker.wait()
+"""
+
+
+def test_a_launcher_that_only_reads_the_output_is_no_front_end(start: Any) -> None:
+    launcher = start(LISTENING_LAUNCHER.format(worker=PIPELINE.format(child=SLEEP_CHILD)))
+    assert launcher.stdout is not None
+    worker = int(launcher.stdout.readline())
+    details, feeders = watch(worker)
+    assert details["upstream"] == "tree", details
+    assert any(f.pid == launcher.pid and f.relation == "peer" for f in feeders), feeders  # linked by the pipe
