@@ -95,8 +95,14 @@ def snapshot_to_dict(snap: Snapshot) -> dict[str, Any]:
 
 def _stack_to_dict(sample: StackSample) -> dict[str, Any]:
     d = _plain(sample)
-    d["stacks"] = [{**_plain(t), "frames": [_plain(f) for f in t.frames]} for t in sample.stacks]
+    d["stacks"] = [{**_plain(t), "frames": [_frame_to_dict(f) for f in t.frames]} for t in sample.stacks]
     return d
+
+
+def _frame_to_dict(frame: Frame) -> dict[str, Any]:
+    """A frame without the fields at their defaults (thousands of frames a window: the recording stays small;
+    reading restores the defaults, so the round trip is exact)."""
+    return {k: v for k, v in _plain(frame).items() if k == "function" or not (v is None or v is False or v == "")}
 
 
 def _checked(value: Any, kind: str, where: str) -> Any:

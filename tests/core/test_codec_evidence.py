@@ -100,3 +100,12 @@ def test_a_hostile_document_is_capped_and_says_what_was_dropped() -> None:
     assert dropped is not None and "5 stack sample(s)" in dropped and "7 feeder(s)" in dropped
     assert f"{(len(STACK.stacks[0].frames) * (MAX_FRAMES // 3 + 10) - MAX_FRAMES) * MAX_STACK_SAMPLES} frame(s)" \
         in dropped
+
+
+def test_frames_are_written_without_their_defaults_and_read_back_exactly() -> None:
+    frames = (Frame("f"), Frame("g", "a.py", 0), Frame("h", native=True, module="libc.so.6"))
+    snap = Snapshot(time=1.0, host=HostSample("h"), stacks=(StackSample(1, 1.0, 4.0, (ThreadStack(1, frames),)),))
+    written = snapshot_to_dict(snap)["stacks"][0]["stacks"][0]["frames"]
+    assert written == [{"function": "f"}, {"function": "g", "file": "a.py", "line": 0},
+                       {"function": "h", "native": True, "module": "libc.so.6"}]
+    assert loads(dumps(snap)) == snap
