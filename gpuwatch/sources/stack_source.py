@@ -51,6 +51,8 @@ UNDERUSED_UTIL = 90.0
 UNDERUSED_SM = 50.0
 #: A process py-spy cannot read as Python (not Python, or gone) is not asked again for this long.
 NOT_PYTHON_RETRY_S = 300.0
+#: Processes whose last window is remembered before the ones no longer on a GPU are forgotten.
+MAX_REMEMBERED = 4096
 #: Windows waiting to be taken (a Sampler that stopped ticking must not grow them without bound).
 MAX_PENDING = 64
 
@@ -116,9 +118,15 @@ class StackSource:
         gpu_due = sorted((self._last.get(pid, -math.inf), pid) for pid in waiting if self._due(pid, now))
         fed = sorted({(-(f.cpu_percent or 0.0), f.pid) for f in feeders if f.feeds in waiting
                       and (f.cpu_percent or 0.0) >= BUSY_FEEDER and f.pid not in waiting and self._due(f.pid, now)})
-        chosen = list(dict.fromkeys([pid for _, pid in gpu_due] + [pid for _, pid in fed]))[:MAX_CONCURRENT]
+        # one place of a round is kept for a busy feeder, when there is one
+        gpu_slots = MAX_CONCURRENT - 1 if fed else MAX_CONCURRENT
+        chosen = list(dict.fromkeys([pid for _, pid in gpu_due][:gpu_slots] + [pid for _, pid in fed]))[:MAX_CONCURRENT]
         if not chosen:
             return
+        if len(self._last) > MAX_REMEMBERED:  # pids of processes long gone: forget them
+            keep = waiting | {f.pid for f in feeders}
+            self._last = {pid: t for pid, t in self._last.items() if pid in keep}
+            self._skip = {pid: t for pid, t in self._skip.items() if t > now}
         for pid in chosen:
             self._last[pid] = now
         self._busy.set()
