@@ -4,10 +4,12 @@ background, and what it saw reaches the Snapshot, the recording and ``doctor --s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +182,28 @@ def test_a_busy_feeder_of_a_waiting_gpu_process_is_sampled_after_the_gpu_process
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_refused_ptrace_is_said_with_how_to_grant_it(tokeniser: subprocess.Popen[str], tmp_path: Path) -> None:
+    """py-spy run as an unprivileged user (here through setpriv, as root) is refused by the kernel: the source
+    says which process it could not read and how to grant it, and does not ask for that process again soon."""
+    exe = pyspy.find_pyspy()
+    setpriv = shutil.which("setpriv")
+    if exe is None or setpriv is None or os.geteuid() != 0:
+        pytest.skip("needs py-spy, setpriv and root (to drop to an unprivileged user)")
+    copy = tmp_path / "py-spy"
+    shutil.copy(exe, copy)
+    wrapper = tmp_path / "py-spy-as-nobody"
+    wrapper.write_text(f"#!/bin/sh\nexec {setpriv} --reuid=65534 --regid=65534 --clear-groups {copy} \"$@\"\n")
+    for path in (tmp_path, copy, wrapper):
+        path.chmod(0o755)
+    source = StackSource(every_s=1, window_s=1, exe=str(wrapper))
+    end = time.monotonic() + 10
+    while time.monotonic() < end and source.problem is None:
+        source.offer(IDLE_GPU, (ProcessSample(tokeniser.pid, 0),))
+        time.sleep(0.1)
+    status = source.status()
+    assert status.state == "ok" and status.message is not None, status
+    assert f"process {tokeniser.pid}" in status.message and "CAP_SYS_PTRACE" in status.message
+    assert not source._due(tokeniser.pid, time.monotonic())
+    assert source.take() == ()
