@@ -13,7 +13,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 COPY . .
-RUN pip install ".[kubernetes]" && rm -rf /src
+RUN pip install ".[kubernetes,stacks]" && rm -rf /src
 
 WORKDIR /
 EXPOSE 19464

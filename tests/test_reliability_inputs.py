@@ -121,8 +121,9 @@ def test_the_source_names_rules_accept_are_the_sources_that_exist() -> None:
     from gpuwatch.sources.host import HostSource
     from gpuwatch.sources.kubelet.source import KubeletSource
     from gpuwatch.sources.nvml.source import NvmlSource
+    from gpuwatch.sources.stack_source import StackSource
 
-    assert set(SOURCE_NAMES) == {s.name for s in (NvmlSource, DcgmSource, HostSource, KubeletSource)}
+    assert set(SOURCE_NAMES) == {s.name for s in (NvmlSource, DcgmSource, HostSource, KubeletSource, StackSource)}
 
 
 # --- the watchdog --------------------------------------------------------------------------------------------

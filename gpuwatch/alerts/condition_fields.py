@@ -17,7 +17,7 @@ from gpuwatch.model.durations import format_duration, parse_duration
 from gpuwatch.model.metrics import metric
 
 #: The sources a Snapshot can report on (each source's ``name``; a test checks them against the sources).
-SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet")
+SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet", "stacks")
 #: Reasons a throttle condition watches unless told otherwise: everything but "idle".
 DEFAULT_THROTTLE_REASONS = tuple(n for n in NAME_TO_BIT if n != "gpu_idle")
 

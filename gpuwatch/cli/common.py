@@ -83,11 +83,15 @@ def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = DEFA
     g.add_argument("--dcgm", metavar="URL", type=dcgm_url,
                    help="also scrape a dcgm-exporter /metrics endpoint (http://node:9400/metrics); "
                    "without an NVIDIA driver here, its GPUs are the ones shown")
+    g.add_argument("--no-stacks", action="store_true",
+                   help="do not sample the stacks of the processes on under-used GPUs (py-spy, on by default "
+                   "where it is installed and ptrace is permitted)")
 
 
 def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> SamplingOptions:
     return SamplingOptions(replay=args.replay, speed=args.speed, loop=args.loop, interval=args.interval,
-                           dcgm_url=getattr(args, "dcgm", None), allow_bundled=allow_bundled)
+                           dcgm_url=getattr(args, "dcgm", None), allow_bundled=allow_bundled,
+                           stacks=not getattr(args, "no_stacks", False))
 
 
 def open_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> Opened:

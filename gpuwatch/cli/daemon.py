@@ -71,7 +71,8 @@ def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOpt
     return dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
                                dcgm_url=config.sources.dcgm_url,
                                kubelet_socket=config.sources.kubelet_socket or None,
-                               kubelet_interval=config.sources.kubelet_interval)
+                               kubelet_interval=config.sources.kubelet_interval,
+                               stacks=config.sources.stacks and not getattr(args, "no_stacks", False))
 
 
 def _check(config: Config) -> int:

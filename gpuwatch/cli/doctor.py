@@ -22,15 +22,15 @@ from gpuwatch.model.finding import Finding
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.stack_profile import stack_profiles
 from gpuwatch.model.visible import visible, visible_fields
 from gpuwatch.runtime.build import NoGpuError, open_sampler
 from gpuwatch.sampler.sampler import Sampler
-from gpuwatch.sources.stacks import StackSampler
+from gpuwatch.sources.stack_source import DOCTOR_EVERY_S
 
 COLOURS = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 #: At most this many samples are judged (the newest), whatever the recording's length: memory stays bounded.
 MAX_SAMPLES = 3600
-STACK_THREAD_CPU = 50.0  # sample the stacks of threads at least this busy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,22 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"newest {MAX_SAMPLES} samples)")
     p.add_argument("--pid", type=int, metavar="PID", help="diagnose only this process and the GPUs it uses")
     p.add_argument("--stacks", action="store_true",
-                   help="sample the Python stacks of busy GPU threads with py-spy (needs py-spy and ptrace "
-                   "permission) and name the functions they spend their time in")
+                   help="name the functions the feeding threads spend their time in, from their sampled stacks "
+                   "(py-spy samples them by default where it is installed and ptrace is permitted; a recording "
+                   "made with stacks carries them)")
     p.add_argument("--json", action="store_true", help='print {"source", "samples", "findings": [...]} as JSON')
     add_sampling_args(p, interval=DOCTOR_INTERVAL_S)
     p.set_defaults(func=run)
 
 
-def _sample_stacks(stacks: StackSampler, snap: Snapshot, pid: int | None) -> None:
-    busy = sorted((p for p in snap.processes if (p.top_thread_cpu_percent or 0.0) >= STACK_THREAD_CPU
-                   and (pid is None or p.pid == pid)), key=lambda p: -(p.top_thread_cpu_percent or 0.0))
-    for p in busy[:2]:
-        stacks.sample(p.pid, p.top_thread_id)
-
-
-def collect(sampler: Sampler, duration: float, interval: float, is_recording: bool, show_progress: bool,
-            stacks: StackSampler | None = None, pid: int | None = None) -> tuple[list[Snapshot], int]:
+def collect(sampler: Sampler, duration: float, interval: float, is_recording: bool,
+            show_progress: bool) -> tuple[list[Snapshot], int]:
     """The newest snapshots (at most MAX_SAMPLES) of ``duration`` seconds, and how many were read: live at
     ``interval``; from a recording as fast as it reads, until its clock has advanced ``duration`` (or it ends)."""
     snaps: deque[Snapshot] = deque(maxlen=MAX_SAMPLES)
@@ -80,8 +74,6 @@ def collect(sampler: Sampler, duration: float, interval: float, is_recording: bo
             snaps.append(snap)
             read += 1
             first = snap.time if first is None else first
-            if stacks is not None and not is_recording:
-                _sample_stacks(stacks, snap, pid)
             done = snap.time - first if is_recording else time.monotonic() - start
             progress.update(task, completed=min(done, duration), samples=read)
             if done >= duration:
@@ -91,17 +83,31 @@ def collect(sampler: Sampler, duration: float, interval: float, is_recording: bo
     return list(snaps), read
 
 
-def judge(snaps: list[Snapshot], pid: int | None, stacks: StackSampler | None) -> list[Finding]:
+def judge(snaps: list[Snapshot], pid: int | None, stacks: bool) -> list[Finding]:
     """The daemon's path: one shared live-doctor evaluation of the window collected (so a finding reads the
-    same here, on /metrics and in the API). ``--stacks`` adds py-spy evidence, which only the doctor's full
-    pass reads."""
-    if stacks is not None:
-        return diagnose(snaps, pid=pid, stacks=stacks.profiles())
+    same here, on /metrics and in the API). ``--stacks`` adds the sampled stacks' dominant frames as
+    evidence, which only the doctor's full pass reads."""
+    if stacks:
+        return diagnose(snaps, pid=pid, stacks=stack_profiles(snaps))
     span = snaps[-1].time - snaps[0].time
     evaluation = SharedDiagnosis(lambda: snaps, window_s=span).ask(span, pid)
     if evaluation.findings is None:
         raise CliError(evaluation.note)
     return list(evaluation.findings)
+
+
+def _say_stacks(snaps: list[Snapshot], is_recording: bool) -> None:
+    """Once, on stderr: why ``--stacks`` has nothing to add (py-spy missing, ptrace refused, none recorded)."""
+    if any(s.stacks for s in snaps):
+        return
+    status = next((st for s in reversed(snaps) if (st := s.source("stacks")) is not None and st.message), None)
+    if status is not None:
+        print(status.message, file=sys.stderr)
+    elif is_recording:
+        print("--stacks: this recording carries no sampled stacks; carrying on without them", file=sys.stderr)
+    else:
+        print("--stacks: no stacks were sampled (no GPU was under-used, or the window was shorter than one "
+              "sampling window); carrying on without them", file=sys.stderr)
 
 
 def render(findings: Sequence[Finding], description: str, samples: int, console: Console) -> None:
@@ -127,28 +133,26 @@ def run(args: argparse.Namespace) -> int:
     if args.loop and args.duration is None:
         raise CliError("doctor reads a recording once: with --loop it would never end; drop --loop, or give "
                        "--duration S to judge S seconds of the looped recording", exit_code=2)
-    opts = dataclasses.replace(options_from_args(args, allow_bundled=True), loop_bundled=False)
+    opts = dataclasses.replace(options_from_args(args, allow_bundled=True), loop_bundled=False,
+                               stacks_every_s=DOCTOR_EVERY_S)  # watching on purpose: stack windows back to back
+    if args.stacks:
+        opts.stacks = True
     try:
         opened = open_sampler(opts)
     except (NoGpuError, RecordingError) as exc:
         raise CliError(str(exc), exit_code=2) from None
     duration = args.duration if args.duration is not None else (float("inf") if opened.is_recording else LIVE_WINDOW_S)
-    stacks = StackSampler() if args.stacks else None
-    if stacks is not None and opened.is_recording:
-        print("--stacks samples live processes: a recording has none; carrying on without stacks", file=sys.stderr)
-    elif stacks is not None and stacks.problem:
-        print(stacks.problem, file=sys.stderr)  # said now; a problem met while sampling is said at the end
     sampler = opened.sampler
     try:
         snaps, read = collect(sampler, duration, args.interval, opened.is_recording,
-                              sys.stderr.isatty() and duration != float("inf"), stacks, args.pid)
+                              sys.stderr.isatty() and duration != float("inf"))
     finally:
         sampler.stop()
     if not snaps:
         raise CliError("no samples to diagnose (an empty recording?)", exit_code=2)
-    if stacks is not None and stacks.problem and stacks.exe is not None and not opened.is_recording:
-        print(stacks.problem, file=sys.stderr)
-    findings = judge(snaps, args.pid, stacks)
+    if args.stacks:
+        _say_stacks(snaps, opened.is_recording)
+    findings = judge(snaps, args.pid, args.stacks)
     description = opened.description + (f" (the newest {len(snaps)} of {read} samples)" if read > len(snaps) else "")
     if args.json:
         print(json.dumps({"source": description, "samples": len(snaps),

@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"(default {TOKEN_PATH}; --write creates it when missing)")
     p.add_argument("--exec", dest="exec_path", type=input_file, metavar="PATH",
                    help="the gpuwatch the unit runs (default: this one)")
+    p.add_argument("--stacks", action="store_true",
+                   help="grant the daemon CAP_SYS_PTRACE so py-spy can sample the stacks of the processes on an "
+                   "under-used GPU (the doctor's evidence; systemd's exposure score rises by 0.3)")
     p.add_argument("--force", action="store_true",
                    help="write the unit even where the service's user could not read that gpuwatch")
     p.set_defaults(func=run)
@@ -85,7 +88,7 @@ def _spec(args: argparse.Namespace) -> UnitSpec:
             exec_quote(part)
     except ValueError as exc:
         raise CliError(f"cannot put {exc} into a unit", exit_code=2) from None
-    return UnitSpec(command, args.listen, args.watchdog, token)
+    return UnitSpec(command, args.listen, args.watchdog, token, stacks=args.stacks)
 
 
 def _ensure_token(path: Path) -> str:

@@ -4,15 +4,24 @@ piece out of a recording (``--replay F --from S --to S``) to share the interesti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import socket
 import sys
 import threading
 import time
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float, seconds_offset
+from gpuwatch.cli.common import (
+    CliError,
+    add_sampling_args,
+    open_options,
+    options_from_args,
+    positive_float,
+    seconds_offset,
+)
 from gpuwatch.cli.paths import output_file
 from gpuwatch.model.recording import RecordingError, RecordingHeader, RecordingWriter, iter_snapshots, read_header
 from gpuwatch.model.visible import visible
+from gpuwatch.sources.stack_source import DOCTOR_EVERY_S
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         return cut(args)
     if args.start is not None or args.end is not None:
         raise CliError("--from and --to cut a recording: give --replay FILE", exit_code=2)
-    opened = open_from_args(args)
+    # a recording is evidence kept for the doctor: stack windows at the doctor's pace, so a replay sees what
+    # a live doctor would
+    opened = open_options(dataclasses.replace(options_from_args(args), stacks_every_s=DOCTOR_EVERY_S))
     header = RecordingHeader(created=time.time(), interval_s=args.interval, hostname=socket.gethostname(),
                              description=args.description, meta={"source": opened.description})
     done = threading.Event()

@@ -20,6 +20,7 @@ from gpuwatch.cli.validate_options import check_torch, open_sampling, parse_faul
 from gpuwatch.doctor import top_problem
 from gpuwatch.model import files
 from gpuwatch.model.interval import DOCTOR_INTERVAL_S
+from gpuwatch.sources.stack_source import DOCTOR_EVERY_S as DOCTOR_STACKS_EVERY_S
 from gpuwatch.validate.doctor_accuracy import FaultRun, judge_recordings, run_fault, write_recording, write_report
 
 
@@ -47,7 +48,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     duration = args.duration if args.duration is not None else 30.0
     window = min(args.window, duration)
     interval = DOCTOR_INTERVAL_S  # what gpuwatch doctor uses live: the doctor is judged as users run it
-    opened = open_sampling(args.device, interval)
+    opened = open_sampling(args.device, interval, stacks_every_s=DOCTOR_STACKS_EVERY_S)
     sampler, description = opened.sampler, opened.description
     (args.out / "faults").mkdir(parents=True, exist_ok=True)
     runs: list[FaultRun] = []

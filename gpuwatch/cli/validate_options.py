@@ -76,9 +76,13 @@ def check_torch() -> None:
         raise CliError(f"torch is not installed: {INSTALL_HINT}", exit_code=2)
 
 
-def open_sampling(device: str, interval: float) -> Opened:
-    """The sources and the Sampler; without a driver, ``--device cpu`` samples the host alone."""
+def open_sampling(device: str, interval: float, stacks_every_s: float | None = None) -> Opened:
+    """The sources and the Sampler; without a driver, ``--device cpu`` samples the host alone. Stacks are
+    sampled as by default, or every ``stacks_every_s`` seconds (the doctor's pace, for fault recordings)."""
+    opts = SamplingOptions(interval=interval, slow_interval=interval, host_only=device != "cuda")
+    if stacks_every_s is not None:
+        opts.stacks_every_s = stacks_every_s
     try:
-        return open_sampler(SamplingOptions(interval=interval, slow_interval=interval, host_only=device != "cuda"))
+        return open_sampler(opts)
     except NoGpuError as exc:
         raise CliError(f"--device cuda needs an NVIDIA driver to sample: {exc}", exit_code=2) from None

@@ -34,6 +34,8 @@ class SourcesConfig:
                                default="/var/lib/kubelet/pod-resources/kubelet.sock")
     kubelet_interval: float = _opt(f.duration, "how often to ask the kubelet which pod holds each GPU",
                                    default=10.0)
+    stacks: bool = _opt(f.boolean, "sample the stacks of the processes on under-used GPUs with py-spy (needs "
+                        "py-spy and ptrace permission: CAP_SYS_PTRACE)", default=True)
 
 
 @dataclass(frozen=True)

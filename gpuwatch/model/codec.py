@@ -1,6 +1,7 @@
 """Lossless JSON form of a Snapshot: ``snapshot_to_dict`` / ``snapshot_from_dict`` and NDJSON helpers.
 
-The JSON has the top-level keys ``time, host, gpus, processes, sources`` plus ``seq, origin, schema``.
+The JSON has the top-level keys ``time, host, gpus, processes, sources`` plus ``seq, origin, schema``, and
+``stacks`` and ``feeders`` (the doctor's evidence; absent in older recordings, read as empty).
 Reading is strict about the schema version and tolerant of unknown keys (a newer writer may add fields).
 """
 
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 
 from gpuwatch.model import text
 from gpuwatch.model.errors import InputError
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import (
     SCHEMA_VERSION,
@@ -25,6 +27,7 @@ from gpuwatch.model.snapshot import (
     Snapshot,
     SourceStatus,
 )
+from gpuwatch.model.stacks import Frame, StackSample, ThreadStack
 
 T = TypeVar("T")
 
@@ -38,6 +41,14 @@ MAX_TIME = 253_402_300_799.0
 MAX_GPUS = 256
 #: Processes one Snapshot may hold (a machine with 8 GPUs has a few hundred at most); the rest are dropped.
 MAX_PROCESSES = 8192
+#: Stack samples, distinct stacks per sample, frames per stack, and feeders one Snapshot may hold: a stack
+#: source emits a few per tick (64 innermost frames, 256 stacks); more is damage, and a hostile recording
+#: must not build a huge object from a small line.
+MAX_STACK_SAMPLES = 256
+MAX_THREAD_STACKS = 512
+MAX_FRAMES = 256
+MAX_FEEDERS = 1024
+MAX_THREAD_WAITS = 64
 #: The SourceStatus a capped Snapshot carries, naming what was dropped.
 CAP_SOURCE = "snapshot-cap"
 
@@ -78,7 +89,21 @@ def snapshot_to_dict(snap: Snapshot) -> dict[str, Any]:
         "gpus": [gpu_to_dict(g) for g in snap.gpus],
         "processes": [_plain(p) for p in snap.processes],
         "sources": [_plain(s) for s in snap.sources],
+        "stacks": [_stack_to_dict(s) for s in snap.stacks],
+        "feeders": [_plain(f) for f in snap.feeders],
     }
+
+
+def _stack_to_dict(sample: StackSample) -> dict[str, Any]:
+    d = _plain(sample)
+    d["stacks"] = [{**_plain(t), "frames": [_frame_to_dict(f) for f in t.frames]} for t in sample.stacks]
+    return d
+
+
+def _frame_to_dict(frame: Frame) -> dict[str, Any]:
+    """A frame without the fields at their defaults (thousands of frames a window: the recording stays small;
+    reading restores the defaults, so the round trip is exact)."""
+    return {k: v for k, v in _plain(frame).items() if k == "function" or not (v is None or v is False or v == "")}
 
 
 def _checked(value: Any, kind: str, where: str) -> Any:
@@ -178,11 +203,43 @@ def _gpu_from_dict(data: Mapping[str, Any], where: str) -> GpuSample:
     return dataclasses.replace(gpu, profiling=prof, extra=extra, labels=labels, health=health)
 
 
-def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+def _list(data: Mapping[str, Any], key: str, where: str = "") -> list[Any]:
     value = data.get(key, [])
+    if value is None and where:  # a nested list written as null: empty
+        return []
     if not isinstance(value, list):
-        raise SnapshotFormatError(f"{key}: expected a list, got {type(value).__name__}")
+        raise SnapshotFormatError(f"{where or key}: expected a list, got {type(value).__name__}")
     return value
+
+
+def _stack_from_dict(data: Mapping[str, Any], where: str, cut: dict[str, int]) -> StackSample:
+    """A StackSample, its thread stacks and their frames each checked as the others are; past the caps the
+    rest are dropped and counted in ``cut`` (said once for the whole Snapshot)."""
+    sample = _build(StackSample, {**data, "stacks": []} if isinstance(data, Mapping) else data, where)
+    threads = _list(data, "stacks", f"{where}.stacks")
+    cut["thread stack(s)"] = cut.get("thread stack(s)", 0) + max(0, len(threads) - MAX_THREAD_STACKS)
+    built = []
+    for i, t in enumerate(threads[:MAX_THREAD_STACKS]):
+        at = f"{where}.stacks[{i}]"
+        stack = _build(ThreadStack, {**t, "frames": []} if isinstance(t, Mapping) else t, at)
+        frames = _list(t, "frames", f"{at}.frames")
+        cut["frame(s)"] = cut.get("frame(s)", 0) + max(0, len(frames) - MAX_FRAMES)
+        built.append(dataclasses.replace(stack, frames=tuple(
+            _build(Frame, f, f"{at}.frames[{j}]") for j, f in enumerate(frames[:MAX_FRAMES]))))
+    return dataclasses.replace(sample, stacks=tuple(built))
+
+
+_RELATIONS = ("child", "sibling", "peer")
+
+
+def _feeder_from_dict(data: Mapping[str, Any], where: str) -> FeederSample:
+    feeder = _build(FeederSample, data, where)
+    if feeder.relation not in _RELATIONS:
+        raise SnapshotFormatError(f"{where}.relation: expected one of {', '.join(_RELATIONS)}, got "
+                                  f"{str(feeder.relation)[:40]!r}")
+    if len(feeder.thread_waits) > MAX_THREAD_WAITS:
+        feeder = dataclasses.replace(feeder, thread_waits=feeder.thread_waits[:MAX_THREAD_WAITS])
+    return feeder
 
 
 def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
@@ -199,14 +256,21 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
     if not 0 <= time <= MAX_TIME:
         raise SnapshotFormatError(f"time: {time!r} is not a Unix time in seconds (0 to {MAX_TIME:.0f})")
     gpus, procs = _list(data, "gpus"), _list(data, "processes")
+    stacks, feeders = _list(data, "stacks"), _list(data, "feeders")
     sources = [_build(SourceStatus, s, f"sources[{i}]") for i, s in enumerate(_list(data, "sources"))]
     dropped = [f"{len(items) - cap} {what} past the first {cap}" for items, cap, what in
-               ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)")) if len(items) > cap]
+               ((gpus, MAX_GPUS, "GPU(s)"), (procs, MAX_PROCESSES, "process(es)"),
+                (stacks, MAX_STACK_SAMPLES, "stack sample(s)"), (feeders, MAX_FEEDERS, "feeder(s)"))
+               if len(items) > cap]
     gpu_samples = _unique(tuple(_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(gpus[:MAX_GPUS])),
                           "gpus", lambda g: f"GPU {g.index}")
     proc_samples = _unique(tuple(_build(ProcessSample, p, f"processes[{i}]") for i, p in
                                  enumerate(procs[:MAX_PROCESSES])),
                            "processes", lambda p: f"pid {p.pid} on GPU {p.gpu_index}")
+    cut: dict[str, int] = {}
+    stack_samples = tuple(_stack_from_dict(s, f"stacks[{i}]", cut) for i, s in enumerate(stacks[:MAX_STACK_SAMPLES]))
+    dropped += [f"{n} {what} past the first {MAX_FRAMES if what == 'frame(s)' else MAX_THREAD_STACKS} of "
+                f"{'a stack' if what == 'frame(s)' else 'a stack sample'}" for what, n in cut.items() if n]
     if dropped:  # read only the first ones: the rest would cost every consumer, and cannot be one machine
         sources.append(SourceStatus(CAP_SOURCE, "error", "dropped " + " and ".join(dropped)))
     return Snapshot(
@@ -217,6 +281,8 @@ def snapshot_from_dict(data: Mapping[str, Any]) -> Snapshot:
         gpus=gpu_samples,
         processes=proc_samples,
         sources=tuple(sources),
+        stacks=stack_samples,
+        feeders=tuple(_feeder_from_dict(f, f"feeders[{i}]") for i, f in enumerate(feeders[:MAX_FEEDERS])),
     )
 
 

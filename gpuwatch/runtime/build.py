@@ -18,6 +18,7 @@ from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.base import Source, SourceUnavailable
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.replay import ReplayProducer
+from gpuwatch.sources.stack_source import EVERY_S, StackSource
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,10 @@ class SamplingOptions:
     kubelet_interval: float = 10.0
     #: No GPU source: sample the host alone instead of failing (``validate --device cpu``).
     host_only: bool = False
+    #: Sample the stacks of the processes on under-used GPUs with py-spy (where it is installed and ptrace is
+    #: permitted), each process at most once every ``stacks_every_s`` seconds.
+    stacks: bool = True
+    stacks_every_s: float = EVERY_S
 
 
 @dataclass
@@ -113,7 +118,9 @@ def _open_producer(opts: SamplingOptions) -> tuple[Producer, str, bool]:
     gpu_sources, problems = _gpu_sources(opts)
     if gpu_sources:
         names = "+".join(s.name.upper() for s in gpu_sources)
-        return LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)]), f"live via {names}", False
+        stacks = StackSource(every_s=opts.stacks_every_s) if opts.stacks else None
+        return (LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)], stacks=stacks),
+                f"live via {names}", False)
     reason = problems[0] if problems else "no GPU source"
     if opts.host_only:
         return (LiveCollector([HostSource()]),

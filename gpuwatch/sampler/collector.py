@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from gpuwatch.model import text
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.stacks import StackSample
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.stack_source import StackSource
 
 _IDENTITY = ("index", "uuid", "name", "pci_bus_id", "driver_version", "mem_total_bytes", "sm_clock_max_mhz")
 
@@ -201,10 +204,14 @@ def label_gpus(gpus: tuple[GpuSample, ...], processes: tuple[ProcessSample, ...]
 
 
 class LiveCollector:
-    """Polls the sources in order (GPU sources, then host) and builds a Snapshot."""
+    """Polls the sources in order (GPU sources, then host) and builds a Snapshot. ``stacks`` (optional)
+    samples the stacks of the processes on under-used GPUs in the background: each tick offers it the merged
+    processes and takes the windows it finished, without waiting."""
 
-    def __init__(self, sources: Sequence[Source], hostname: str | None = None) -> None:
+    def __init__(self, sources: Sequence[Source], hostname: str | None = None,
+                 stacks: StackSource | None = None) -> None:
         self.slots = [_Slot(s) for s in sources]
+        self.stacks = stacks
         self.hostname = hostname or socket.gethostname()
         self.seq = 0
         self._started = time.monotonic()
@@ -225,6 +232,7 @@ class LiveCollector:
         processes: list[ProcessSample] = []
         host: HostSample | None = None
         details: dict[int, dict[str, object]] = {}
+        feeders: list[FeederSample] = []
         for slot in (s for s in self.slots if s.source.role == "gpu"):
             reading = slot.poll(now, ())
             if reading is not None and reading.gpus is not None:
@@ -241,6 +249,7 @@ class LiveCollector:
             if reading is not None:
                 host = reading.host or host
                 details.update(reading.process_details)
+                feeders.extend(reading.feeders)
         merged = tuple(dataclasses.replace(p, **details[p.pid]) if p.pid in details else p  # type: ignore[arg-type]
                        for p in processes)
         labels: dict[str, dict[str, str]] = {}
@@ -250,6 +259,12 @@ class LiveCollector:
                 labels.update(reading.gpu_labels)
         if labels:
             gpus, merged = label_gpus(gpus or (), merged, labels)
+        statuses = tuple(slot.status(self._started) for slot in self.slots)
+        stacks: tuple[StackSample, ...] = ()
+        if self.stacks is not None:
+            stacks = self.stacks.take()
+            self.stacks.offer(gpus or (), merged, feeders)
+            statuses += (self.stacks.status(),)
         self.seq += 1
         # Names from /proc, NVML, DCGM and the kubelet may hold bytes that are not UTF-8: cleaned here, once.
         return text.record(Snapshot(
@@ -257,10 +272,14 @@ class LiveCollector:
             host=host or HostSample(hostname=self.hostname),
             gpus=gpus or (),
             processes=merged,
-            sources=tuple(slot.status(self._started) for slot in self.slots),
+            sources=statuses,
+            stacks=stacks,
+            feeders=tuple(feeders),
             seq=self.seq,
         ))
 
     def close(self) -> None:
+        if self.stacks is not None:
+            self.stacks.close()
         for slot in self.slots:
             slot.close()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
 
 
@@ -29,6 +30,8 @@ class Reading:
     host: HostSample | None = None
     #: Host-side details per pid (user, cmdline, CPU, threads, IO ...), merged into ``processes``.
     process_details: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Processes that feed the GPU processes (the host source follows their waits): put on the Snapshot.
+    feeders: tuple[FeederSample, ...] = ()
     #: Labels for GPUs by UUID (e.g. the Kubernetes pod holding each), added to the merged GPUs and to their
     #: processes; a UUID no GPU source saw is ignored.
     gpu_labels: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -3,7 +3,8 @@
 It looks only at the pids the GPU sources found (never a walk over every process on the host), keeps
 one psutil.Process per pid so CPU and IO are deltas between ticks, and follows each one's threads
 (:mod:`gpuwatch.sources.host_threads`) so a GIL-bound serving thread at 100 % of one core is visible even
-when the process total looks modest.
+when the process total looks modest. For a process whose threads wait, it follows the wait to the processes
+that feed it (:mod:`gpuwatch.sources.host_feeders`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import psutil
 
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.procfs import (
@@ -68,6 +70,7 @@ class HostSource(Source):
         self._last_cpu_times: list[CpuJiffies] | None = None
         self._procs_running: int | None = None
         self._cpu_count = psutil.cpu_count() or None
+        self._feeders = FeederTracker()
 
     # -- the machine -------------------------------------------------------------------------------------
     def _host(self) -> HostSample:
@@ -212,7 +215,10 @@ class HostSource(Source):
                 details[pid] = d
         for gone in set(self._tracked) - set(pids):  # processes that left the GPU: forget them
             del self._tracked[gone]
-        return Reading(host=self._host(), process_details=details)
+        feeders, upstream = self._feeders.poll(wall, details)  # who feeds the waiting ones
+        for pid, where in upstream.items():
+            details[pid]["upstream"] = where
+        return Reading(host=self._host(), process_details=details, feeders=tuple(feeders))
 
 
 def _safe(fn: Any) -> Any:

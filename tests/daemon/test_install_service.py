@@ -116,6 +116,25 @@ def test_systemd_analyze_verifies_the_unit_and_scores_its_exposure_at_most_2(tmp
     assert score <= MAX_EXPOSURE, security.stdout
 
 
+def test_stacks_grant_ptrace_and_nothing_else_and_the_unit_still_verifies(tmp_path: Path) -> None:
+    """``--stacks`` keeps one capability, CAP_SYS_PTRACE, in the bounding and ambient sets (py-spy, run by the
+    daemon, inherits it) and allows the two system calls py-spy reads another process with; the unit without
+    it keeps no capability at all."""
+    plain = render_unit(UnitSpec(("/usr/bin/gpuwatch",), "127.0.0.1:19464")).splitlines()
+    stacks = render_unit(UnitSpec(("/usr/bin/gpuwatch",), "127.0.0.1:19464", stacks=True)).splitlines()
+    assert "CapabilityBoundingSet=" in plain and not [ln for ln in plain if "PTRACE" in ln or "ptrace" in ln]
+    assert set(stacks) - set(plain) == {"CapabilityBoundingSet=CAP_SYS_PTRACE", "AmbientCapabilities=CAP_SYS_PTRACE",
+                                        "SystemCallFilter=ptrace process_vm_readv"}
+    assert set(plain) - set(stacks) == {"CapabilityBoundingSet="}
+    analyze = require_tool("systemd-analyze")
+    unit = tmp_path / "gpuwatch.service"
+    result = install_service("--write", "--force", "--path", str(unit), "--stacks")
+    assert result.returncode == 0, result.stderr
+    assert "AmbientCapabilities=CAP_SYS_PTRACE" in unit.read_text()
+    verify = _analyze(analyze, unit, "verify")
+    assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
+
+
 def test_a_path_with_spaces_stays_one_argument_for_systemd(tmp_path: Path) -> None:
     analyze = require_tool("systemd-analyze")
     binary = tmp_path / "my tools" / "gpuwatch"

@@ -139,14 +139,15 @@ def test_the_namespace_enforces_a_level_that_admits_the_pod(name: str) -> None:
 
 
 def test_what_baseline_rejects_in_the_full_pod_and_the_restricted_pod_passes() -> None:
-    """The full pod needs a "privileged" namespace: baseline rejects exactly hostPID and the hostPaths of the
-    kubelet's socket and of the state on the node (the README says so); the restricted overlay passes
-    "restricted", and enforces it."""
+    """The full pod needs a "privileged" namespace: baseline rejects exactly hostPID, the hostPaths of the
+    kubelet's socket and of the state on the node, and SYS_PTRACE for py-spy (the README says so); the
+    restricted overlay passes "restricted", and enforces it."""
     full = by_kind(overlay("plain"))
     assert full["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pod = full["DaemonSet"]["spec"]["template"]["spec"]
     assert violations(pod, "baseline") == ["host namespaces (hostPID=true)", "hostPath volumes (state)",
-                                           "hostPath volumes (pod-resources)"]
+                                           "hostPath volumes (pod-resources)",
+                                           "non-default capabilities (gpuwatch: SYS_PTRACE)"]
     assert "runAsUser=0 (gpuwatch)" in violations(pod, "restricted")
     restricted = by_kind(overlay("restricted"))
     assert restricted["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -1,0 +1,198 @@
+"""Follow the wait: the processes that feed a GPU process whose threads wait, and where its work comes from.
+
+A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
+processes, a socket. Every FEEDERS_EVERY_S (only for such processes) its links are read: its children and
+grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
+share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
+sock_diag) or loopback TCP connections; its sockets and those of the tree processes it is linked to say
+whether work comes from outside its process tree (a listening socket, or an accepted connection whose other
+end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
+from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
+are kept, and each tick reads every feeder like a GPU process's host side (CPU, busiest thread, thread wait
+classes, run-queue delay, threads in D state, storage I/O rates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwatch.model.feeders import FeederSample, Relation, Upstream
+from gpuwatch.sources import netfds
+from gpuwatch.sources.host_threads import ThreadTracker
+from gpuwatch.sources.procfs import read_children, read_process_io, read_process_stat
+
+FEEDERS_EVERY_S = 5.0
+#: The kernel builds /proc/net/tcp afresh at each read (~40 ms for 300 connections): a process's sockets are
+#: classified at most this often (where work comes from changes rarely), and only when it has sockets.
+SOCKETS_EVERY_S = 30.0
+#: A GPU process whose busiest thread uses less of a core than this is waiting on something.
+WAITING_THREAD_CPU = 80.0
+#: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
+MAX_FEEDERS = 16
+MAX_SIBLINGS = 64
+
+
+@dataclass
+class _Feeder:
+    pid: int
+    name: str | None
+    cmdline: str | None
+    threads: ThreadTracker
+    last_time: float = 0.0
+    last_cpu: float | None = None
+    last_io: tuple[int, int, int, int] | None = None
+
+
+@dataclass
+class _Links:
+    at: float
+    upstream: Upstream
+    relations: dict[int, Relation] = field(default_factory=dict)
+    peers: list[int] = field(default_factory=list)
+    sockets_at: float = float("-inf")
+
+
+def waiting(details: dict[str, Any]) -> bool:
+    """Whether a GPU process's busiest thread is off the CPU enough to be waiting on something."""
+    top = details.get("top_thread_cpu_percent")
+    if top is None:
+        top = details.get("cpu_percent")
+    return top is not None and top < WAITING_THREAD_CPU
+
+
+def links(pid: int, ppid: int | None, gpu_pids: set[int],
+          sockets: tuple[Upstream, list[int]] | None = None) -> tuple[Upstream, dict[int, Relation], list[int]]:
+    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
+    tree processes at the other end of its TCP connections (``sockets``: those two from an earlier read,
+    reused instead of reading /proc/net again)."""
+    kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c != pid]
+    sibs: list[int] = []
+    if ppid == os.getpid():  # started by gpuwatch itself (validate): its other children are gpuwatch's (py-spy)
+        ppid = None
+    if ppid is not None and ppid > 1:
+        sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s != pid][:MAX_SIBLINGS]
+    own = netfds.read_fds(pid)
+    relations: dict[int, Relation] = {}
+    linked: list[int] = []
+    if own is not None:
+        members = {**{s: "sibling" for s in sibs}, **{k: "child" for k in kids}}
+        if ppid is not None and ppid > 1 and ppid not in gpu_pids:
+            members.setdefault(ppid, "peer")
+        held: dict[int, int] = {}
+        by_socket: list[int] = []
+        for member in members:
+            fds = netfds.read_fds(member)
+            if fds is None:
+                continue
+            held.update((inode, member) for inode in fds.sockets)
+            if fds.pipes & own.pipes or fds.sockets & own.sockets:
+                linked.append(member)
+            if fds.sockets & own.sockets:
+                by_socket.append(member)
+        upstream, peers = sockets if sockets is not None else _sockets(pid, own, held, by_socket)
+        linked += [p for p in peers if p not in linked and p in members]
+        relations.update((m, members[m]) for m in linked)  # type: ignore[misc]
+    else:
+        upstream, peers = "unknown", []
+    for group, relation in ((kids, "child"), (sibs, "sibling")):
+        for p in group:
+            relations.setdefault(p, relation)  # type: ignore[arg-type]
+    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
+
+
+def _sockets(pid: int, own: netfds.Fds, held: dict[int, int], linked: list[int]) -> tuple[Upstream, list[int]]:
+    """The tree processes at the other end of ``pid``'s connected unix sockets and loopback TCP connections,
+    and where its work comes from: ``external`` when it, or a tree process at the other end of one of its
+    sockets (a front end that hands it requests: ``linked`` share a socket with it), listens (TCP, bound UDP, a
+    unix server socket) or holds an accepted connection whose other end no process of the tree holds; else
+    ``tree``. A parent that only reads its output through a pipe (a launcher) is not a front end."""
+    peers = [m for inode, peer in netfds.unix_peers(own.sockets).items() if (m := held.get(peer)) is not None]
+    front = {pid, *linked, *peers}
+    sockets = own.sockets | frozenset(inode for inode, m in held.items() if m in front)
+    if not sockets:
+        return "tree", peers
+    rows = netfds.read_inet(pid, sockets)
+    mine = [r for r in rows if r.inode in sockets]
+    listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
+    external = bool(listening) or netfds.read_unix_listening(pid, sockets) > 0
+    external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote) for r in mine)
+    mirror = {(r.local, r.remote): r.inode for r in rows if r.state == netfds.TCP_ESTABLISHED}
+    for r in mine:
+        if r.udp or r.state != netfds.TCP_ESTABLISHED:
+            continue
+        other = mirror.get((r.remote, r.local))
+        holder = held.get(other) if other is not None else None
+        if holder is not None:
+            if r.inode in own.sockets:
+                peers.append(holder)
+        elif r.local_port in listening and other not in own.sockets:
+            external = True  # an accepted connection from outside the tree
+    return ("external" if external else "tree"), list(dict.fromkeys(peers))
+
+
+class FeederTracker:
+    """The links of each waiting GPU process (read every FEEDERS_EVERY_S) and its feeders' readings each tick."""
+
+    def __init__(self) -> None:
+        self._links: dict[int, _Links] = {}
+        self._feeders: dict[int, _Feeder] = {}
+
+    def poll(self, now: float, details: dict[int, dict[str, Any]]) -> tuple[list[FeederSample], dict[int, str]]:
+        """Feeders of the GPU processes in ``details`` (pid -> its host fields this tick), and their upstream."""
+        gpu_pids = set(details)
+        for pid in set(self._links) - gpu_pids:
+            del self._links[pid]
+        for pid, d in details.items():
+            known = self._links.get(pid)
+            if known is not None and now - known.at < FEEDERS_EVERY_S:
+                continue
+            if not waiting(d):
+                self._links.pop(pid, None)
+                continue
+            fresh = known is None or now - known.sockets_at >= SOCKETS_EVERY_S
+            upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids,
+                                               None if fresh or known is None else (known.upstream, known.peers))
+            self._links[pid] = _Links(now, upstream, relations, peers,
+                                      now if fresh or known is None else known.sockets_at)
+        out: list[FeederSample] = []
+        read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
+        for pid, found in self._links.items():
+            for feeder_pid, relation in found.relations.items():
+                if feeder_pid not in read:
+                    read[feeder_pid] = self._read(feeder_pid, pid, relation, now)
+                sample = read[feeder_pid]
+                if sample is not None:
+                    out.append(dataclasses.replace(sample, feeds=pid, relation=relation))
+        wanted = set(read)
+        for gone in set(self._feeders) - wanted:
+            del self._feeders[gone]
+        return out, {pid: found.upstream for pid, found in self._links.items()}
+
+    def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
+        stat = read_process_stat(pid)
+        if stat is None:
+            self._feeders.pop(pid, None)
+            return None
+        _, cpu_total, n_threads, _ = stat
+        f = self._feeders.get(pid)
+        if f is None:
+            f = self._feeders[pid] = _Feeder(pid, netfds.read_comm(pid), netfds.read_cmdline(pid), ThreadTracker(pid))
+            f.threads.baseline(now, cpu_total)
+        io = read_process_io(pid)
+        dt = now - f.last_time
+        cpu = io_rates = None
+        if f.last_cpu is not None and dt > 0:
+            cpu = round(100.0 * (cpu_total - f.last_cpu) / dt, 1)
+            if io is not None and f.last_io is not None:
+                io_rates = [max(0.0, (new - old) / dt) for new, old in zip(io[:2], f.last_io[:2], strict=True)]
+        threads = f.threads.update(now, cpu_total, cpu) if f.last_cpu is not None else {}
+        f.last_time, f.last_cpu, f.last_io = now, cpu_total, io
+        return FeederSample(
+            pid=pid, feeds=feeds, relation=relation, name=f.name, cmdline=f.cmdline, cpu_percent=cpu,
+            top_thread_cpu_percent=threads.get("top_thread_cpu_percent"), num_threads=n_threads,
+            thread_waits=tuple(threads.get("thread_waits", ())), run_wait_percent=threads.get("run_wait_percent"),
+            threads_in_io_wait=threads.get("threads_in_io_wait"),
+            io_read_bytes_s=io_rates[0] if io_rates else None, io_write_bytes_s=io_rates[1] if io_rates else None)

@@ -1,0 +1,214 @@
+"""A process's pipes and sockets, read from /proc: what the host source follows to find who feeds a GPU process.
+
+Both ends of a pipe show the same ``pipe:[inode]`` in ``/proc/PID/fd``, so two processes sharing one are
+talking. A TCP connection is two sockets whose addresses mirror each other in ``/proc/PID/net/tcp``
+(the table of the process's network namespace); a listening socket (state LISTEN) or a bound UDP socket
+means work may come from anywhere. Plain ``os`` calls, one read per file, as in :mod:`procfs`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+TCP_ESTABLISHED = "01"
+TCP_LISTEN = "0A"
+UDP_BOUND = "07"
+#: A unix socket accepting connections (``__SO_ACCEPTCON`` in the Flags column of /proc/net/unix).
+UNIX_ACCEPTCON = 0x10000
+#: At most this many fds of one process are read (a server with 100 000 sockets is not read whole).
+MAX_FDS = 4096
+
+
+@dataclass(frozen=True)
+class Fds:
+    """The inodes of one process's pipes and sockets."""
+
+    pipes: frozenset[int]
+    sockets: frozenset[int]
+
+
+@dataclass(frozen=True)
+class InetSocket:
+    """One row of /proc/PID/net/{tcp,tcp6,udp,udp6}: addresses as the kernel writes them (hex ``ADDR:PORT``)."""
+
+    local: str
+    remote: str
+    state: str
+    inode: int
+    udp: bool = False
+
+    @property
+    def local_port(self) -> str:
+        return self.local.rsplit(":", 1)[-1]
+
+
+def read_fds(pid: int) -> Fds | None:
+    """Pipe and socket inodes of ``pid`` from ``/proc/PID/fd`` (None: not readable, or gone)."""
+    base = f"/proc/{pid}/fd/"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    pipes: set[int] = set()
+    sockets: set[int] = set()
+    for name in names[:MAX_FDS]:
+        try:
+            target = os.readlink(base + name)
+        except OSError:
+            continue
+        if target.endswith("]"):
+            if target.startswith("pipe:["):
+                pipes.add(int(target[6:-1]))
+            elif target.startswith("socket:["):
+                sockets.add(int(target[8:-1]))
+    return Fds(frozenset(pipes), frozenset(sockets))
+
+
+def read_inet(pid: int, inodes: frozenset[int]) -> list[InetSocket]:
+    """The TCP and UDP sockets (IPv4 and IPv6) of ``pid``'s network namespace whose inode is in ``inodes``,
+    plus every established TCP socket of that namespace (a loopback connection's other end is among them)."""
+    out: list[InetSocket] = []
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", "rb") as f:
+                lines = f.read().decode("ascii", "replace").splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) < 10 or not cols[9].isdigit():
+                continue
+            inode, udp = int(cols[9]), table.startswith("udp")
+            if inode in inodes or (not udp and cols[3] == TCP_ESTABLISHED):
+                out.append(InetSocket(cols[1], cols[2], cols[3], inode, udp))
+    return out
+
+
+def read_unix_listening(pid: int, inodes: frozenset[int]) -> int:
+    """How many of ``inodes`` are unix sockets accepting connections (a local server's front door)."""
+    if not inodes:
+        return 0
+    try:
+        with open(f"/proc/{pid}/net/unix", "rb") as f:
+            lines = f.read().decode("ascii", "replace").splitlines()[1:]
+    except OSError:
+        return 0
+    found = 0
+    for line in lines:
+        cols = line.split()
+        try:
+            if len(cols) >= 7 and int(cols[6]) in inodes and int(cols[3], 16) & UNIX_ACCEPTCON:
+                found += 1
+        except ValueError:
+            continue
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a /proc/net ``ADDR:PORT`` names this host (127/8, ::1, ::ffff:127/8)."""
+    host = address.rsplit(":", 1)[0].upper()
+    if len(host) == 8:
+        return host.endswith("7F")  # the first octet is the last byte in the kernel's little-endian hex
+    return host == "0" * 24 + "01000000" or (host.startswith("0" * 16 + "FFFF0000") and host.endswith("7F"))
+
+
+def is_unspecified(address: str) -> bool:
+    return set(address.rsplit(":", 1)[0]) <= {"0"}
+
+
+def read_comm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().decode("utf-8", "replace").strip() or None
+    except OSError:
+        return None
+
+
+def read_cmdline(pid: int, limit: int = 1024) -> str | None:
+    """The command line, arguments joined by spaces, at most ``limit`` characters."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(limit * 4)
+    except OSError:
+        return None
+    text = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return text[:limit] or None
+
+
+def read_ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read(4096)
+        return int(raw[raw.rfind(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# -- unix socket peers (sock_diag) ----------------------------------------------------------------------------
+# /proc/net/unix does not say which socket is at the other end of a connected unix socket; the kernel's
+# sock_diag netlink interface does (what ``ss -xp`` reads): one dump request, one answer per socket.
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+UDIAG_SHOW_PEER = 0x4
+UNIX_DIAG_PEER = 2
+_NLMSG_DONE, _NLMSG_ERROR = 3, 2
+#: At most this many bytes of answers are read (a host with a million unix sockets is not read whole).
+MAX_DIAG_BYTES = 8 << 20
+
+
+def unix_peers(inodes: frozenset[int]) -> dict[int, int]:
+    """For each of ``inodes`` that is a connected unix socket (of gpuwatch's network namespace), the inode
+    of the socket at its other end; {} where sock_diag is not available."""
+    import socket
+    import struct
+
+    if not inodes or not hasattr(socket, "AF_NETLINK"):
+        return {}
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+    except OSError:
+        return {}
+    found: dict[int, int] = {}
+    try:
+        sock.settimeout(1.0)
+        # struct unix_diag_req: family, protocol, pad, states, ino, show, cookie[2]
+        req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, UDIAG_SHOW_PEER, 0xFFFFFFFF, 0xFFFFFFFF)
+        header = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, 0x1 | 0x300, 1, 0)  # REQUEST|DUMP
+        sock.sendall(header + req)
+        read = 0
+        while read < MAX_DIAG_BYTES:
+            data = sock.recv(1 << 16)
+            read += len(data)
+            if not data or _parse_diag(data, inodes, found):
+                break
+    except OSError:
+        return found
+    finally:
+        sock.close()
+    return found
+
+
+def _parse_diag(data: bytes, inodes: frozenset[int], found: dict[int, int]) -> bool:
+    """Take in one recv of sock_diag answers; True at the end of the dump."""
+    import struct
+
+    offset = 0
+    while offset + 16 <= len(data):
+        length, kind = struct.unpack_from("=IH", data, offset)
+        if length < 16 or kind in (_NLMSG_DONE, _NLMSG_ERROR):
+            return True
+        body = offset + 16
+        if body + 16 <= len(data):
+            inode = struct.unpack_from("=I", data, body + 4)[0]  # unix_diag_msg: family,type,state,pad,ino,...
+            if inode in inodes:
+                at = body + 16
+                while at + 4 <= offset + length:
+                    size, attr = struct.unpack_from("=HH", data, at)
+                    if size < 4:
+                        break
+                    if attr == UNIX_DIAG_PEER and size >= 8:
+                        found[inode] = struct.unpack_from("=I", data, at + 4)[0]
+                    at += (size + 3) & ~3
+        offset += (length + 3) & ~3
+    return False

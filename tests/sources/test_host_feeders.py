@@ -1,0 +1,267 @@
+"""Follow the wait, with real processes: a GPU process (here: any process the host source is told is on a GPU)
+that waits on a pipe or a socket has its feeders found and read, and where its work comes from is told."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.sources.host import HostSource
+from gpuwatch.sources.host_feeders import waiting
+from gpuwatch.sources.procfs import read_children
+
+#: The parent reads what its child writes into a pipe; the child's work is one of the bodies below.
+PIPELINE = """
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    {child}
+    os._exit(0)
+os.close(w)
+print('ready', flush=True)
+while os.read(r, 65536):
+    pass
+time.sleep(60)
+"""
+CPU_CHILD = """
+    while True:
+        s = sum(i * i for i in range(200000))
+        os.write(w, b'x')"""
+STORAGE_CHILD = """
+    import tempfile
+    fd, path = tempfile.mkstemp(dir=os.environ.get('FEED_DIR'))
+    block = os.urandom(1 << 20)
+    while True:
+        os.pwrite(fd, block, 0)
+        os.fsync(fd)
+        os.write(w, b'x')"""
+SLEEP_CHILD = """
+    while True:
+        time.sleep(0.5)
+        os.write(w, b'x')"""
+
+
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    for child in read_children(proc.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def start() -> Iterator[Any]:
+    started: list[subprocess.Popen[str]] = []
+
+    def run(code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, **(env or {})})
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    yield run
+    for proc in started:
+        _kill_tree(proc)
+
+
+def watch(pid: int, polls: int = 3) -> tuple[dict[str, Any], list[FeederSample]]:
+    """Poll the host source as the sampler does, ``polls`` times 0.7 s apart; the last tick's reading."""
+    source = HostSource()
+    reading = source.poll(0.0, [pid])
+    for _ in range(polls - 1):
+        time.sleep(0.7)
+        reading = source.poll(0.0, [pid])
+    return reading.process_details[pid], list(reading.feeders)
+
+
+def test_a_child_busy_on_a_core_is_found_at_the_other_end_of_the_pipe(start: Any) -> None:
+    parent = start(PIPELINE.format(child=CPU_CHILD))
+    details, feeders = watch(parent.pid)
+    assert details["upstream"] == "tree", details
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.feeds == parent.pid
+    assert child.relation == "child" and child.pid in read_children(parent.pid)
+    # a spinner is always runnable; on a shared machine its share of a core is whatever it is given
+    assert child.thread_waits == ("cpu",) and child.cpu_percent is not None and child.cpu_percent > 5, child
+    assert child.cmdline and "-c" in child.cmdline and child.num_threads == 1
+
+
+def test_a_child_writing_to_storage_shows_its_write_rate(start: Any, tmp_path: Any) -> None:
+    parent = start(PIPELINE.format(child=STORAGE_CHILD), env={"FEED_DIR": str(tmp_path)})
+    _, feeders = watch(parent.pid)
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.io_write_bytes_s is not None and child.io_write_bytes_s > 1e6, child  # ~1 MiB per fsync
+
+
+def test_a_sleeping_child_is_read_as_asleep(start: Any) -> None:
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    _, feeders = watch(parent.pid)
+    (child,) = [f for f in feeders if f.relation == "child"]
+    assert child.cpu_percent is not None and child.cpu_percent < 10, child
+    assert child.thread_waits == ("sleep",) or child.thread_waits == ("other",), child  # wchan may be hidden
+
+
+TCP_SERVER = """
+import socket, time
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+print('ready', flush=True)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+while conn.recv(4096):
+    pass
+time.sleep(60)
+"""
+UDP_SERVER = """
+import socket
+srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+srv.bind(('127.0.0.1', 0))
+print('ready', flush=True)
+while True:
+    srv.recv(4096)
+"""
+#: A launcher starts the server as its own child and waits: the test process, its client, is outside the
+#: server's tree (neither its child, its sibling nor its parent).
+LAUNCHER = """
+import subprocess, sys
+server = subprocess.Popen([sys.executable, '-c', {server!r}], stdout=subprocess.PIPE, text=True)
+assert server.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(server.pid, flush=True)
+print(server.stdout.readline().strip(), flush=True)
+server.wait()
+"""
+
+
+TWO_PIPELINES = """
+import subprocess, sys
+procs = [subprocess.Popen([sys.executable, '-c', {pipeline!r}], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+for p in procs:
+    assert p.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+for p in procs:
+    print(p.pid, flush=True)
+procs[0].wait()
+"""
+
+
+def test_a_tcp_server_with_a_client_outside_its_tree_has_external_work(start: Any) -> None:
+    launcher = start(LAUNCHER.format(server=TCP_SERVER))
+    assert launcher.stdout is not None
+    server, port = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(b"request")
+        details, feeders = watch(server)
+    assert details["upstream"] == "external", details
+    assert all(f.pid != os.getpid() for f in feeders)  # the client is not a feeder of its tree
+
+
+def test_a_udp_server_has_external_work(start: Any) -> None:
+    parent = start(UDP_SERVER)
+    details, _ = watch(parent.pid)
+    assert details["upstream"] == "external", details
+
+
+def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
+    assert waiting({"top_thread_cpu_percent": 3.0}) and waiting({"cpu_percent": 10.0})
+    assert not waiting({"top_thread_cpu_percent": 99.0}) and not waiting({})
+
+
+def test_siblings_are_feeders_too(start: Any) -> None:
+    """Two pipelines started by one launcher (not by gpuwatch): each is the other's sibling."""
+    launcher = start(TWO_PIPELINES.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
+    assert launcher.stdout is not None
+    first, second = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    _, feeders = watch(first)
+    assert any(f.pid == second and f.relation == "sibling" for f in feeders), feeders
+    assert any(f.relation == "child" for f in feeders), feeders
+
+
+def test_gpuwatch_and_its_own_children_are_never_feeders_of_a_process_it_started() -> None:
+    """``validate`` starts the workloads itself: their parent is gpuwatch, and its other children (py-spy,
+    the next workload) are not their siblings."""
+    first = subprocess.Popen([sys.executable, "-c", PIPELINE.format(child=SLEEP_CHILD)], stdout=subprocess.PIPE,
+                             text=True)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "ready"
+        details, feeders = watch(first.pid)
+        assert {f.pid for f in feeders} == set(read_children(first.pid)), feeders
+        assert details["upstream"] == "tree"
+    finally:
+        other.kill()
+        other.wait()
+        _kill_tree(first)
+
+
+#: A front end listens on TCP and hands requests to the GPU worker, its sibling, over a unix socket connected
+#: by path (as ZeroMQ's ipc:// does): the worker's work comes from outside, through the front end.
+FRONT_AND_WORKER = """
+import os, socket, subprocess, sys, tempfile, time
+path = os.path.join(tempfile.mkdtemp(), 'engine.sock')
+worker = subprocess.Popen([sys.executable, '-c', '''
+import socket, sys, time
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(sys.argv[1]); srv.listen(); print('ready', flush=True)
+conn, _ = srv.accept()
+while conn.recv(4096): pass
+time.sleep(60)
+''', path], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline().strip() == 'ready'
+front = subprocess.Popen([sys.executable, '-c', '''
+import socket, sys, time
+engine = socket.socket(socket.AF_UNIX); engine.connect(sys.argv[1])
+api = socket.socket(); api.bind(("127.0.0.1", 0)); api.listen()
+print('ready', flush=True)
+time.sleep(60)
+''', path], stdout=subprocess.PIPE, text=True)
+assert front.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(worker.pid, flush=True)
+print(front.pid, flush=True)
+worker.wait()
+"""
+
+
+def test_a_worker_fed_through_a_unix_socket_by_a_listening_front_end_has_external_work(start: Any) -> None:
+    launcher = start(FRONT_AND_WORKER)
+    assert launcher.stdout is not None
+    worker, front = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    details, feeders = watch(worker)
+    assert details["upstream"] == "external", details
+    assert [f.relation for f in feeders if f.pid == front] == ["sibling"], feeders
+
+
+#: A launcher that listens (a rendezvous store, say) and reads its worker's output through a pipe.
+LISTENING_LAUNCHER = """
+import socket, subprocess, sys
+keep = socket.socket(); keep.bind(('127.0.0.1', 0)); keep.listen()
+worker = subprocess.Popen([sys.executable, '-c', {worker!r}], stdout=subprocess.PIPE, text=True)
+assert worker.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+print(worker.pid, flush=True)
+worker.wait()
+"""
+
+
+def test_a_launcher_that_only_reads_the_output_is_no_front_end(start: Any) -> None:
+    launcher = start(LISTENING_LAUNCHER.format(worker=PIPELINE.format(child=SLEEP_CHILD)))
+    assert launcher.stdout is not None
+    worker = int(launcher.stdout.readline())
+    details, feeders = watch(worker)
+    assert details["upstream"] == "tree", details
+    assert any(f.pid == launcher.pid and f.relation == "peer" for f in feeders), feeders  # linked by the pipe
