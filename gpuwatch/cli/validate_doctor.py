@@ -48,7 +48,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     duration = args.duration if args.duration is not None else 30.0
     window = min(args.window, duration)
     interval = DOCTOR_INTERVAL_S  # what gpuwatch doctor uses live: the doctor is judged as users run it
-    opened = open_sampling(args.device, interval, stacks_every_s=DOCTOR_STACKS_EVERY_S)
+    # a fault recording's stacks are its evidence: sampled back to back, with no cap on their cost (a
+    # native unwind of a torch process costs ~0.5 s of CPU, which the doctor's live cap spreads over a minute)
+    opened = open_sampling(args.device, interval, stacks_every_s=DOCTOR_STACKS_EVERY_S, stacks_budget=0.0)
     sampler, description = opened.sampler, opened.description
     (args.out / "faults").mkdir(parents=True, exist_ok=True)
     runs: list[FaultRun] = []

@@ -76,10 +76,13 @@ def check_torch() -> None:
         raise CliError(f"torch is not installed: {INSTALL_HINT}", exit_code=2)
 
 
-def open_sampling(device: str, interval: float, stacks_every_s: float | None = None) -> Opened:
+def open_sampling(device: str, interval: float, stacks_every_s: float | None = None,
+                  stacks_budget: float | None = None) -> Opened:
     """The sources and the Sampler; without a driver, ``--device cpu`` samples the host alone. Stacks are
-    sampled as by default, or every ``stacks_every_s`` seconds (the doctor's pace, for fault recordings)."""
-    opts = SamplingOptions(interval=interval, slow_interval=interval, host_only=device != "cuda")
+    sampled as by default, or every ``stacks_every_s`` seconds (the doctor's pace, for fault recordings)
+    within ``stacks_budget`` of a core (None: the default)."""
+    opts = SamplingOptions(interval=interval, slow_interval=interval, host_only=device != "cuda",
+                           stacks_budget=stacks_budget)
     if stacks_every_s is not None:
         opts.stacks_every_s = stacks_every_s
     try:

@@ -51,6 +51,9 @@ class SamplingOptions:
     #: permitted), each process at most once every ``stacks_every_s`` seconds.
     stacks: bool = True
     stacks_every_s: float = EVERY_S
+    #: The share of a core the stack sampler may use (None: its default for the pace; 0: no cap, for the fault
+    #: recordings whose evidence is the point).
+    stacks_budget: float | None = None
 
 
 @dataclass
@@ -118,7 +121,7 @@ def _open_producer(opts: SamplingOptions) -> tuple[Producer, str, bool]:
     gpu_sources, problems = _gpu_sources(opts)
     if gpu_sources:
         names = "+".join(s.name.upper() for s in gpu_sources)
-        stacks = StackSource(every_s=opts.stacks_every_s) if opts.stacks else None
+        stacks = StackSource(every_s=opts.stacks_every_s, budget=opts.stacks_budget) if opts.stacks else None
         return (LiveCollector([*gpu_sources, HostSource(), *_label_sources(opts)], stacks=stacks),
                 f"live via {names}", False)
     reason = problems[0] if problems else "no GPU source"
