@@ -72,7 +72,8 @@ def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOpt
     return dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
                                dcgm_url=config.sources.dcgm_url,
                                kubelet_socket=config.sources.kubelet_socket or None,
-                               kubelet_interval=config.sources.kubelet_interval)
+                               kubelet_interval=config.sources.kubelet_interval,
+                               skip_bundled_idle=True)  # the demo starts where the dashboard's does
 
 
 def _check(config: Config) -> int:
