@@ -13,6 +13,7 @@ import pytest
 from efficiency.expected import FAULTS, expected_seconds
 from efficiency.test_daemon import start, wait_for
 from gpuwatch.cli.main import main
+from gpuwatch.data import bundled_recording
 from gpuwatch.efficiency.summary import headroom
 
 LAUNCH = FAULTS / "launch_bound.ndjson.gz"
@@ -64,6 +65,31 @@ def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin
     hist = [(0, 0, 2, 5.0), (0, 0, bin_, 95.0)]  # 95 % of the allocated time in bin_ (5 % wide)
     h = headroom(hist)
     assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
+
+
+@pytest.mark.parametrize(("efficiency", "top_loss", "replica"), [
+    (38.8, "input_cpu_bound", False),  # busy only at its peaks, starved on the whole: fix the cause first
+    (75.0, "input_cpu_bound", True),  # in the band on the whole: the busiest tenth is real pressure
+    (38.8, None, True),  # nothing lost to a cause
+])
+def test_headroom_never_advises_a_replica_against_the_top_loss(efficiency: float, top_loss: str | None,
+                                                               replica: bool) -> None:
+    hist = [(0, 0, 6, 80.0), (0, 0, 18, 20.0)]  # p90 in the 90-95 % bin: above the band
+    h = headroom(hist, top_loss=top_loss, efficiency=efficiency)
+    assert h is not None and h.sm_active == 95 and "above the band" in h.verdict
+    assert ("add a replica" in h.verdict) == replica
+    if not replica:
+        assert f"{efficiency:.1f} %" in h.verdict and f"{top_loss}: fix that first" in h.verdict
+    assert "over 1.7 min of allocated time" in h.line  # the 100 s it stands on, said
+
+
+def test_the_bundled_recordings_report_says_one_thing_about_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--replay", str(bundled_recording()), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    top, room = out["top_fix"]["cause"], out["headroom"]
+    assert top == "input_cpu_bound" and out["efficiency_percent"] < 70
+    assert "add a replica" not in room["verdict"] and top in room["verdict"]
+    assert room["allocated_seconds"] == pytest.approx(out["gpu_hours"]["allocated"] * 3600, rel=0.05)
 
 
 @pytest.mark.slow
