@@ -115,10 +115,13 @@ class Ledger:
     """Feed it every Snapshot in order with :meth:`add`; it returns an :class:`Increment` each time a
     block is attributed (and :meth:`flush` the rest, at a stop or when the stream ends)."""
 
-    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose) -> None:
+    def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
+                 on_tick: Callable[[Sequence[GpuInterval]], None] | None = None) -> None:
+        """``on_tick``: told each snapshot's intervals as they are added (the /metrics counters, per tick)."""
         self.max_gap = max_gap
         self.skip_until = skip_until
         self.doctor = doctor
+        self.on_tick = on_tick
         self._history: deque[Snapshot] = deque()
         self._pending: list[GpuInterval] = []
         self._block_end: float | None = None
@@ -133,6 +136,8 @@ class Ledger:
         new = intervals(prev, snap, self.max_gap)
         if not new:
             return None
+        if self.on_tick is not None:
+            self.on_tick(new)
         if not self._pending:
             self._block_end = (snap.time // STEP_S + 1) * STEP_S
         self._pending.extend(new)

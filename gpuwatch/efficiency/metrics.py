@@ -1,7 +1,9 @@
 """``gpuwatch_gpu_seconds_total`` and ``gpuwatch_gpu_lost_seconds_total`` for /metrics.
 
-Counters since the daemon started, added from the same increments the roll-ups are (so ``increase()`` over
-an hour in Prometheus and the hour's roll-up agree). Series per GPU: 4 for the states, plus one per
+Counters since the daemon started, of the same intervals the roll-ups are (so ``increase()`` over an hour
+in Prometheus and the hour's roll-up agree). The GPU-seconds by state advance at every tick, so
+``rate()`` over a minute reads 1 per GPU, not a 10-second staircase; the lost seconds wait for their
+block's cause and advance when it is committed. Series per GPU: 4 for the states, plus one per
 (cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners seen, and owners
 in all are capped (``daemon.max_process_series``, the process series' cap); past the cap, new owners add
 up under ``command="(other)"``. Owners are pods or (user, command) pairs, not pids, so a host starting
@@ -11,11 +13,11 @@ thousands of short-lived workers of one program adds one owner.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import Metric
 
-from gpuwatch.efficiency.account import Owner
+from gpuwatch.efficiency.account import GpuInterval, Owner
 from gpuwatch.efficiency.ledger import Increment
 from gpuwatch.exporter.gpu import family
 from gpuwatch.model.causes import STATES
@@ -35,11 +37,25 @@ class Totals:
         self._owners: set[Owner] = set()
 
     def add(self, inc: Increment) -> None:
+        """A committed block, its GPU-seconds and its lost seconds (where no tick added the former)."""
         with self._lock:
             for (_, gpu), values in inc.seconds.items():
                 row = self.seconds.setdefault(gpu, [0.0] * len(STATES))
                 for i, v in enumerate(values):
                     row[i] += v
+        self.add_lost(inc)
+
+    def add_tick(self, ticked: Sequence[GpuInterval]) -> None:
+        """One tick's GPU intervals, as they are watched (the block's cause is not known yet)."""
+        with self._lock:
+            for iv in ticked:
+                row = self.seconds.setdefault(iv.gpu, [0.0] * len(STATES))
+                for i, v in enumerate((iv.observed, iv.allocated, iv.busy, iv.effective)):
+                    row[i] += v
+
+    def add_lost(self, inc: Increment) -> None:
+        """A committed block's lost seconds by cause and owner."""
+        with self._lock:
             for (_, gpu, cause, owner), seconds in inc.lost.items():
                 if owner not in self._owners:
                     if len(self._owners) >= self.max_owners:

@@ -72,10 +72,10 @@ class Accounting:
             return
         try:
             self.store.commit(inc, self._origin)
-        except Exception:  # a full disk must not stop the daemon; the counters stay in step with the file
+        except Exception:  # a full disk must not stop the daemon; the lost counters stay in step with the file
             log.exception("could not write the efficiency roll-ups; this block is not counted")
             return
-        self.totals.add(inc)
+        self.totals.add_lost(inc)  # the GPU-seconds by state were added tick by tick (on_tick)
         self.commits += 1
 
     def _run(self) -> None:
@@ -90,7 +90,8 @@ class Accounting:
                 break
             if self._ledger is None:
                 self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor)
+                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin), doctor=self.doctor,
+                                      on_tick=self.totals.add_tick)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))
