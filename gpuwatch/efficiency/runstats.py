@@ -19,6 +19,7 @@ from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.model.snapshot import Snapshot
 
 WORKLOAD_KEYS = ("req_per_s", "p50_ms", "p99_ms")
+FULL_LOAD = "full"
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,15 @@ class RunStats:
     alerts_fired: tuple[str, ...]
     #: Per-sample series for the chart: (seconds from the start, GPU-Util, SM activity).
     series: dict[str, list[float]] = field(default_factory=dict)
+    #: The offered load, where the header says: req/s of an open-loop run, or FULL_LOAD (closed loop); None:
+    #: not known (a live stream, a recording without the workload's numbers).
+    offered: float | str | None = None
+
+    @property
+    def load_text(self) -> str:
+        if self.offered is None:
+            return "an unknown load"
+        return "full load (closed loop)" if self.offered == FULL_LOAD else f"{self.offered:g} req/s offered"
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -44,6 +54,21 @@ def _workload(meta: dict[str, Any]) -> dict[str, float | None]:
         value = src.get(key) if isinstance(src, dict) else None
         out[key] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return out
+
+
+def _offered(meta: dict[str, Any]) -> float | str | None:
+    """The offered load a recording's header names: a stage run's ``rate`` (None there: full load), or the
+    workload's ``offered_rate`` ("closed loop": full load)."""
+    work = meta.get("workload") if isinstance(meta.get("workload"), dict) else {}
+    if "stage" in meta and "rate" in meta:
+        rate = meta["rate"]
+    elif "offered_rate" in work or "offered_rate" in meta:
+        rate = work.get("offered_rate", meta.get("offered_rate"))
+    else:
+        return None
+    if rate is None or rate == "closed loop" or rate == 0:
+        return FULL_LOAD
+    return float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None
 
 
 def _feed_cpu(snap: Snapshot) -> float | None:
@@ -75,7 +100,8 @@ def run_stats(name: str, snapshots: Sequence[Snapshot], meta: dict[str, Any] | N
               "gpu_util": [_mean([g.gpu_util for g in s.gpus]) or 0.0 for s in snapshots],
               "sm_active": [_mean([g.sm_active for g in s.gpus]) or 0.0 for s in snapshots]}
     return RunStats(name, (snapshots[-1].time - t0) if snapshots else 0.0, values,
-                    top.code if top is not None else "-", tuple(sorted({a.name for a in fired if a.fired})), series)
+                    top.code if top is not None else "-", tuple(sorted({a.name for a in fired if a.fired})), series,
+                    _offered(meta or {}))
 
 
 def _scaled(value: float | None, factor: float) -> float | None:
