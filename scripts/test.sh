@@ -4,6 +4,9 @@
 #
 #   GPUWATCH_TEST_TORCH=1  also install torch (the CPU build, ~200 MB) so the workload tests run; without it
 #                          they are skipped, and nothing multi-GB is downloaded.
+#   GPUWATCH_TEST_MARK=EXPR  which tests (a pytest -m expression; default 'not gpu')
+#   GPUWATCH_TEST_WORKERS=N  pytest-xdist workers (default auto: one per core; 0 runs in one process). Tests
+#                          marked serial (they bound CPU share or wall time) run after, alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,4 +54,8 @@ fi
 
 echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks scripts
 echo "== mypy";  .venv/bin/mypy
-echo "== pytest"; .venv/bin/python -m pytest -q "$@"
+mark=${GPUWATCH_TEST_MARK:-not gpu}
+echo "== pytest ($mark; in parallel: -n ${GPUWATCH_TEST_WORKERS:-auto})"
+.venv/bin/python -m pytest -q -n "${GPUWATCH_TEST_WORKERS:-auto}" -m "($mark) and not serial" "$@"
+echo "== pytest ($mark; serial: one at a time)"
+.venv/bin/python -m pytest -q -m "($mark) and serial" "$@" || [ $? = 5 ]  # 5: none selected
