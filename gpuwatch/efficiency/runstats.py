@@ -59,7 +59,8 @@ def _workload(meta: dict[str, Any]) -> dict[str, float | None]:
 def _offered(meta: dict[str, Any]) -> float | str | None:
     """The offered load a recording's header names: a stage run's ``rate`` (None there: full load), or the
     workload's ``offered_rate`` ("closed loop": full load)."""
-    work = meta.get("workload") if isinstance(meta.get("workload"), dict) else {}
+    workload = meta.get("workload")
+    work: dict[str, Any] = workload if isinstance(workload, dict) else {}
     if "stage" in meta and "rate" in meta:
         rate = meta["rate"]
     elif "offered_rate" in work or "offered_rate" in meta:
