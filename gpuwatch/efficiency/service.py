@@ -83,8 +83,10 @@ class Accounting:
 
     @property
     def unsaved(self) -> int:
-        """Blocks waiting in memory for the store to take writes again (0 when every block is written)."""
-        return len(self._unsaved)
+        """Blocks waiting in memory for the store to take writes again (0 when every block is written). The
+        block being written right now is not one: only a failed write leaves blocks waiting, and /healthz
+        read during a good write must not call the daemon unhealthy."""
+        return len(self._unsaved) if self.consecutive_failures else 0
 
     def _commit(self, inc: Increment | None) -> None:
         """Queue ``inc`` (if any) behind the blocks not yet written, then write them in order; a write that
