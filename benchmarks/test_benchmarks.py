@@ -155,6 +155,7 @@ def test_a_pty_program_sees_the_requested_size_and_its_last_screen_is_kept() -> 
     proc.stop()
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_meter_reports_cpu_of_a_busy_child_in_percent_of_one_core() -> None:
     busy = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
     proc = start_in_pty("busy", [sys.executable, "-c", busy])

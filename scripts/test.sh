@@ -4,6 +4,10 @@
 #
 #   GPUWATCH_TEST_TORCH=1  also install torch (the CPU build, ~200 MB) so the workload tests run; without it
 #                          they are skipped, and nothing multi-GB is downloaded.
+#   GPUWATCH_TEST_MARK=EXPR  which tests (a pytest -m expression; default 'not gpu')
+#   GPUWATCH_TEST_WORKERS=N  pytest-xdist workers (default two per core: most tests wait on real daemons,
+#                          replays and clocks, not on a core; 0 runs in one process). Tests marked serial (they
+#                          bound CPU share, wall time or RSS) run after, alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,4 +55,9 @@ fi
 
 echo "== ruff";  .venv/bin/ruff check gpuwatch tests benchmarks scripts
 echo "== mypy";  .venv/bin/mypy
-echo "== pytest"; .venv/bin/python -m pytest -q "$@"
+mark=${GPUWATCH_TEST_MARK:-not gpu}
+workers=${GPUWATCH_TEST_WORKERS:-$((2 * $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)))}
+echo "== pytest ($mark; in parallel: -n $workers)"
+.venv/bin/python -m pytest -q -n "$workers" -m "($mark) and not serial" "$@"
+echo "== pytest ($mark; serial: one at a time)"
+.venv/bin/python -m pytest -q -m "($mark) and serial" "$@" || [ $? = 5 ]  # 5: none selected

@@ -92,6 +92,7 @@ def test_a_recording_line_with_a_number_of_thousands_of_digits_is_a_recording_er
         load(path)
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_ten_thousand_gpus_are_capped_to_256_and_what_was_dropped_is_said(tmp_path: Path) -> None:
     many = {**SNAP, "gpus": [{"index": i, "uuid": f"GPU-{i}", "gpu_util": 50.0} for i in range(10_000)]}
     snap = load(recording(tmp_path / "r.ndjson.gz", HEADER, many))[0]

@@ -118,8 +118,23 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
+def load_lines(base: RunStats, new: RunStats) -> list[str]:
+    """What the comparison stands on: the runs' offered loads, said before any verdict."""
+    from gpuwatch.efficiency.compare import load_mismatch
+
+    why = load_mismatch(base, new)
+    if why is not None:
+        return [f"NOT AT ONE LOAD: {why}. Throughput, latency and GPU activity follow the load, so those rows "
+                f"are shown, not judged; compare at one load ('gpuwatch compare --stages FILE --rate R' on a "
+                f"validate recording, or record both runs at the same --rate)."]
+    if base.offered is None or new.offered is None:
+        return [f"Offered load: BASE {base.load_text}, NEW {new.load_text}: the rows assume one load."]
+    return [f"Offered load: {base.load_text}, both runs."]
+
+
 def render(base: RunStats, new: RunStats, rows: list[Row]) -> str:
-    lines = [f"BASE {base.name} ({base.seconds:.0f} s)  ->  NEW {new.name} ({new.seconds:.0f} s)", "",
+    lines = [f"BASE {base.name} ({base.seconds:.0f} s)  ->  NEW {new.name} ({new.seconds:.0f} s)",
+             *load_lines(base, new), "",
              f"  {'':<34}{'base':>10}{'new':>10}{'change':>10}  verdict (margin)"]
     for r in rows:
         change = "-" if r.base is None or r.new is None else f"{r.new - r.base:+.3g}"
@@ -206,7 +221,7 @@ def _too_little(base: RunStats, new: RunStats, as_json: bool) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuwatch.efficiency.compare import compare, regressions
+    from gpuwatch.efficiency.compare import compare, load_mismatch, regressions
 
     if args.stages is not None:
         return _stages(args)
@@ -229,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
             {"metric": r.metric.key, "base": r.base, "new": r.new, "verdict": r.verdict, "threshold": r.threshold,
              "regression": r.regression} for r in rows],
             "top_finding": {"base": base.top_finding, "new": new.top_finding},
+            "offered_load": {"base": base.offered, "new": new.offered,
+                             "matched": load_mismatch(base, new) is None, "note": " ".join(load_lines(base, new))},
             "alerts_fired": {"base": list(base.alerts_fired), "new": list(new.alerts_fired)}}
         print(json.dumps(out, indent=2))
     else:

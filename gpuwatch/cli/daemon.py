@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import sys
+import tempfile
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args
 from gpuwatch.cli.paths import input_file, input_file_name, output_dir_name
@@ -49,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="allow a non-loopback --listen address (a token file is then required)")
     p.add_argument("--token-file", type=input_file_name, metavar="FILE",
                    help="bearer token for state-changing requests")
-    p.add_argument("--state-dir", type=output_dir_name, metavar="DIR", help="where the notification outbox lives")
+    p.add_argument("--state-dir", type=output_dir_name, metavar="DIR",
+                   help="where the notification outbox and the GPU-hour roll-ups live (a --replay without it, or "
+                        "[daemon] state_dir, writes to a throwaway directory, never the live state)")
     p.add_argument("--check-config", action="store_true",
                    help="validate the config, rules and secrets, print a summary and exit")
     p.add_argument("--print-config", action="store_true",
@@ -72,7 +75,8 @@ def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOpt
                                dcgm_url=config.sources.dcgm_url,
                                kubelet_socket=config.sources.kubelet_socket or None,
                                kubelet_interval=config.sources.kubelet_interval,
-                               stacks=config.sources.stacks and not getattr(args, "no_stacks", False))
+                               stacks=config.sources.stacks and not getattr(args, "no_stacks", False),
+                               skip_bundled_idle=True)  # the demo starts where the dashboard's does
 
 
 def _check(config: Config) -> int:
@@ -102,10 +106,30 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
     opened = open_options(options_from_config(config, args))
+    throwaway = _replay_state(config) if opened.is_recording else None
     try:
-        daemon = Daemon(config, opened.sampler, opened.description, opened.is_recording,
-                        reload_config=lambda: _configure(args))
+        daemon = Daemon(_state_in(config, throwaway), opened.sampler, opened.description, opened.is_recording,
+                        reload_config=lambda: _state_in(_configure(args), throwaway))
         return asyncio.run(daemon.run())
     except StartError as exc:
         opened.producer.close()
         raise CliError(str(exc), exit_code=2) from None
+    finally:
+        if throwaway is not None:
+            throwaway.cleanup()
+
+
+def _replay_state(config: Config) -> tempfile.TemporaryDirectory[str] | None:
+    """A replay's state goes to a throwaway directory unless one is named (--state-dir, [daemon] state_dir):
+    a recording's GPU-hours and alerts must never land in the live outbox and roll-ups that a daemon on real
+    GPUs reads and reports (the default state directory, systemd's $STATE_DIRECTORY)."""
+    if config.daemon.state_dir:
+        return None
+    tmp = tempfile.TemporaryDirectory(prefix="gpuwatch-replay-state-")
+    logging.getLogger("gpuwatch").info("replaying a recording: its outbox and GPU-hour roll-ups go to %s (removed "
+                                       "on exit), not the live state directory; --state-dir DIR keeps them", tmp.name)
+    return tmp
+
+
+def _state_in(config: Config, throwaway: tempfile.TemporaryDirectory[str] | None) -> Config:
+    return config if throwaway is None else override(config, "daemon", state_dir=throwaway.name)

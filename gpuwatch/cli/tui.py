@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, positive_float
+from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args, positive_float
 from gpuwatch.cli.paths import input_file, rule_path
 from gpuwatch.config.model import DEFAULT_PORT
 from gpuwatch.model import files
@@ -50,7 +51,6 @@ def build_feed(args: argparse.Namespace) -> Feed:
 
     Textual, requests and the alert engine are imported here, not at module level, so other commands
     (and ``gpuwatch --help``) do not pay for them."""
-    from gpuwatch.data import bundled_recording
     from gpuwatch.tui.feed import local_feed
 
     if getattr(args, "connect", None):
@@ -67,15 +67,11 @@ def build_feed(args: argparse.Namespace) -> Feed:
         engine, note = load_engine(rules)
         if engine is None:
             raise CliError(note)
-    opened = open_from_args(args, allow_bundled=True)
+    # the bundled recording's service starts after ~10 idle seconds: it plays from where its GPU gets busy
+    opened = open_options(dataclasses.replace(options_from_args(args, allow_bundled=True), skip_bundled_idle=True))
     window = getattr(args, "diagnosis_window", None)
-    feed = local_feed(opened.sampler, opened.description, opened.is_recording,
+    return local_feed(opened.sampler, opened.description, opened.is_recording,
                       rule_paths=rules, **({"diagnosis_window_s": window} if window else {}))
-    if opened.is_recording and (args.replay is None or args.replay.resolve() == bundled_recording().resolve()):
-        skipped = feed.skip_idle()  # the bundled recording's service starts after ~10 idle seconds
-        if skipped:
-            feed.description += f" from {skipped:.0f} s"  # where its GPU gets busy
-    return feed
 
 
 def _read_token(path: Path | None) -> str | None:

@@ -72,12 +72,14 @@ def run_stages(args: argparse.Namespace) -> int:
         raise CliError(f"--mix: {exc}") from None
     if args.repeats < 1:
         raise CliError(f"--repeats must be at least 1, got {args.repeats}")
-    check_torch()
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be at least 1, got {args.workers}")
     duration = args.duration if args.duration is not None else (5.0 if args.device == "cuda" else 3.0)
     phase_s = args.phase_duration if args.phase_duration is not None else (2.0 if args.device == "cuda" else 1.2)
     if phase_s <= 0.2 + args.slo / 1000.0:
         raise CliError(f"--phase-duration {phase_s:g} s leaves no time to count requests: give more than "
                        f"{0.2 + args.slo / 1000.0:g} s (settling plus the {args.slo:g} ms objective)")
+    check_torch()  # after every option is checked: a wrong flag is named the same with or without torch
     interval = max(0.2, min(1.0, duration / 6, phase_s / 8))
     extra = stage_extra(args)
     n_phases = len(shapes) * (1 + len(LADDER))

@@ -9,7 +9,9 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
     GET  /api/v1/stream       NDJSON: the latest Snapshot, then one per tick
     GET  /api/v1/alerts       {"alerts": [...]} pending, firing and recently resolved
     GET  /api/v1/diagnosis    {"findings": [...]} over the last ?window=S seconds (default 30), each with
-                              "since" (Unix time it has held from), ?pid=N; the default question is the
+                              "since" (Unix time it has held from), ?pid=N; "start" and "end" bound the
+                              samples judged, "watching" ("watching: 4 of 30 s") while they do not yet
+                              fill the window; the default question is the
                               daemon's one shared evaluation (the one /metrics serves), made at most once
                               per snapshot however many clients ask
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
@@ -153,8 +155,10 @@ async def diagnosis(request: web.Request) -> web.Response:
     evaluation = await asyncio.get_running_loop().run_in_executor(None, s.diagnosis.ask, window, pid)
     if evaluation.findings is None:
         return _json({"error": evaluation.note}, 500)
+    # start and end: the samples every finding comes from; "watching" while the window is still filling
     return _json({"findings": [f.to_dict() for f in evaluation.findings], "snapshots": evaluation.snapshots,
-                  "window_s": window})
+                  "window_s": window, "start": evaluation.start, "end": evaluation.end,
+                  **({"watching": evaluation.watching} if evaluation.watching else {})})
 
 
 async def reload(request: web.Request) -> web.Response:

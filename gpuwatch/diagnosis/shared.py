@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuwatch.doctor import RECENT_WINDOW_S, LiveDoctor, diagnose_current
+from gpuwatch.doctor.current import window
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
 
@@ -58,6 +59,10 @@ class Evaluation:
     snapshots: int
     #: Seconds the evaluation took.
     duration_s: float
+    #: The oldest snapshot's time in the window judged: every finding comes from samples in [start, end].
+    start: float | None = None
+    #: ``watching: 4 of 30 s`` while the window is not full yet (:func:`filling_note`), else "".
+    watching: str = ""
 
 
 class SharedDiagnosis:
@@ -109,7 +114,8 @@ class SharedDiagnosis:
             findings, note = self._judge(history, self.window_s, self._doctor)
             self.runs += 1
             evaluation = Evaluation(None if findings is None else tuple(findings), note, end, self.window_s,
-                                    _count(history, self.window_s), time.perf_counter() - started)
+                                    _count(history, self.window_s), time.perf_counter() - started,
+                                    *_bounds(history, self.window_s))
             return self._remember(evaluation)
 
     def _remember(self, evaluation: Evaluation) -> Evaluation:
@@ -141,7 +147,7 @@ class SharedDiagnosis:
                 found, note = None, f"diagnosis failed: {type(exc).__name__}: {exc}"
             self.other_runs += 1
             evaluation = Evaluation(found, note, end, window_s, _count(history, window_s),
-                                    time.perf_counter() - started)
+                                    time.perf_counter() - started, *_bounds(history, window_s))
             if len(self._others) >= MAX_OTHER_QUESTIONS:
                 self._others.pop(next(iter(self._others)))
             self._others[(window_s, pid)] = evaluation
@@ -175,3 +181,24 @@ def _count(history: Sequence[Snapshot], window_s: float) -> int:
         return 0
     start = history[-1].time - window_s
     return sum(1 for s in history if s.time >= start)
+
+
+def _bounds(history: Sequence[Snapshot], window_s: float) -> tuple[float | None, str]:
+    """The judged window's oldest snapshot time and its filling note."""
+    recent = window(history, window_s)
+    return (recent[0].time if recent else None), filling_note(recent, window_s)
+
+
+def watched_s(snapshots: Sequence[Snapshot]) -> float:
+    """Seconds the snapshots cover, counting the first sample's own interval (30 samples 1 s apart: 30 s)."""
+    if len(snapshots) < 2:
+        return 0.0 if not snapshots else 1.0
+    span = snapshots[-1].time - snapshots[0].time
+    return span + span / (len(snapshots) - 1)
+
+
+def filling_note(snapshots: Sequence[Snapshot], window_s: float) -> str:
+    """``watching: 4 of 30 s`` while the doctor's window is not full yet, else ``""``: until then the
+    doctor has not seen enough to say there is nothing to report (the pane, ``/api/v1/diagnosis``)."""
+    seen = watched_s(snapshots)
+    return "" if seen >= window_s else f"watching: {seen:.0f} of {window_s:.0f} s"

@@ -55,7 +55,7 @@ class Row:
     metric: Metric
     base: float | None
     new: float | None
-    verdict: str  # better, same, worse, changed, "-" (not in both)
+    verdict: str  # better, same, worse, changed, other load (not comparable), "-" (not in both)
     #: The threshold used (in the metric's unit) and whether the row is a regression beyond it.
     threshold: float | None
     regression: bool
@@ -83,10 +83,32 @@ def judge(m: Metric, base: float | None, new: float | None, threshold: str | Non
     return Row(m, base, new, "better" if better else "worse", limit, not better)
 
 
+#: Rows that follow the offered load: at two loads they move with the load, not with what changed.
+LOAD_BOUND = frozenset({"gpu_util", "sm_active", "tensor_active", "dram_active", "pcie_rx_gb_s", "pcie_tx_gb_s",
+                        "feed_cpu_percent", "req_per_s", "p50_ms", "p99_ms"})
+#: Two open-loop rates closer than this share are one load (a rate is set, not measured).
+SAME_LOAD_REL = 0.05
+
+
+def load_mismatch(base: RunStats, new: RunStats) -> str | None:
+    """Why the two runs were not at one offered load (both known and different), else None."""
+    a, b = base.offered, new.offered
+    if a is None or b is None or a == b:
+        return None
+    if isinstance(a, float) and isinstance(b, float) and abs(a - b) <= SAME_LOAD_REL * max(a, b):
+        return None
+    return f"BASE ran at {base.load_text}, NEW at {new.load_text}"
+
+
 def compare(base: RunStats, new: RunStats, thresholds: Mapping[str, str] | None = None) -> list[Row]:
-    """Every metric of :data:`METRICS`, base against new; ``thresholds`` by metric key override margins."""
+    """Every metric of :data:`METRICS`, base against new; ``thresholds`` by metric key override margins.
+    At two different offered loads the rows that follow the load are shown, not judged ("other load")."""
     thresholds = thresholds or {}
-    return [judge(m, base.values.get(m.key), new.values.get(m.key), thresholds.get(m.key)) for m in METRICS]
+    rows = [judge(m, base.values.get(m.key), new.values.get(m.key), thresholds.get(m.key)) for m in METRICS]
+    if load_mismatch(base, new) is None:
+        return rows
+    return [Row(r.metric, r.base, r.new, "other load", None, False)
+            if r.metric.key in LOAD_BOUND and r.verdict != "-" else r for r in rows]
 
 
 def regressions(rows: list[Row]) -> list[Row]:

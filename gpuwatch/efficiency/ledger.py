@@ -110,13 +110,16 @@ class Ledger:
     block is attributed (and :meth:`flush` the rest, at a stop or when the stream ends)."""
 
     def __init__(self, max_gap: float, skip_until: float = float("-inf"), doctor: Doctor = diagnose,
-                 max_owners: int = MAX_OWNERS, interval: float | None = None) -> None:
+                 max_owners: int = MAX_OWNERS, interval: float | None = None,
+                 on_tick: Callable[[Sequence[GpuInterval]], None] | None = None) -> None:
+        """``on_tick``: told each snapshot's intervals as they are added (the /metrics counters, per tick)."""
         self.max_gap = max_gap
         self.max_owners = max_owners
         #: The owners named in each hour still open (the roll-ups' span of the one cap, :class:`OwnerCap`).
         self._owners: dict[int, OwnerCap] = {}
         self.skip_until = skip_until
         self.doctor = doctor
+        self.on_tick = on_tick
         self._history: deque[Snapshot] = deque(maxlen=MAX_HISTORY)
         self._pending: list[GpuInterval] = []
         self._block_end: float | None = None
@@ -154,6 +157,8 @@ class Ledger:
         new = intervals(prev, snap, self.max_gap)
         if not new:
             return None
+        if self.on_tick is not None:
+            self.on_tick(new)
         if not self._pending:
             self._block_end = (snap.time // STEP_S + 1) * STEP_S
         self._pending.extend(new)

@@ -1,7 +1,9 @@
 """``gpuwatch_gpu_seconds_total`` and ``gpuwatch_gpu_lost_seconds_total`` for /metrics.
 
-Counters since the daemon started, added from the same increments the roll-ups are (so ``increase()`` over
-an hour in Prometheus and the hour's roll-up agree). Series per GPU: 4 for the states, plus one per
+Counters since the daemon started, of the same intervals the roll-ups are (so ``increase()`` over an hour
+in Prometheus and the hour's roll-up agree). The GPU-seconds by state advance at every tick, so
+``rate()`` over a minute reads 1 per GPU, not a 10-second staircase; the lost seconds wait for their
+block's cause and advance when it is written. Series per GPU: 4 for the states, plus one per
 (cause, owner) that has lost time on it: at most ``len(CAUSES)`` causes times the owners named, capped by
 the accounting's one owner cap (:class:`~gpuwatch.efficiency.rows.OwnerCap`, ``daemon.max_process_series``
 owners, then ``command="(other)"``) over the daemon's life, as a counter keeps every series it served (the
@@ -13,10 +15,11 @@ one program adds one owner.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import Metric
 
+from gpuwatch.efficiency.account import GpuInterval
 from gpuwatch.efficiency.ledger import Increment
 from gpuwatch.efficiency.rows import MAX_OWNERS, Owner, OwnerCap, States
 from gpuwatch.exporter.gpu import family
@@ -34,9 +37,22 @@ class Totals:
         self.lost: dict[tuple[int, str, Owner], float] = {}
 
     def add(self, inc: Increment) -> None:
+        """A committed block, its GPU-seconds and its lost seconds (where no tick added the former)."""
         with self._lock:
             for at, states in inc.seconds.items():
                 self.seconds[at.gpu] = self.seconds.get(at.gpu, States()).plus(states)
+        self.add_lost(inc)
+
+    def add_tick(self, ticked: Sequence[GpuInterval]) -> None:
+        """One tick's GPU intervals, as they are watched (the block's cause is not known yet)."""
+        with self._lock:
+            for iv in ticked:
+                self.seconds[iv.gpu] = self.seconds.get(iv.gpu, States()).plus(
+                    States(iv.observed, iv.allocated, iv.busy, iv.effective))
+
+    def add_lost(self, inc: Increment) -> None:
+        """A written block's lost seconds by cause and owner."""
+        with self._lock:
             for k, seconds in inc.lost.items():
                 key = (k.gpu, k.cause, self._owners(k.owner))
                 self.lost[key] = self.lost.get(key, 0.0) + seconds

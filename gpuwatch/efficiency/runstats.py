@@ -19,6 +19,7 @@ from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.model.snapshot import Snapshot
 
 WORKLOAD_KEYS = ("req_per_s", "p50_ms", "p99_ms")
+FULL_LOAD = "full"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,15 @@ class RunStats:
     #: to judge (``gpuwatch compare`` refuses it rather than find "no regression" in nothing).
     samples: int = 0
     gpu_samples: int = 0
+    #: The offered load, where the header says: req/s of an open-loop run, or FULL_LOAD (closed loop); None:
+    #: not known (a live stream, a recording without the workload's numbers).
+    offered: float | str | None = None
+
+    @property
+    def load_text(self) -> str:
+        if self.offered is None:
+            return "an unknown load"
+        return "full load (closed loop)" if self.offered == FULL_LOAD else f"{self.offered:g} req/s offered"
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -48,6 +58,22 @@ def _workload(meta: dict[str, Any]) -> dict[str, float | None]:
         value = src.get(key) if isinstance(src, dict) else None
         out[key] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return out
+
+
+def _offered(meta: dict[str, Any]) -> float | str | None:
+    """The offered load a recording's header names: a stage run's ``rate`` (None there: full load), or the
+    workload's ``offered_rate`` ("closed loop": full load)."""
+    workload = meta.get("workload")
+    work: dict[str, Any] = workload if isinstance(workload, dict) else {}
+    if "stage" in meta and "rate" in meta:
+        rate = meta["rate"]
+    elif "offered_rate" in work or "offered_rate" in meta:
+        rate = work.get("offered_rate", meta.get("offered_rate"))
+    else:
+        return None
+    if rate is None or rate == "closed loop" or rate == 0:
+        return FULL_LOAD
+    return float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None
 
 
 def _feed_cpu(snap: Snapshot) -> float | None:
@@ -80,7 +106,8 @@ def run_stats(name: str, snapshots: Sequence[Snapshot], meta: dict[str, Any] | N
               "sm_active": [_mean([g.sm_active for g in s.gpus]) or 0.0 for s in snapshots]}
     return RunStats(name, (snapshots[-1].time - t0) if snapshots else 0.0, values,
                     top.code if top is not None else "-", tuple(sorted({a.name for a in fired if a.fired})), series,
-                    samples=len(snapshots), gpu_samples=sum(1 for s in snapshots if any(not g.lost for g in s.gpus)))
+                    samples=len(snapshots), gpu_samples=sum(1 for s in snapshots if any(not g.lost for g in s.gpus)),
+                    offered=_offered(meta or {}))
 
 
 def _scaled(value: float | None, factor: float) -> float | None:

@@ -1,8 +1,9 @@
 """The daemon's accounting: Snapshots in (without waiting), roll-ups and counters out, on its own thread.
 
 The sampler hands each Snapshot to :meth:`Accounting.offer`, which only queues it; a worker thread feeds
-the ledger in order, commits each attributed block to the store (one transaction with the high-water mark)
-and then adds it to the /metrics totals. When no Snapshot comes for a while (a replay that ended, a stalled
+the ledger in order, adds each tick's GPU-seconds to the /metrics totals as they are watched, commits each
+attributed block to the store (one transaction with the high-water mark) and then adds its lost seconds to
+the totals. When no Snapshot comes for a while (a replay that ended, a stalled
 sampler) the pending block is attributed and committed, and at a stop whatever is queued is accounted first.
 A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
 skips what was committed before, to the interval. A block the store cannot take (a full disk) is kept in
@@ -82,8 +83,10 @@ class Accounting:
 
     @property
     def unsaved(self) -> int:
-        """Blocks waiting in memory for the store to take writes again (0 when every block is written)."""
-        return len(self._unsaved)
+        """Blocks waiting in memory for the store to take writes again (0 when every block is written). The
+        block being written right now is not one: only a failed write leaves blocks waiting, and /healthz
+        read during a good write must not call the daemon unhealthy."""
+        return len(self._unsaved) if self.consecutive_failures else 0
 
     def _commit(self, inc: Increment | None) -> None:
         """Queue ``inc`` (if any) behind the blocks not yet written, then write them in order; a write that
@@ -100,7 +103,7 @@ class Accounting:
             block = self._unsaved[0]
             try:
                 self.store.commit(block, self._origin)
-            except Exception as exc:  # the counters stay in step with the file: added once written
+            except Exception as exc:  # the lost counters stay in step with the file: added once written
                 self._failed(exc)
                 return
             self._unsaved.popleft()
@@ -108,7 +111,7 @@ class Accounting:
                 log.warning("writing the efficiency roll-ups works again after %d failure(s)",
                             self.consecutive_failures)
             self.consecutive_failures, self.last_error = 0, None
-            self.totals.add(block)
+            self.totals.add_lost(block)  # the GPU-seconds by state were added tick by tick (on_tick)
             self.commits += 1
 
     def _failed(self, exc: Exception) -> None:
@@ -134,7 +137,8 @@ class Accounting:
             if self._ledger is None:
                 self._origin = snap.origin
                 self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
-                                      max_owners=self.max_owners, interval=self.interval)
+                                      max_owners=self.max_owners, interval=self.interval,
+                                      on_tick=self.totals.add_tick)
             self.last_time = snap.time
             try:
                 self._commit(self._ledger.add(snap))  # also retries what a full disk kept back

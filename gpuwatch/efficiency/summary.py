@@ -37,11 +37,18 @@ class Headroom:
     percentile: float
     sm_active: float
     verdict: str
+    #: Allocated seconds the percentile stands on (the 10-second blocks of the roll-ups in the window).
+    seconds: float = 0.0
 
     @property
     def line(self) -> str:
-        return (f"Capacity headroom: SM activity p{self.percentile:.0f} {self.sm_active:.0f} % of allocated time "
-                f"(healthy band {BAND[0]:.0f}-{BAND[1]:.0f} %): {self.verdict}")
+        return (f"Capacity headroom: SM activity p{self.percentile:.0f} {self.sm_active:.0f} % over "
+                f"{_span(self.seconds)} of allocated time (healthy band {BAND[0]:.0f}-{BAND[1]:.0f} %): "
+                f"{self.verdict}")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 @dataclass(frozen=True)
@@ -86,16 +93,21 @@ class Summary:
                                                      "fix": top[2]},
                 "headroom": None if self.headroom is None else {
                     "percentile": self.headroom.percentile, "sm_active_percent": self.headroom.sm_active,
-                    "band_percent": list(BAND), "verdict": self.headroom.verdict}}
+                    "band_percent": list(BAND), "verdict": self.headroom.verdict,
+                    "allocated_seconds": self.headroom.seconds}}
 
 
 def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
 
 
-def headroom(hist: list[HistRow], percentile: float = PERCENTILE) -> Headroom | None:
+def headroom(hist: list[HistRow], percentile: float = PERCENTILE, *, top_loss: str | None = None,
+             efficiency: float | None = None) -> Headroom | None:
     """The ``percentile`` of SM activity over allocated time, read from the binned roll-ups (to the
-    upper edge of its bin), and what the band says about it."""
+    upper edge of its bin), and what the band says about it. Above the band only at its busiest while the
+    window as a whole is under the band's floor (``efficiency``, effective over allocated) and a cause
+    (``top_loss``) loses the most, the advice is that cause's fix, not a replica: more GPUs do not help
+    GPUs that wait, and the report must not say both."""
     bins: dict[int, float] = defaultdict(float)
     for row in hist:
         bins[row.key.bin] += row.seconds
@@ -109,13 +121,17 @@ def headroom(hist: list[HistRow], percentile: float = PERCENTILE) -> Headroom | 
         if running >= total * percentile / 100.0:
             value = min(100.0, (b + 1) * BIN_PCT)
             break
-    if value > BAND[1]:
+    if value > BAND[1] and top_loss and efficiency is not None and efficiency < BAND[0]:
+        verdict = (f"above the band only at its busiest; over the whole window the GPU is {efficiency:.1f} % "
+                   f"efficient and loses most to {top_loss}: fix that first (a replica does not fix it), "
+                   f"then judge the headroom again")
+    elif value > BAND[1]:
         verdict = "above the band: add a replica or split traffic before p99 latency grows"
     elif value >= BAND[0]:
         verdict = "in the healthy band"
     else:
         verdict = "below the band: room for more load (or a loss above to fix first)"
-    return Headroom(percentile, value, verdict)
+    return Headroom(percentile, value, verdict, total)
 
 
 def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summary:
@@ -142,4 +158,8 @@ def summarise(rollup: Rollup, since: float, until: float, source: str) -> Summar
     ranked = {by: _sorted(d) for by, d in lost.items()}
     ranked["hour"] = sorted(ranked["hour"], key=lambda kv: kv[0])
     hours = [by_hour[h] for h in sorted(by_hour)]
-    return Summary(since, until, source, funnel, ranked, hours, rollup.fixes, headroom(rollup.hist))
+    allocated = funnel["allocated"]
+    efficiency = None if allocated <= 0 else 100.0 * funnel["effective"] / allocated
+    top = ranked["cause"][0][0] if ranked["cause"] else None
+    return Summary(since, until, source, funnel, ranked, hours, rollup.fixes,
+                   headroom(rollup.hist, top_loss=top, efficiency=efficiency))

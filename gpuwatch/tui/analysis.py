@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuwatch.alerts import DEFAULT_RULES, AlertEngine, RuleError, load_rules
+from gpuwatch.diagnosis.shared import filling_note
 from gpuwatch.doctor import LiveDoctor, diagnose_current
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -29,21 +30,6 @@ def load_engine(rule_paths: Sequence[Path] | None = None) -> tuple[AlertEngine |
         return None, f"alert rules not loaded: {exc}"
     except OSError as exc:
         return None, f"alert rules not readable: {exc}"
-
-
-def watched_s(snapshots: Sequence[Snapshot]) -> float:
-    """Seconds the snapshots cover, counting the first sample's own interval (30 samples 1 s apart: 30 s)."""
-    if len(snapshots) < 2:
-        return 0.0 if not snapshots else 1.0
-    span = snapshots[-1].time - snapshots[0].time
-    return span + span / (len(snapshots) - 1)
-
-
-def filling_note(snapshots: Sequence[Snapshot], window_s: float) -> str:
-    """``watching: 4 of 30 s`` while the doctor's window is not full yet, else ``""``: until then the
-    doctor has not seen enough to say there is nothing to report."""
-    seen = watched_s(snapshots)
-    return "" if seen >= window_s else f"watching: {seen:.0f} of {window_s:.0f} s"
 
 
 def diagnose(snapshots: Sequence[Snapshot], window_s: float,

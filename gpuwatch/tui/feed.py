@@ -32,8 +32,6 @@ Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
-#: GPU-Util from which a recording is "where something happens" (an idle GPU reads 0-2 %).
-BUSY_PERCENT = 5.0
 
 
 @dataclass
@@ -169,16 +167,6 @@ class LocalFeed:
             if self.sampler.tick() is None:
                 break
         self.diagnose_now()
-
-    def skip_idle(self, limit: int = 120) -> float:
-        """Play, without showing, the leading snapshots in which no GPU is busy (at most ``limit``): the
-        bundled recording opens on ~10 idle seconds before its service starts. Seconds skipped."""
-        first = latest = self.sampler.tick()
-        for _ in range(limit):
-            if latest is None or any((g.gpu_util or 0) >= BUSY_PERCENT for g in latest.gpus):
-                break
-            latest = self.sampler.tick()
-        return 0.0 if first is None or latest is None else latest.time - first.time
 
     def start(self, target: MessagePump) -> None:
         self._target = target

@@ -109,8 +109,10 @@ class RemoteFeed:
         while not self._stop.is_set():
             self._alerts[url] = self._get_list(url, "alerts", Alert.from_dict)
             if tick >= next_diag:
-                findings = self._get_list(url, self.diagnosis_path, Finding.from_dict, key="findings")
-                note = "" if findings is not None else "the daemon serves no diagnosis"
+                body: dict[str, Any] = {}
+                findings = self._get_list(url, self.diagnosis_path, Finding.from_dict, key="findings", body=body)
+                # "watching: 4 of 30 s" while the daemon's window fills, said as the local pane says it
+                note = str(body.get("watching") or "") if findings is not None else "the daemon serves no diagnosis"
                 self._post(DiagnosisReady(url, None if findings is None else list(findings), note))
                 self._check_delivery(url)
                 next_diag = tick + POLL_DIAGNOSIS_S
@@ -131,13 +133,16 @@ class RemoteFeed:
                        FeedStatus(url, "ok", "notifications delivered"))
 
     def _get_list(self, url: str, path: str, decode: Callable[[dict[str, Any]], T],
-                  key: str | None = None) -> tuple[T, ...] | None:
-        """``/api/v1/<path>``'s list decoded into model types here, at the edge; None when it cannot be read."""
+                  key: str | None = None, body: dict[str, Any] | None = None) -> tuple[T, ...] | None:
+        """``/api/v1/<path>``'s list decoded into model types here, at the edge; None when it cannot be read.
+        ``body``: filled with the answer's other keys."""
         try:
-            status, body = self._get_json(f"{url}/api/v1/{path}")
+            status, answer = self._get_json(f"{url}/api/v1/{path}")
             if status != 200:
                 return None
-            items = body.get(key or path)
+            if body is not None and isinstance(answer, dict):
+                body.update(answer)
+            items = answer.get(key or path)
             return tuple(decode(item) for item in items) if isinstance(items, list) else None
         except (requests.RequestException, ValueError, AttributeError, KeyError, TypeError):
             return None

@@ -35,6 +35,7 @@ def busy_child() -> Iterator[subprocess.Popen[str]]:
     proc.wait()
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_the_busiest_thread_of_a_gpu_process_shows_one_full_core(busy_child: subprocess.Popen[str]) -> None:
     source = HostSource()
     source.poll(0.0, [busy_child.pid])
@@ -115,6 +116,7 @@ def details_after_a_second(code: str) -> dict[str, object]:
         proc.wait()
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_busy_worker_children_without_a_gpu_context_are_counted() -> None:
     details: Any = details_after_a_second(LOADER)
     assert details["workers"] == 2, details
@@ -130,6 +132,7 @@ def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
         assert "sleep" in details["wait_channel"] or "nanosleep" in details["wait_channel"], details
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_threads_of_a_busy_process_are_scanned_every_tick_and_of_an_idle_one_every_few_seconds(
         busy_child: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import gpuwatch.sources.host_threads as threads_module

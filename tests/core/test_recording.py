@@ -57,7 +57,7 @@ def test_a_bad_line_is_reported_with_file_and_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [(b"", "not a gpuwatch recording"), (b'{"time": 1}\n', "not a gpuwatch recording"),
-     (gzip.compress(b"garbage"), "not a gpuwatch recording")],
+     (gzip.compress(b"garbage", mtime=0), "not a gpuwatch recording")],  # mtime 0: one id in every worker
 )
 def test_a_file_that_is_not_a_recording_says_so(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / ("x.gz" if content[:2] == b"\x1f\x8b" else "x.ndjson")

@@ -59,6 +59,7 @@ def test_host_source_is_given_only_the_pids_on_the_gpus_and_details_are_merged()
     collector.close()
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_a_hung_source_goes_stale_without_stalling_later_ticks_and_recovers() -> None:
     gpu = ScriptedGpuSource(deadline_s=0.2)
     collector = LiveCollector([gpu, RecordingHostSource()])

@@ -107,6 +107,7 @@ def test_the_first_scan_gives_no_run_delay_rather_than_a_false_zero(monkeypatch:
     assert "run_wait_percent" not in out and out["thread_cpu_percents"] == (50.0,)
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_a_thread_that_waits_for_a_core_shows_its_run_delay_in_schedstat() -> None:
     """Real /proc: more spinning processes than cores make each wait for a core."""
     if read_run_wait(os.getpid(), os.getpid()) is None:
@@ -125,6 +126,7 @@ def test_a_thread_that_waits_for_a_core_shows_its_run_delay_in_schedstat() -> No
     assert before is not None and after is not None and after - before > 0.1  # > 10 % of the second
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_between_full_scans_a_busy_process_has_only_its_hot_threads_read(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
     source, reads = _watch(switching.pid, monkeypatch, 60.0)
@@ -136,6 +138,7 @@ def test_between_full_scans_a_busy_process_has_only_its_hot_threads_read(
     assert all(t["top_thread_id"] == first["top_thread_id"] and t["top_thread_cpu_percent"] > 60 for t in ticks)
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_a_thread_that_starts_working_between_full_scans_is_found_at_the_next_tick(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
     source, reads = _watch(switching.pid, monkeypatch, 60.0)  # only the unexplained CPU can find it
@@ -152,6 +155,7 @@ def test_a_thread_that_starts_working_between_full_scans_is_found_at_the_next_ti
     assert after[-1]["top_thread_cpu_percent"] > 60, after
 
 
+@pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_every_thread_is_read_again_once_the_full_scan_is_due(
         switching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
     source, reads = _watch(switching.pid, monkeypatch, 0.5)

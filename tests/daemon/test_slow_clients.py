@@ -43,6 +43,7 @@ def half_heads(port: int, n: int, held: list[socket.socket]) -> None:
         held.append(s)
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_a_thousand_half_sent_heads_under_a_256_fd_limit_leave_healthz_and_metrics_up(
         tmp_path: Path, looping_recording: Path, sockets: list[socket.socket]) -> None:
     config = write_config(tmp_path, request_timeout="60s")  # the deadline is not what saves us here

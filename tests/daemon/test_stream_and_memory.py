@@ -48,6 +48,7 @@ def test_closing_the_hub_ends_every_stream() -> None:
     assert asyncio.run(go())[-1] is None
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 @pytest.mark.slow
 def test_a_long_full_speed_replay_leaves_rss_flat() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

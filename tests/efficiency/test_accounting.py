@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from efficiency.expected import FAULTS, expected_cause, expected_seconds
 from gpuwatch.efficiency.ledger import STEP_S, Ledger
 from gpuwatch.efficiency.offline import account_recording
 from gpuwatch.efficiency.rows import Owner, States
+from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.causes import CAUSES, FINDING_CODES, HELD_IDLE, NO_PROCESS, OWNER_LABELS, STATES
+from gpuwatch.model.recording import load, read_header
 from gpuwatch.model.snapshot import Snapshot
 
 DOCTOR = Path(__file__).resolve().parents[2] / "gpuwatch" / "doctor"
@@ -111,3 +114,29 @@ def test_the_rows_are_named_as_the_store_columns_and_metric_labels_and_survive_t
     rollup = account_recording(RECORDINGS[0]).rollup
     assert rollup.seconds and rollup.lost and rollup.hist
     assert Rollup.from_dict(json.loads(json.dumps(rollup.to_dict()))) == rollup
+
+
+def test_the_metrics_gpu_seconds_advance_every_tick_so_a_one_minute_rate_is_one_per_gpu() -> None:
+    """rate(gpuwatch_gpu_seconds_total{state="observed"}[1m]) of one GPU reads 1.0 wherever the minute falls
+    (not 0.83-1.17, as a counter that moves in 10-second blocks reads): after each snapshot the counter holds
+    every second watched up to it. The lost seconds still follow their block's cause."""
+    path = FAULTS / "launch_bound.ndjson.gz"
+    snaps = load(path)
+    accounting = Accounting(Store(None, retention_s=86400.0), read_header(path).interval_s, max_owners=16)
+    accounting.start()
+
+    def observed() -> float:
+        return sum(states.observed for states in list(accounting.totals.seconds.values()))
+
+    try:
+        for snap in snaps:
+            accounting.offer(snap)
+            want = (snap.time - snaps[0].time) * len(snap.gpus)
+            deadline = time.monotonic() + 2.0
+            while observed() < want - 1e-6:
+                assert time.monotonic() < deadline, f"{observed():.1f} GPU-s served where {want:.1f} were watched"
+                time.sleep(0.001)
+            assert observed() == pytest.approx(want, abs=1e-6)
+    finally:
+        accounting.stop()
+    assert sum(accounting.totals.lost.values()) == pytest.approx(expected_seconds(path)["lost"], abs=0.01)

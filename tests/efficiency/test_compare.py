@@ -93,3 +93,27 @@ def test_the_function_for_validates_table_takes_its_runs_as_they_are() -> None:
         ("naive", "workers", True), ("workers", "batched", True), ("batched", "compiled", True),
         ("compiled", "bf16", True)]
     assert step_text(steps[1]).startswith("p99 latency 98.2 -> 20.1 ms: better")
+
+
+def test_two_runs_at_different_offered_loads_are_said_to_be_so_and_not_judged_on_what_follows_the_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """naive at 83 req/s against naive at 206 (past its capacity): p99 and throughput differ by the load, not by
+    a change; compare says the loads differ before any verdict and judges only what does not follow them."""
+    assert main(["compare", "--stages", str(RECORDING), "--details", str(DETAILS), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    low, high = (next(tmp_path.glob(f"naive@{rate}-*.ndjson.gz")) for rate in (83, 206))
+    assert main(["compare", str(low), str(high), "--no-chart"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[1].startswith("NOT AT ONE LOAD: BASE ran at 83 req/s offered, NEW at 206 req/s offered")
+    rows = {ln.split("  ")[1].strip(): ln for ln in lines if ln.startswith("  ") and "(" not in ln.split("  ")[1]}
+    for label in ("p99 latency ms", "throughput req/s", "GPU-Util %"):
+        assert rows[label].rstrip().endswith("other load"), rows[label]
+    assert rows["memory peak GiB"].split()[-2] == "same"  # what does not follow the load is still judged
+    assert main(["compare", str(low), str(high), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["offered_load"]["base"] == 83 and out["offered_load"]["new"] == 206
+    assert out["offered_load"]["matched"] is False and out["regression"] is False
+    same = next(tmp_path.glob("naive@206-*.ndjson.gz"))
+    main(["compare", str(same), str(same), "--json"])
+    assert json.loads(capsys.readouterr().out)["offered_load"]["matched"] is True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,31 @@ def test_headroom_is_judged_on_the_90th_percentile_against_the_70_to_85_band(bin
     assert h is not None and h.sm_active == (bin_ + 1) * 5 and verdict in h.verdict
 
 
+@pytest.mark.parametrize(("efficiency", "top_loss", "replica"), [
+    (38.8, "input_cpu_bound", False),  # busy only at its peaks, starved on the whole: fix the cause first
+    (75.0, "input_cpu_bound", True),  # in the band on the whole: the busiest tenth is real pressure
+    (38.8, None, True),  # nothing lost to a cause
+])
+def test_headroom_never_advises_a_replica_against_the_top_loss(efficiency: float, top_loss: str | None,
+                                                               replica: bool) -> None:
+    hist = [HistRow(HistKey(0, 0, 6), 80.0), HistRow(HistKey(0, 0, 18), 20.0)]  # p90 in the 90-95 % bin: above the band
+    h = headroom(hist, top_loss=top_loss, efficiency=efficiency)
+    assert h is not None and h.sm_active == 95 and "above the band" in h.verdict
+    assert ("add a replica" in h.verdict) == replica
+    if not replica:
+        assert f"{efficiency:.1f} %" in h.verdict and f"{top_loss}: fix that first" in h.verdict
+    assert "over 1.7 min of allocated time" in h.line  # the 100 s it stands on, said
+
+
+def test_the_bundled_recordings_report_says_one_thing_about_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--replay", str(bundled_recording()), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    top, room = out["top_fix"]["cause"], out["headroom"]
+    assert top == "input_cpu_bound" and out["efficiency_percent"] < 70
+    assert "add a replica" not in room["verdict"] and top in room["verdict"]
+    assert room["allocated_seconds"] == pytest.approx(out["gpu_hours"]["allocated"] * 3600, rel=0.05)
+
+
 @pytest.mark.slow
 def test_compare_baseline_against_a_live_daemons_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recording = FAULTS / "idle_memory.ndjson.gz"
@@ -89,7 +115,8 @@ def test_a_daemon_replaying_a_recording_charges_what_report_replay_charges(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], speed: str) -> None:
     """One recording, one lost-by-cause table: the daemon's accounting (with its live doctor evaluated
     beside it, at a pace where that evaluation keeps up and at full speed) and ``report --replay``."""
-    recording = bundled_recording()
+    recording = tmp_path / "incident.ndjson.gz"  # the bundled recording's samples, all of them: a copy is played
+    shutil.copyfile(bundled_recording(), recording)  # from its start (the demo itself skips its idle lead-in)
     assert main(["report", "--replay", str(recording), "--json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     gw = start(tmp_path, recording, speed=speed)

@@ -25,6 +25,7 @@ from notify.test_notifier import receiver as receiver_config
 
 # --- 1. stopping never waits for a receiver ----------------------------------------------------------------
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_stop_abandons_an_attempt_in_flight_and_the_row_stays_pending_unchanged(tmp_path: Path,
                                                                                receiver: Receiver) -> None:
     receiver.script = Script(hang_s=60)  # accepts, never answers

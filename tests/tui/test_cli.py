@@ -11,6 +11,7 @@ import pytest
 from gpuwatch.cli.common import CliError
 from gpuwatch.cli.main import build_parser
 from gpuwatch.cli.tui import build_feed
+from gpuwatch.model.recording import iter_snapshots
 from gpuwatch.tui.feed import LocalFeed
 from gpuwatch.tui.remote import RemoteFeed
 
@@ -50,12 +51,16 @@ def test_without_a_terminal_it_says_so_and_exits_1(bundled: Path) -> None:
 
 
 def test_the_bundled_recording_opens_where_the_gpu_gets_busy(bundled: Path, recording: Path) -> None:
+    """The idle lead-in is not played at all: nothing the screen does not show fills the doctor's window."""
     feed = build_feed(parse("--replay", str(bundled)))  # type: ignore[arg-type]
-    assert isinstance(feed, LocalFeed)
-    shown = list(feed.sampler.history)
-    assert [(s.gpus[0].gpu_util or 0) >= 5 for s in shown] == [False] * (len(shown) - 1) + [True]
-    skipped = shown[-1].time - shown[0].time
-    assert len(shown) > 5 and feed.description.endswith(f"h200-incident.ndjson.gz from {skipped:.0f} s")
+    assert isinstance(feed, LocalFeed) and not list(feed.sampler.history)
+    first = feed.sampler.tick()
+    lead = list(iter_snapshots(bundled))
+    assert first is not None and (first.gpus[0].gpu_util or 0) >= 5
+    skipped = [s for s in lead if s.time < first.time]
+    assert len(skipped) > 5 and not any((s.gpus[0].gpu_util or 0) >= 5 for s in skipped)
+    assert feed.description.endswith(f"h200-incident.ndjson.gz from {first.time - lead[0].time:.0f} s")
+    assert list(feed.sampler.history) == [first]
     feed.sampler.stop()
     other = build_feed(parse("--replay", str(recording)))  # type: ignore[arg-type]
     assert isinstance(other, LocalFeed) and not list(other.sampler.history) and "from" not in other.description

@@ -35,8 +35,10 @@ FINDING = {"code": "input_cpu_bound", "title": "the input pipeline is CPU-bound"
 class FakeDaemon:
     """Serves ``host`` with ``gpus`` GPUs: a snapshot every 50 ms on /api/v1/stream."""
 
-    def __init__(self, host: str, gpus: int, health: dict[str, Any] | None = None) -> None:
+    def __init__(self, host: str, gpus: int, health: dict[str, Any] | None = None, watching: str = "") -> None:
         self.host, self.gpus = host, gpus
+        #: What /api/v1/diagnosis says while its window fills ("watching: 4 of 30 s"), as the real daemon does.
+        self.watching = watching
         #: What /healthz answers (the status follows ``ok``), as the real daemon does.
         self.health: dict[str, Any] = health or {"ok": True, "delivery": {"ok": True, "receivers": {}}}
         self.loop = asyncio.new_event_loop()
@@ -57,7 +59,7 @@ class FakeDaemon:
         return web.json_response({"alerts": [ALERT]})
 
     async def diagnosis(self, request: web.Request) -> web.Response:
-        return web.json_response({"findings": [FINDING]})
+        return web.json_response({"findings": [FINDING], **({"watching": self.watching} if self.watching else {})})
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response(self.health, status=200 if self.health.get("ok") else 503)
@@ -124,6 +126,14 @@ async def test_fleet_view_has_one_row_per_host_and_gpu_and_follows_the_selection
         await wait_for(pilot, lambda: {p.pid for p in app.query_one(ProcessTable).samples.values()}
                        == {4100, 4101, 4102})
         assert "node-b" in app.query_one("#status", TextLine).plain
+
+
+async def test_a_daemon_still_watching_says_so_in_the_remote_pane_as_the_local_one_does() -> None:
+    with FakeDaemon("node-a", 2, watching="watching: 4 of 30 s") as a:
+        app = make_app(RemoteFeed([a.url]))
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: "CPU-bound" in app.query_one("#diagnosis .body", LinesWidget).plain)
+            assert "watching: 4 of 30 s: findings so far" in app.query_one("#diagnosis .body", LinesWidget).plain
 
 
 async def test_an_unreachable_daemon_is_reported_and_retried_without_blocking_the_screen() -> None:

@@ -9,13 +9,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from tools import require_torch
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 
 from gpuwatch.workload.config import WorkloadConfig  # noqa: E402
 from gpuwatch.workload.frontend import Item  # noqa: E402
 from gpuwatch.workload.run import _workers, run_stage  # noqa: E402
 from gpuwatch.workload.serve import Batcher, Window, serve_batched  # noqa: E402
+
+pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
 
 
 def item(arrival: float, bucket: int) -> Item:

@@ -11,7 +11,7 @@ torch = require_torch()
 from gpuwatch.workload.config import STAGES, WorkloadConfig  # noqa: E402
 from gpuwatch.workload.run import run_stage  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
+pytestmark = [pytest.mark.gpu, pytest.mark.torch,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 

@@ -20,6 +20,8 @@ from gpuwatch.workload.config import READY_LINE  # noqa: E402
 from gpuwatch.workload.faults import run_fault  # noqa: E402
 from gpuwatch.workload.faults_catalogue import MECHANISM_FAULTS  # noqa: E402
 
+pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
+
 SLOW_ON_CPU = ("compile_shapes", "compile_per_request")  # inductor compiles C++ on the CPU: tens of seconds
 
 

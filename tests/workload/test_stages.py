@@ -16,6 +16,8 @@ from gpuwatch.workload.engine import GraphEngine, graph_sizes  # noqa: E402
 from gpuwatch.workload.model import build_model  # noqa: E402
 from gpuwatch.workload.run import run_stage  # noqa: E402
 
+pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
+
 
 def quick(stage: str, **kw: object) -> WorkloadConfig:
     base: dict[str, object] = {"stage": stage, "device": "cpu", "size": "tiny", "duration_s": 0.4,

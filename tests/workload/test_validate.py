@@ -15,6 +15,7 @@ from gpuwatch.model.recording import load, read_header
 from gpuwatch.validate.runner import StageRun
 
 require_torch()
+pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
 
 KEYS = ["stage", "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "req_per_s", "p99_ms", "top_finding"]
 TRAFFIC_KEYS = ["rate", "req_per_s_runs", "traffic"]

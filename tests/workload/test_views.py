@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -117,10 +120,30 @@ def test_a_step_whose_p99_at_the_shared_rate_is_worse_says_why(
      "--traffic: unknown shape calm; choose from steady, longtail, bursty, mixed, or all"),
     (["--mix", "steady=1,calm=1"], "--mix: 'calm=1': write SHAPE=WEIGHT with SHAPE one of steady, longtail, bursty"),
     (["--phase-duration", "0.25"], "--phase-duration 0.25 s leaves no time to count requests: give more than 0.3 s"),
+    (["--workers", "0"], "--workers must be at least 1, got 0"),
+    (["--doctor", "--faults", "launch_bound,nosuch"], "--faults: unknown fault nosuch; choose from"),
 ])
-def test_bad_validate_options_are_one_line_errors(argv: list[str], message: str,
+@pytest.mark.parametrize("torch_present", [True, False], ids=["torch", "no-torch"])
+def test_bad_validate_options_are_one_line_errors(argv: list[str], message: str, torch_present: bool,
+                                                  monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong flag is named (exit 1) whether torch is installed or not: options are checked before torch."""
     from gpuwatch.cli.main import main
 
+    if torch_present:  # a stand-in module passes the check, as where torch is installed; nothing runs far enough
+        stand_in = types.ModuleType("torch")  # to use it
+        stand_in.__spec__ = importlib.machinery.ModuleSpec("torch", None)
+        monkeypatch.setitem(sys.modules, "torch", stand_in)
+    else:  # None in sys.modules: find_spec and import both see no torch, as on the README's default install
+        monkeypatch.setitem(sys.modules, "torch", None)
     assert main(["validate", "--device", "cpu", *argv]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_validate_without_torch_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuwatch.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert main(["validate", "--device", "cpu", "--out", "/nonexistent/never-written"]) == 2
+    assert "torch is not installed" in capsys.readouterr().err

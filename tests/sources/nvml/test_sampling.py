@@ -35,6 +35,7 @@ def wait_until_idle(collector: LiveCollector, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.serial  # bounds CPU share, wall time or RSS: measured alone, after the parallel part
 def test_a_hung_getter_makes_the_source_stale_without_stopping_ticks_and_it_recovers_when_released() -> None:
     fake = make_fake_nvml(gpus=2)
     collector = LiveCollector([NvmlSource(nvml=fake, deadline_s=0.3)], hostname="h")
