@@ -7,7 +7,7 @@ import math
 import sys
 import time
 
-from gpuwatch.cli.common import CliError, add_sampling_args, open_from_args, seconds_offset
+from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args, seconds_offset
 from gpuwatch.cli.table import render_snapshot
 from gpuwatch.model.codec import dumps
 from gpuwatch.model.visible import visible_lines
@@ -42,7 +42,8 @@ def _within_loop(producer: object, at: float) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    opened = open_from_args(args)
+    args.no_stacks = True  # one sample: no stack window could finish before it is printed
+    opened = open_options(options_from_args(args))
     if args.at and not opened.is_recording:
         raise CliError("--at picks a moment of a recording: give --replay FILE", exit_code=2)
     sampler = opened.sampler

@@ -8,8 +8,8 @@ sock_diag) or loopback TCP connections; its sockets and those of the tree proces
 whether work comes from outside its process tree (a listening socket, or an accepted connection whose other
 end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
 from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
-are kept, and each tick reads every feeder like a GPU process's host side (CPU, busiest thread, thread wait
-classes, run-queue delay, threads in D state, storage I/O rates).
+are kept, and every feeder is read like a GPU process's host side (CPU, busiest thread, thread wait classes,
+run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ FEEDERS_EVERY_S = 5.0
 #: The kernel builds /proc/net/tcp afresh at each read (~40 ms for 300 connections): a process's sockets are
 #: classified at most this often (where work comes from changes rarely), and only when it has sockets.
 SOCKETS_EVERY_S = 30.0
+#: A feeder is read at most this often (its rates over that span); the ticks between give the last reading.
+#: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
+#: the rest of the host source.
+FEEDER_READ_EVERY_S = 2.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
 #: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
@@ -44,6 +48,8 @@ class _Feeder:
     last_time: float = 0.0
     last_cpu: float | None = None
     last_io: tuple[int, int, int, int] | None = None
+    #: The last reading, given again until FEEDER_READ_EVERY_S has passed.
+    held: FeederSample | None = None
 
 
 @dataclass
@@ -172,6 +178,10 @@ class FeederTracker:
         return out, {pid: found.upstream for pid, found in self._links.items()}
 
     def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
+        known = self._feeders.get(pid)
+        if known is not None and known.held is not None and known.held.cpu_percent is not None \
+                and now - known.last_time < FEEDER_READ_EVERY_S:
+            return known.held
         stat = read_process_stat(pid)
         if stat is None:
             self._feeders.pop(pid, None)
@@ -190,9 +200,10 @@ class FeederTracker:
                 io_rates = [max(0.0, (new - old) / dt) for new, old in zip(io[:2], f.last_io[:2], strict=True)]
         threads = f.threads.update(now, cpu_total, cpu) if f.last_cpu is not None else {}
         f.last_time, f.last_cpu, f.last_io = now, cpu_total, io
-        return FeederSample(
+        f.held = FeederSample(
             pid=pid, feeds=feeds, relation=relation, name=f.name, cmdline=f.cmdline, cpu_percent=cpu,
             top_thread_cpu_percent=threads.get("top_thread_cpu_percent"), num_threads=n_threads,
             thread_waits=tuple(threads.get("thread_waits", ())), run_wait_percent=threads.get("run_wait_percent"),
             threads_in_io_wait=threads.get("threads_in_io_wait"),
             io_read_bytes_s=io_rates[0] if io_rates else None, io_write_bytes_s=io_rates[1] if io_rates else None)
+        return f.held

@@ -30,8 +30,10 @@ NATIVE_WORDS = ("native", "unwind", "libunwind")
 
 def find_pyspy() -> str | None:
     """py-spy beside this interpreter (the ``stacks`` extra installs it there, which need not be on PATH when a
-    venv is not activated), else on PATH."""
-    return shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
+    venv is not activated), else in the ``bin`` folder of a package folder on sys.path (``pip install
+    --target DIR`` puts it in DIR/bin), else on PATH."""
+    beside = [os.path.dirname(sys.executable)] + [os.path.join(p, "bin") for p in sys.path if p and os.path.isabs(p)]
+    return shutil.which("py-spy", path=os.pathsep.join(beside)) or shutil.which("py-spy")
 
 
 def record_command(exe: str, pid: int, duration_s: int, rate_hz: int, native: bool, output: str) -> list[str]:

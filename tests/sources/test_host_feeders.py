@@ -3,6 +3,7 @@ that waits on a pipe or a socket has its feeders found and read, and where its w
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -265,3 +266,24 @@ def test_a_launcher_that_only_reads_the_output_is_no_front_end(start: Any) -> No
     details, feeders = watch(worker)
     assert details["upstream"] == "tree", details
     assert any(f.pid == launcher.pid and f.relation == "peer" for f in feeders), feeders  # linked by the pipe
+
+
+def test_a_feeder_is_read_at_most_every_few_seconds_and_held_between(start: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    reads: list[int] = []
+    real = feeders_module.read_process_stat
+    monkeypatch.setattr(feeders_module, "read_process_stat", lambda pid: reads.append(pid) or real(pid))
+    source = HostSource()
+    samples = []
+    for _ in range(8):
+        samples += [f for f in source.poll(0.0, [parent.pid]).feeders if f.pid == child]
+        time.sleep(0.25)
+    assert len(samples) >= 6  # on every tick once found
+    # the first read sets the baseline, the second gives rates; then one read per FEEDER_READ_EVERY_S
+    assert reads.count(child) <= 2 + 8 * 0.25 / feeders_module.FEEDER_READ_EVERY_S + 1
+    rated = [f for f in samples if f.cpu_percent is not None]
+    assert any(a == b for a, b in itertools.pairwise(rated)), samples  # held between reads

@@ -207,3 +207,15 @@ def test_a_refused_ptrace_is_said_with_how_to_grant_it(tokeniser: subprocess.Pop
     assert f"process {tokeniser.pid}" in status.message and "CAP_SYS_PTRACE" in status.message
     assert not source._due(tokeniser.pid, time.monotonic())
     assert source.take() == ()
+
+
+def test_py_spy_installed_with_pip_target_is_found_in_the_folders_bin(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bin").mkdir()
+    exe = tmp_path / "bin" / "py-spy"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "nowhere" / "python3"))
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert pyspy.find_pyspy() == str(exe)
