@@ -63,10 +63,11 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
 class Parser(argparse.ArgumentParser):
     """argparse, with the values quoted in its errors cut short: ``--pid`` given 5 000 digits must not
     become a 5 000-character error line (nor an ESC in one steer the terminal). Subcommand parsers are of this
-    class too."""
+    class too. A long value keeps its start and its end, where a path names its file."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(visible_lines(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:40] + "...", message)))
+        super().error(visible_lines(re.sub(r"[^\s'\"]{80,}", lambda m: m.group(0)[:24] + "..." + m.group(0)[-48:],
+                                           message)))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.factories import full_snapshot
 from gpuwatch.efficiency.ledger import MAX_HISTORY, Ledger
 from gpuwatch.efficiency.offline import account_recording
+from gpuwatch.efficiency.rows import SecondsRow
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.model.recording import MAGIC, RecordingError, load
@@ -81,8 +82,8 @@ def test_time_that_does_not_move_forward_counts_one_interval_a_step_and_is_said_
     said = [r for r in caplog.records if "is not after the one before" in r.getMessage()]
     assert len(said) == 1
 
-    def observed(rows: list[tuple[object, ...]]) -> float:
-        return sum(float(r[2]) for r in rows)  # type: ignore[arg-type]
+    def observed(rows: list[SecondsRow]) -> float:
+        return sum(r.states.observed for r in rows)
 
     assert observed(frozen.seconds) == pytest.approx(observed(moving.seconds))
     assert observed(frozen.seconds) == pytest.approx(39 * 2)  # 39 intervals of 1 s on each of 2 GPUs

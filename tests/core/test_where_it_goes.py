@@ -14,8 +14,10 @@ from core.worked_example import table, touched, worked_example
 
 
 def test_the_table_has_a_row_for_each_kind_of_change() -> None:
-    assert set(table()) == {"new metric", "new source", "new alert kind", "new doctor class", "new pane",
-                            "new receiver"}
+    # the doctor's rows (a class, a stack mechanism) are held by tests/doctor/test_class_table.py and
+    # test_mechanisms.py: a class added by its table entry alone, a stack of each mechanism classified
+    assert set(table()) == {"new metric", "new source", "new alert kind", "new doctor class",
+                            "new stack mechanism (what frames mean)", "new pane", "new receiver"}
 
 
 # -- a metric ------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ traceback, bounded time and memory), showing what it could not decode visibly: t
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from collections.abc import Callable
@@ -45,7 +46,7 @@ def _steady(n: int, **changes: object) -> bytes:
 
 def _negative(part: str, field: str, value: object = -5.0) -> Callable[[], bytes]:
     def make() -> bytes:
-        first = snap(T0)
+        first = copy.deepcopy(snap(T0))  # the templates' nested dicts are shared: never write into them
         target: dict[str, object]
         if part == "profiling":
             target = first["gpus"][0]["profiling"]["gpm"]  # type: ignore[index]
