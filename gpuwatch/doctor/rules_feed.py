@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import WORKERS_CPU, mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -162,9 +162,9 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     if busy is None or busy >= BUSY_UTIL:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
-    feeding = [p for p in g.processes if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU
-               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
-               and not any(f.bound == "compile" for f in p.feeders)]
+    # storage-bound children are feeders (``feeder_bound``), not busy loader workers
+    feeding = [p for p in g.processes if loader_workers_bound(p)
+               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")]
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)
@@ -213,8 +213,8 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             continue
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
-        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile"):
-            continue  # its stacks say it waits for the GPU, or computes: not storage
+        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
+            continue  # its stacks say it waits for the GPU or a child process, or computes: not storage
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
         if not signs:
             continue
