@@ -67,8 +67,9 @@ def is_copy_bound(g: GpuWindow) -> bool:
     return copy_direction(g) is not None
 
 
-#: What a launching thread's stacks show: the launch path, the Python around it, the allocator it calls.
-LAUNCHING = ("launch", "python", "allocator", None)
+#: What a launching thread's stacks show: the launch path and the Python around it (a thread in the allocator's
+#: cudaMalloc/cudaFree is not launching: ``memory_churn``).
+LAUNCHING = ("launch", "python", None)
 
 
 def launching(g: GpuWindow) -> list[ProcessWindow]:
@@ -138,7 +139,9 @@ def launch_bound(g: GpuWindow) -> Finding | None:
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
     # a thread whose stacks say it waits (for the GPU, a lock, storage) is not what computes
-    pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)]
+    # nor one in the CUDA allocator (``memory_churn``)
+    pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)
+              and not stacks_say(p, "allocator")]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
