@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -55,10 +55,20 @@ def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
                   key=lambda p: -(p.top_thread_cpu or 0.0))
 
 
+#: What a thread that computes on the CPU shows in its stacks; one that stages copies shows copy frames
+#: (the GPU wait of a pageable cudaMemcpy, the launch path) instead.
+COMPUTING = ("host_op", "python", "serialization", "compile")
+
+
 def copy_direction(g: GpuWindow) -> str | None:
-    """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None."""
+    """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None. Not when the busy
+    thread's stacks say it computes on the CPU: the PCIe traffic is then a side effect, not its work."""
     rx, tx = g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0
     if max(rx, tx) < PCIE_HIGH or (g.sm_active is not None and g.sm_active >= HEALTHY_SM):
+        return None
+    pegged = pegged_processes(g)
+    if pegged and pegged[0].stacks is not None and stacks_say(pegged[0], *COMPUTING) \
+            and stacks_say(pegged[0], "host_op", "serialization", "compile", share=0.5 * STACK_MAJORITY):
         return None
     return "h2d" if rx >= tx else "d2h"
 
