@@ -152,6 +152,9 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     # nor one in the CUDA allocator (``memory_churn``)
     pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)
               and not stacks_say(p, "allocator")]
+    # a feeding thread that compiles in the request path is busy on it even while it waits on its compile
+    # workers (inductor's subprocesses): not pegged on one core, but compiling is all it does
+    pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
