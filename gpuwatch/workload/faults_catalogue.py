@@ -126,8 +126,10 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
                              "fit", "storage", "write_through_storage"),
     "feeder_random_reads": _m("feeder_bound", "a child reads a file at random offsets, uncached, behind a pipe "
                               "(FP16)", "check", "storage", "random_reads"),
-    "feeder_python_pipe": _m("feeder_bound", "a child process tokenises in Python behind a pipe", "fit", "python",
-                             "tokenise_records"),
+    # one CPU-bound worker child feeding its parent through a pipe is what dataloader_bound means (the class
+    # table: busy workers, CPU-bound); feeder_bound is for feeders bound on anything else, or not children
+    "feeder_python_pipe": _m("dataloader_bound", "a child process tokenises in Python behind a pipe", "fit",
+                             "python", "tokenise_records"),
     "feeder_socket_peer": _m("feeder_bound", "a detached peer computes features in Python behind a local TCP "
                              "connection", "check", "python", "tokenise_records"),
     "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it backs off (sleeps)",
