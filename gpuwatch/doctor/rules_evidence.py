@@ -71,13 +71,7 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
     out = []
     for p in g.processes:
         bound = [f for f in p.feeders if f.bound is not None]
-        # a thread that waits on the children it spawns (subprocess.communicate): the child is the feeder,
-        # however briefly each one lives (too briefly to be sampled busy)
-        spawning = stacks_say(p, "subprocess")
-        if spawning and not bound:
-            out.append((p, [f"its feeding thread waits on child processes it spawns ({len(p.feeders)} seen in "
-                            "the window, each too short-lived to be sampled busy)"]))
-            continue
+        # (a thread that waits on the children it spawns makes them bound on ``subprocess``: ``waited_on``)
         if not bound or _loader(p, bound):
             continue
         if p.stacks is not None:
@@ -112,8 +106,7 @@ def feeder_bound(g: GpuWindow) -> Finding | None:
     if not fed:
         return None
     p, lines = fed[0]
-    bound = next((f.bound for f in p.feeders if f.bound is not None), None) or \
-        ("subprocess" if stacks_say(p, "subprocess") else "cpu")
+    bound = next((f.bound for f in p.feeders if f.bound is not None), None) or "cpu"
     busy = g.busy
     return finding(
         "feeder_bound", f"The processes that feed the GPU process are the bottleneck (bound on {bound})", "warning",

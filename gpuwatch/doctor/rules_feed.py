@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -58,6 +58,9 @@ def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
 #: What a thread that computes on the CPU shows in its stacks; one that stages copies shows copy frames
 #: (the GPU wait of a pageable cudaMemcpy, the launch path) instead.
 COMPUTING = ("host_op", "python", "serialization", "compile")
+#: Share of those samples outside plain Python (a host op, serialising, compiling) from which the computing is
+#: not the Python around a copy (host_op_matmul, fit: 74 % host op; a staging copy's frames are the launch path).
+COMPUTING_NATIVE = 0.25
 
 
 def copy_direction(g: GpuWindow) -> str | None:
@@ -68,7 +71,7 @@ def copy_direction(g: GpuWindow) -> str | None:
         return None
     pegged = pegged_processes(g)
     if pegged and pegged[0].stacks is not None and stacks_say(pegged[0], *COMPUTING) \
-            and stacks_say(pegged[0], "host_op", "serialization", "compile", share=0.5 * STACK_MAJORITY):
+            and stacks_say(pegged[0], "host_op", "serialization", "compile", share=COMPUTING_NATIVE):
         return None
     return "h2d" if rx >= tx else "d2h"
 
@@ -153,8 +156,9 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)
               and not stacks_say(p, "allocator")]
     # a feeding thread that compiles in the request path is busy on it even while it waits on its compile
-    # workers (inductor's subprocesses): not pegged on one core, but compiling is all it does
-    pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")]
+    # workers (inductor's subprocesses) part of the time: not pegged, but at half a core or more, compiling
+    pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")
+               and (p.top_thread_cpu or 0.0) >= WAITING_CPU and not starved(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]

@@ -12,6 +12,7 @@ wait classes, I/O and (where sampled) its own stacks, and to what it is bound on
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -33,6 +34,9 @@ FEEDER_BUSY = 50.0
 #: bytes/s, is bound on storage (the same cuts as the GPU process's ``rules_feed.IO_WAIT_SHARE``/``IO_RATE``).
 FEEDER_IO_SHARE = 0.2
 FEEDER_IO_RATE = 5e6
+#: Share of the feeding thread's samples waiting on a child process (``subprocess.communicate``) from which its
+#: children are what it waits for (a majority, as ``rules_evidence.STACK_MAJORITY``).
+WAITS_ON_CHILDREN = 0.5
 
 
 @dataclass(frozen=True)
@@ -217,3 +221,13 @@ def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample
         out.append(FeederWindow(pid, feeds, last.relation, label, cpu, top, shares, io, io_wait, ev,
                                 _bound(cpu, top, shares, io, io_wait, ev)))
     return sorted(out, key=lambda w: (w.bound is None, -(w.cpu or 0.0), w.pid))
+
+
+def waited_on(feeders: list[FeederWindow], ev: StackEvidence | None) -> list[FeederWindow]:
+    """A process whose feeding thread mostly waits on the children it spawns blocks on them: its children
+    are bound on ``subprocess`` (what the parent waits for) however briefly each lives (a child spawned per
+    item is often gone before its CPU can be measured)."""
+    if ev is None or ev.share("subprocess") < WAITS_ON_CHILDREN:
+        return feeders
+    return [dataclasses.replace(f, bound="subprocess") if f.bound is None and f.relation == "child" else f
+            for f in feeders]
