@@ -9,7 +9,15 @@ Thresholds were chosen on half of the H200 fault variants and checked on the oth
 
 from __future__ import annotations
 
-from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
+from gpuwatch.doctor.attribution import (
+    PEGGED_THREAD,
+    attribution_line,
+    feeders_starved,
+    host_line,
+    host_saturated,
+    spare_cores,
+    starved,
+)
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
@@ -183,8 +191,10 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
     # storage-bound children are feeders (``feeder_bound``), not busy loader workers
+    # nor workers starved of a core on a saturated host (``host_cpu_contention``: they oversubscribe it)
     feeding = [p for p in g.processes if loader_workers_bound(p)
-               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")]
+               and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
+               and not (host_saturated(g) and feeders_starved(p))]
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)

@@ -166,6 +166,8 @@ class FeederWindow:
     io_wait_share: float | None
     stacks: StackEvidence | None
     bound: str | None
+    #: Percent of a core its threads spent runnable without one (median): a feeder starved by the host.
+    run_wait: float | None = None
 
     def line(self) -> str:
         cpu = f"CPU {self.cpu or 0:.0f}% (busiest thread {self.top_thread_cpu or 0:.0f}%)"
@@ -219,7 +221,8 @@ def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample
         name = last.name or (last.cmdline or "").split(" ")[0] or "?"
         label = f"pid {pid} ({name})" + (f" `{last.cmdline[:60]}`" if last.cmdline else "")
         out.append(FeederWindow(pid, feeds, last.relation, label, cpu, top, shares, io, io_wait, ev,
-                                _bound(cpu, top, shares, io, io_wait, ev)))
+                                _bound(cpu, top, shares, io, io_wait, ev),
+                                run_wait=_median(f.run_wait_percent for f in fs)))
     return sorted(out, key=lambda w: (w.bound is None, -(w.cpu or 0.0), w.pid))
 
 

@@ -64,3 +64,16 @@ def test_a_thread_waiting_on_the_children_it_spawns_is_held_back_by_them() -> No
     f = top(Load(util=5.0, sm=4.0, thread=2.0, stacks=(COMMUNICATE,)))
     assert f.code == "idle_breakdown" and f.mechanism == "subprocess"
     assert f.locations[0][0] == "tok.py:tokenise_in_child"
+
+
+def test_worker_children_starved_of_a_core_on_a_full_host_are_contention_not_a_busy_loader() -> None:
+    def children(run_wait: float) -> tuple[FeederSample, ...]:
+        return tuple(FeederSample(pid=950 + i, feeds=471, relation="child", name="python3", cpu_percent=50.0,
+                                  top_thread_cpu_percent=50.0, thread_waits=("cpu",), run_wait_percent=run_wait)
+                     for i in range(32))
+    busy_host = Load(util=1.0, sm=0.3, thread=20.0, workers=32, workers_cpu=1575.0, host_cpu=100.0,
+                     feeders=children(50.0))
+    f = top(busy_host)
+    assert f.code == "host_cpu_contention", f
+    # the same children running whenever they want (a loader simply busy) stay the loader's finding
+    assert top(dataclasses.replace(busy_host, feeders=children(0.0))).code == "dataloader_bound"
