@@ -13,6 +13,7 @@ wait classes, I/O and (where sampled) its own stacks, and to what it is bound on
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -37,6 +38,8 @@ FEEDER_IO_RATE = 5e6
 #: Share of the feeding thread's samples waiting on a child process (``subprocess.communicate``) from which its
 #: children are what it waits for (a majority, as ``rules_evidence.STACK_MAJORITY``).
 WAITS_ON_CHILDREN = 0.5
+#: Command lines of compilers a GPU process runs as children: a busy one is bound on compiling, not a loader.
+COMPILER = re.compile(r"_inductor/compile_worker|(^|/)(nvcc|ptxas|cicc|nvlink)(\s|$)|triton/.*compil")
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,11 @@ def _bound(cpu: float | None, top: float | None, waits: dict[str, float], io: fl
     return None
 
 
+def _compiler(bound: str | None, cmdline: str | None) -> str | None:
+    """A busy compiler child (its command line says so) is bound on compiling, whatever its CPU says."""
+    return "compile" if bound is not None and cmdline and COMPILER.search(cmdline) else bound
+
+
 def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample]) -> list[FeederWindow]:
     """One FeederWindow per (feeder, fed process), busiest first."""
     by: dict[tuple[int, int], list[FeederSample]] = {}
@@ -221,7 +229,7 @@ def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample
         name = last.name or (last.cmdline or "").split(" ")[0] or "?"
         label = f"pid {pid} ({name})" + (f" `{last.cmdline[:60]}`" if last.cmdline else "")
         out.append(FeederWindow(pid, feeds, last.relation, label, cpu, top, shares, io, io_wait, ev,
-                                _bound(cpu, top, shares, io, io_wait, ev),
+                                _compiler(_bound(cpu, top, shares, io, io_wait, ev), last.cmdline),
                                 run_wait=_median(f.run_wait_percent for f in fs)))
     return sorted(out, key=lambda w: (w.bound is None, -(w.cpu or 0.0), w.pid))
 

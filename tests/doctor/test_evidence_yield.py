@@ -77,3 +77,14 @@ def test_worker_children_starved_of_a_core_on_a_full_host_are_contention_not_a_b
     assert f.code == "host_cpu_contention", f
     # the same children running whenever they want (a loader simply busy) stay the loader's finding
     assert top(dataclasses.replace(busy_host, feeders=children(0.0))).code == "dataloader_bound"
+
+
+def test_a_busy_compile_worker_child_is_a_compiler_not_a_data_loader() -> None:
+    worker = FeederSample(pid=960, feeds=471, relation="child", name="python3", cpu_percent=99.0,
+                          top_thread_cpu_percent=99.0, thread_waits=("cpu",),
+                          cmdline=f"python3 {SITE}/torch/_inductor/compile_worker/__main__.py --workers=16")
+    load = Load(util=0.0, sm=0.0, thread=5.0, workers=1, workers_cpu=99.0, waits=("input",), feeders=(worker,))
+    f = top(load)
+    assert f.code == "feeder_bound" and "compile" in f.title, f
+    plain = dataclasses.replace(worker, cmdline="python3 tokenise_worker.py")
+    assert top(dataclasses.replace(load, feeders=(plain,))).code == "dataloader_bound"
