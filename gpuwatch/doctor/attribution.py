@@ -107,6 +107,13 @@ def starved(p: ProcessWindow) -> bool:
     return (p.top_run_wait or 0.0) >= RUN_WAIT_TOP or (p.run_wait or 0.0) >= RUN_WAIT_ALL
 
 
+def feeders_starved(p: ProcessWindow) -> bool:
+    """Most of the process's sampled feeders (its worker children) want a core and get none for a real share
+    of the time: they oversubscribe the host, they are not a loader that is simply busy."""
+    waits = [f.run_wait for f in p.feeders if f.run_wait is not None]
+    return bool(waits) and sum(w >= RUN_WAIT_TOP for w in waits) > len(waits) / 2
+
+
 def gil_bound(p: ProcessWindow) -> bool:
     """Several working threads, together about one core, none pegged and none starved of a core: the
     signature of Python threads taking turns on the GIL."""

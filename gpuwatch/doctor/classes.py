@@ -44,6 +44,9 @@ class DoctorClass:
     closing: Closing | None = None
     #: Codes this class's finding rules out on the same GPU (a leaking process is not idle).
     excludes: tuple[str, ...] = ()
+    #: The bottleneck is the process's feeders: the finding's code locations are its busiest bound feeder's
+    #: (where sampled), the code that keeps the GPU waiting.
+    feeders: bool = False
 
 
 def _c(code: str, rule: Rule | None, doc: str, **kw: object) -> DoctorClass:
@@ -75,10 +78,10 @@ CLASSES: tuple[DoctorClass, ...] = (
        severity="critical under 20 % GPU-Util, else warning (live: held until the score moves 2 points past "
                 "the cut, 5 points of GPU-Util)", mechanisms=("python", "host_op", "serialization", "compile")),
     _c("dataloader_bound", dataloader_bound, "data-loader workers are the bottleneck", explains_idle=True,
-       thread=True, mechanisms=("lock",)),
+       thread=True, mechanisms=("lock",), feeders=True),
     _c("feeder_bound", feeder_bound, "the processes that feed the GPU process (children, siblings, pipe or socket "
        "peers) are the bottleneck: named, with what they are bound on", explains_idle=True, thread=True,
-       mechanisms=("lock", "network", "subprocess")),
+       mechanisms=("lock", "network", "subprocess"), feeders=True),
     _c("off_cpu_wait", off_cpu_wait, "waiting off the CPU: storage, network or a lock", explains_idle=True,
        thread=True, mechanisms=("storage", "network", "lock")),
     _c("demand_bound", demand_bound, "not a fault: the server waits for requests, the GPU has headroom",
@@ -123,6 +126,10 @@ def thread_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
 def info_causes(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
     """Info findings that still say where a GPU's time goes (the accounting charges them)."""
     return frozenset(c.code for c in classes if c.info and c.explains_idle)
+
+
+def feeder_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
+    return frozenset(c.code for c in classes if c.feeders)
 
 
 def excludes(classes: Sequence[DoctorClass] = CLASSES) -> dict[str, tuple[str, ...]]:

@@ -32,19 +32,21 @@ def judge(g: GpuWindow, classes: Sequence[table.DoctorClass] = table.CLASSES) ->
         found += [f for c in table.closing("unexplained", classes) if c.rule and (f := c.rule(g)) is not None]
     if all(f.severity == "info" for f in found):
         found += [f for c in table.closing("all_info", classes) if c.rule and (f := c.rule(g)) is not None]
-    return [_with_stacks(f, g, table.thread_findings(classes)) for f in found]
+    return [_with_stacks(f, g, table.thread_findings(classes), table.feeder_findings(classes)) for f in found]
 
 
-def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str]) -> Finding:
+def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: frozenset[str] = frozenset()) -> Finding:
     """A finding about a process whose stacks were sampled carries their mechanism and top code locations,
-    and a thread finding quotes them."""
+    and a thread finding quotes them; a finding that blames the feeders carries their code locations."""
     p = next((q for q in g.processes if q.pid == f.pid), None)
     if p is None or p.stacks is None:
         return f
     line = p.stacks.line(f"{p.label}, feeding thread")
     evidence = f.evidence if f.code not in thread or any(line == e for e in f.evidence) else (*f.evidence, line)
-    return dataclasses.replace(f, mechanism=p.stacks.mechanism, locations=p.stacks.top_locations(),
-                               evidence=evidence)
+    fed = next((x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None), None) \
+        if f.code in feeders else None
+    return dataclasses.replace(f, mechanism=p.stacks.mechanism, evidence=evidence,
+                               locations=(fed or p.stacks).top_locations())
 
 
 def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,

@@ -15,6 +15,7 @@ out, the library frames under that location name what the time is spent on.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -169,15 +170,24 @@ def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> s
     return None
 
 
+def stdlib_file(file: str) -> bool:
+    """A standard-library file, by its full path or by the short path a sampler gives relative to
+    ``sys.path`` (``subprocess.py``, ``multiprocessing/connection.py``): its first component names a
+    standard-library module."""
+    if STDLIB.search(file):
+        return True
+    return not file.startswith("/") and file.split("/", 1)[0].removesuffix(".py") in sys.stdlib_module_names
+
+
 def user_frame(f: Frame) -> bool:
     """A frame of the user's own code: Python, not the standard library, an installed package or a framework."""
-    return not f.native and bool(f.file) and not STDLIB.search(f.file) and not PACKAGES.search(f.file) \
+    return not f.native and bool(f.file) and not stdlib_file(f.file) and not PACKAGES.search(f.file) \
         and not FRAMEWORKS.search(f.file)
 
 
 def _application_frame(f: Frame) -> bool:
     """Python code of an installed application (not the standard library, not a framework)."""
-    return not f.native and bool(f.file) and not STDLIB.search(f.file) and not FRAMEWORKS.search(f.file)
+    return not f.native and bool(f.file) and not stdlib_file(f.file) and not FRAMEWORKS.search(f.file)
 
 
 @lru_cache(maxsize=4096)

@@ -71,10 +71,12 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
     out = []
     for p in g.processes:
         bound = [f for f in p.feeders if f.bound is not None]
+        # (a thread that waits on the children it spawns makes them bound on ``subprocess``: ``waited_on``)
         if not bound or _loader(p, bound):
             continue
         if p.stacks is not None:
-            waiting = p.stacks.share("lock", "network", "subprocess", "sleep", None) >= FEEDER_WAITS
+            # a pipe read shows as a file read (storage): the thread waits on what writes into the pipe
+            waiting = p.stacks.share("lock", "network", "subprocess", "sleep", "storage", None) >= FEEDER_WAITS
         else:
             split = time_split(p)
             waiting = sum(split.get(w, 0.0) for w in ("lock", "input", "sleep", "other")) >= 100 * FEEDER_WAITS
@@ -88,6 +90,14 @@ def _loader(p: ProcessWindow, bound: list[FeederWindow]) -> bool:
     return bool(p.workers) and (p.workers_cpu or 0.0) >= WORKERS_CPU and all(f.bound in ("cpu", "gil") for f in bound)
 
 
+def loader_workers_bound(p: ProcessWindow) -> bool:
+    """The process's worker children are CPU-bound loader workers, as far as its feeders show: none of them
+    bound on storage, the network, a compiler or anything but their CPU (without feeder samples, the workers'
+    CPU alone decides)."""
+    bound = [f for f in p.feeders if f.bound is not None]
+    return _loader(p, bound)
+
+
 def feeder_bound(g: GpuWindow) -> Finding | None:
     """The GPU process waits on a pipe, a queue or a socket, and what feeds it is busy or blocked."""
     if g.busy is None or g.busy >= UNDER_USED:
@@ -96,7 +106,7 @@ def feeder_bound(g: GpuWindow) -> Finding | None:
     if not fed:
         return None
     p, lines = fed[0]
-    bound = p.feeders[0].bound or "cpu"
+    bound = next((f.bound for f in p.feeders if f.bound is not None), None) or "cpu"
     busy = g.busy
     return finding(
         "feeder_bound", f"The processes that feed the GPU process are the bottleneck (bound on {bound})", "warning",

@@ -9,10 +9,18 @@ Thresholds were chosen on half of the H200 fault variants and checked on the oth
 
 from __future__ import annotations
 
-from gpuwatch.doctor.attribution import PEGGED_THREAD, attribution_line, host_line, spare_cores, starved
+from gpuwatch.doctor.attribution import (
+    PEGGED_THREAD,
+    attribution_line,
+    feeders_starved,
+    host_line,
+    host_saturated,
+    spare_cores,
+    starved,
+)
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import WORKERS_CPU, mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -55,10 +63,23 @@ def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
                   key=lambda p: -(p.top_thread_cpu or 0.0))
 
 
+#: What a thread that computes on the CPU shows in its stacks; one that stages copies shows copy frames
+#: (the GPU wait of a pageable cudaMemcpy, the launch path) instead.
+COMPUTING = ("host_op", "python", "serialization", "compile")
+#: Share of those samples outside plain Python (a host op, serialising, compiling) from which the computing is
+#: not the Python around a copy (host_op_matmul, fit: 74 % host op; a staging copy's frames are the launch path).
+COMPUTING_NATIVE = 0.25
+
+
 def copy_direction(g: GpuWindow) -> str | None:
-    """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None."""
+    """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None. Not when the busy
+    thread's stacks say it computes on the CPU: the PCIe traffic is then a side effect, not its work."""
     rx, tx = g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0
     if max(rx, tx) < PCIE_HIGH or (g.sm_active is not None and g.sm_active >= HEALTHY_SM):
+        return None
+    pegged = pegged_processes(g)
+    if pegged and pegged[0].stacks is not None and stacks_say(pegged[0], *COMPUTING) \
+            and stacks_say(pegged[0], "host_op", "serialization", "compile", share=COMPUTING_NATIVE):
         return None
     return "h2d" if rx >= tx else "d2h"
 
@@ -67,8 +88,9 @@ def is_copy_bound(g: GpuWindow) -> bool:
     return copy_direction(g) is not None
 
 
-#: What a launching thread's stacks show: the launch path, the Python around it, the allocator it calls.
-LAUNCHING = ("launch", "python", "allocator", None)
+#: What a launching thread's stacks show: the launch path and the Python around it (a thread in the allocator's
+#: cudaMalloc/cudaFree is not launching: ``memory_churn``).
+LAUNCHING = ("launch", "python", None)
 
 
 def launching(g: GpuWindow) -> list[ProcessWindow]:
@@ -138,7 +160,13 @@ def launch_bound(g: GpuWindow) -> Finding | None:
 def input_cpu_bound(g: GpuWindow) -> Finding | None:
     busy = g.busy
     # a thread whose stacks say it waits (for the GPU, a lock, storage) is not what computes
-    pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)]
+    # nor one in the CUDA allocator (``memory_churn``)
+    pegged = [p for p in pegged_processes(g) if not starved(p) and not mostly_waiting(p)
+              and not stacks_say(p, "allocator")]
+    # a feeding thread that compiles in the request path is busy on it even while it waits on its compile
+    # workers (inductor's subprocesses) part of the time: not pegged, but at half a core or more, compiling
+    pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")
+               and (p.top_thread_cpu or 0.0) >= WAITING_CPU and not starved(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
@@ -162,9 +190,11 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     if busy is None or busy >= BUSY_UTIL:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
-    feeding = [p for p in g.processes if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU
+    # storage-bound children are feeders (``feeder_bound``), not busy loader workers
+    # nor workers starved of a core on a saturated host (``host_cpu_contention``: they oversubscribe it)
+    feeding = [p for p in g.processes if loader_workers_bound(p)
                and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
-               and not any(f.bound == "compile" for f in p.feeders)]
+               and not (host_saturated(g) and feeders_starved(p))]
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)
@@ -213,8 +243,8 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             continue
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
-        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile"):
-            continue  # its stacks say it waits for the GPU, or computes: not storage
+        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
+            continue  # its stacks say it waits for the GPU or a child process, or computes: not storage
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
         if not signs:
             continue

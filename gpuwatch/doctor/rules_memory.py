@@ -9,6 +9,7 @@ that come and go and cost a cudaMalloc/cudaFree and fragmentation each time.
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
+from gpuwatch.doctor.rules_evidence import stacks_say
 from gpuwatch.doctor.rules_feed import IO_RATE
 from gpuwatch.doctor.scores import CHURN, LEAK, MEMORY_IDLE, MEMORY_OCCUPIED
 from gpuwatch.doctor.trends import has_spike, linear_fit, swings
@@ -87,17 +88,20 @@ def memory_churn(g: GpuWindow) -> Finding | None:
     amplitude = max(CHURN_MIN, CHURN_MIN_SHARE * total)
     rises, falls = swings(g.mem_used, amplitude)
     big = has_spike(g.mem_used, max(amplitude, CHURN_BIG_SHARE * total), SPIKE_S)
-    if (rises + falls < CHURN_SWINGS or falls < 1) and not big:
+    # allocations too quick for the memory counter to see: the feeding thread's stacks in the allocator
+    alloc = next((p for p in g.processes if stacks_say(p, "allocator")), None)
+    if (rises + falls < CHURN_SWINGS or falls < 1) and not big and alloc is None:
         return None
     values = [v for _, v in g.mem_used]
     return finding(
         "memory_churn", "GPU memory churn: large allocations come and go", "warning", CHURN(), g,
         gpu_evidence(g, f"{rises} rises and {falls} falls of {gib(amplitude)} or more in {g.seconds:.0f} s "
-                     f"(memory between {gib(min(values))} and {gib(max(values))})"),
+                     f"(memory between {gib(min(values))} and {gib(max(values))})",
+                     alloc.stacks.line(f"{alloc.label}, feeding thread") if alloc and alloc.stacks else None),
         "Keep memory steady: do not call torch.cuda.empty_cache() in the loop (let the caching allocator "
         "reuse blocks), pad inputs to a few bucketed shapes so blocks fit again, set "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation, and allocate large "
-        "buffers once and reuse them.")
+        "buffers once and reuse them.", pid=alloc.pid if alloc else None)
 
 
 def _idle_process(g: GpuWindow, p: ProcessWindow) -> bool:

@@ -11,6 +11,7 @@ from gpuwatch.doctor.attribution import (
     IDLE_CPU,
     WAITING_EXPLAINS,
     attribution_line,
+    feeders_starved,
     gil_bound,
     host_line,
     host_saturated,
@@ -44,7 +45,7 @@ def host_contended(g: GpuWindow) -> list[ProcessWindow]:
     """GPU processes whose threads wait for a core on a host with none to spare, most starved first."""
     if not host_saturated(g):
         return []
-    return sorted((p for p in g.processes if starved(p)), key=lambda p: -(p.top_run_wait or 0.0))
+    return sorted((p for p in g.processes if starved(p) or feeders_starved(p)), key=lambda p: -(p.top_run_wait or 0.0))
 
 
 def gil_contended(g: GpuWindow) -> list[ProcessWindow]:

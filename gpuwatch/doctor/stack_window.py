@@ -12,6 +12,8 @@ wait classes, I/O and (where sampled) its own stacks, and to what it is bound on
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import statistics
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -33,6 +35,11 @@ FEEDER_BUSY = 50.0
 #: bytes/s, is bound on storage (the same cuts as the GPU process's ``rules_feed.IO_WAIT_SHARE``/``IO_RATE``).
 FEEDER_IO_SHARE = 0.2
 FEEDER_IO_RATE = 5e6
+#: Share of the feeding thread's samples waiting on a child process (``subprocess.communicate``) from which its
+#: children are what it waits for (a majority, as ``rules_evidence.STACK_MAJORITY``).
+WAITS_ON_CHILDREN = 0.5
+#: Command lines of compilers a GPU process runs as children: a busy one is bound on compiling, not a loader.
+COMPILER = re.compile(r"_inductor/compile_worker|(^|/)(nvcc|ptxas|cicc|nvlink)(\s|$)|triton/.*compil")
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,8 @@ class FeederWindow:
     io_wait_share: float | None
     stacks: StackEvidence | None
     bound: str | None
+    #: Percent of a core its threads spent runnable without one (median): a feeder starved by the host.
+    run_wait: float | None = None
 
     def line(self) -> str:
         cpu = f"CPU {self.cpu or 0:.0f}% (busiest thread {self.top_thread_cpu or 0:.0f}%)"
@@ -196,6 +205,11 @@ def _bound(cpu: float | None, top: float | None, waits: dict[str, float], io: fl
     return None
 
 
+def _compiler(bound: str | None, cmdline: str | None) -> str | None:
+    """A busy compiler child (its command line says so) is bound on compiling, whatever its CPU says."""
+    return "compile" if bound is not None and cmdline and COMPILER.search(cmdline) else bound
+
+
 def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample]) -> list[FeederWindow]:
     """One FeederWindow per (feeder, fed process), busiest first."""
     by: dict[tuple[int, int], list[FeederSample]] = {}
@@ -215,5 +229,16 @@ def feeder_windows(samples: Sequence[FeederSample], stacks: Sequence[StackSample
         name = last.name or (last.cmdline or "").split(" ")[0] or "?"
         label = f"pid {pid} ({name})" + (f" `{last.cmdline[:60]}`" if last.cmdline else "")
         out.append(FeederWindow(pid, feeds, last.relation, label, cpu, top, shares, io, io_wait, ev,
-                                _bound(cpu, top, shares, io, io_wait, ev)))
+                                _compiler(_bound(cpu, top, shares, io, io_wait, ev), last.cmdline),
+                                run_wait=_median(f.run_wait_percent for f in fs)))
     return sorted(out, key=lambda w: (w.bound is None, -(w.cpu or 0.0), w.pid))
+
+
+def waited_on(feeders: list[FeederWindow], ev: StackEvidence | None) -> list[FeederWindow]:
+    """A process whose feeding thread mostly waits on the children it spawns blocks on them: its children
+    are bound on ``subprocess`` (what the parent waits for) however briefly each lives (a child spawned per
+    item is often gone before its CPU can be measured)."""
+    if ev is None or ev.share("subprocess") < WAITS_ON_CHILDREN:
+        return feeders
+    return [dataclasses.replace(f, bound="subprocess") if f.bound is None and f.relation == "child" else f
+            for f in feeders]

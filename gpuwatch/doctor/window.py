@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks
+from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
 from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.model.stacks import StackSample
@@ -186,8 +186,8 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         busy_threads=m(lambda p: sum(c >= BUSY_THREAD_CPU for c in p.thread_cpu_percents)
                        if p.thread_cpu_percents else None),
         threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent),
-        main_waits=_main_wait_shares(procs), stacks=process_stacks(stacks, last.pid, top_tid),
-        feeders=[f for f in feeders if f.feeds == last.pid],
+        main_waits=_main_wait_shares(procs), stacks=(ev := process_stacks(stacks, last.pid, top_tid)),
+        feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
         upstream=upstream.most_common(1)[0][0] if upstream else None)
 
 

@@ -112,7 +112,9 @@ _CLASS_FAULTS = {name: f._replace(mechanism=_HOST_WORK[name][0], function=_HOST_
 
 _MECHANISM_FAULTS: dict[str, Fault] = {
     # -- mechanisms no class was written for (fault_mechanisms, fault_device, fault_feeders, fault_waits) --
-    "compile_shapes": _m("input_cpu_bound", "torch.compile, static shapes, a batch size that never repeats: "
+    # its feeding thread runs under half a core (it waits on inductor's compile workers the rest), so
+    # input_cpu_bound's premise (a thread busy on the CPU) does not hold: the general finding names the compile
+    "compile_shapes": _m("idle_breakdown", "torch.compile, static shapes, a batch size that never repeats: "
                          "every step recompiles", "fit", "compile", "recompile_step"),
     "compile_per_request": _m("input_cpu_bound", "a pipeline of ops chosen per request, compiled per request",
                               "check", "compile", "compile_request"),
@@ -126,8 +128,10 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
                              "fit", "storage", "write_through_storage"),
     "feeder_random_reads": _m("feeder_bound", "a child reads a file at random offsets, uncached, behind a pipe "
                               "(FP16)", "check", "storage", "random_reads"),
-    "feeder_python_pipe": _m("feeder_bound", "a child process tokenises in Python behind a pipe", "fit", "python",
-                             "tokenise_records"),
+    # one CPU-bound worker child feeding its parent through a pipe is what dataloader_bound means (the class
+    # table: busy workers, CPU-bound); feeder_bound is for feeders bound on anything else, or not children
+    "feeder_python_pipe": _m("dataloader_bound", "a child process tokenises in Python behind a pipe", "fit",
+                             "python", "tokenise_records"),
     "feeder_socket_peer": _m("feeder_bound", "a detached peer computes features in Python behind a local TCP "
                              "connection", "check", "python", "tokenise_records"),
     "lock_cache_refresh": _m("idle_breakdown", "a thread holds the table's Lock while it backs off (sleeps)",

@@ -43,6 +43,7 @@ class Load:
     thread: float | None = 10.0
     io_wait_threads: int = 0
     host_iowait: float = 0.0
+    host_cpu: float = 10.0
     clock: float = 1980.0
     events: tuple[str, ...] = ()
     pcie_rx: float | None = 2e7
@@ -75,7 +76,7 @@ def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapsho
                          thread_waits=load.waits, thread_cpu_percents=(load.thread or 0.0,) if load.waits else (),
                          workers=load.workers, workers_cpu_percent=load.workers_cpu,
                          threads_running=0 if load.channel else None)
-    host = HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=10.0, iowait_percent=load.host_iowait)
+    host = HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=load.host_cpu, iowait_percent=load.host_iowait)
     sources = (load.stacks_status,) if load.stacks_status else ()
     return [Snapshot(time=t0 + i, host=host, gpus=(gpu,), processes=(proc,), seq=i + 1, sources=sources,
                      stacks=(StackSample(load.pid, t0 + i, 1.0, load.stacks, native=True),) if load.stacks else (),

@@ -1,0 +1,90 @@
+"""Classes yield to the mechanism the stacks and the feeders show: a thread in the allocator is not
+launching, a thread in a CPU op is not staging copies, storage-bound children are not busy loader workers,
+and a thread waiting on children it spawns is held back by them. Stacks as py-spy gives them: standard
+library files by their short path (``subprocess.py``), relative to ``sys.path``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.doctor.mechanisms import classify, location
+from gpuwatch.model.feeders import FeederSample
+from gpuwatch.model.finding import Finding
+
+from .synthetic import SITE, Load, native, py, thread, window
+from .test_evidence_rules import HOST_OP, PEGGED_LAUNCH_LOOKALIKE, QUEUE
+
+COMMUNICATE = thread(native("libc.so.6", "poll"), py("selectors.py", "_PollLikeSelector.select"),
+                     py("subprocess.py", "Popen._communicate"), py("subprocess.py", "Popen.communicate"),
+                     py("app/tok.py", "tokenise_in_child"), py("app/main.py", "loop"), count=20)
+ALLOCATING = thread(native("libc10_cuda.so", "c10::cuda::CUDACachingAllocator::Native::malloc"),
+                    native("libtorch_cuda.so", "at::native::empty_cuda"),
+                    py(f"{SITE}/torch/cuda/memory.py", "empty_cache"), py("train.py", "reallocate"), count=20)
+
+
+def top(load: Load) -> Finding:
+    found = top_problem(diagnose(window(load)))
+    assert found is not None
+    return found
+
+
+def test_short_standard_library_paths_name_their_mechanism_and_are_not_the_users_code() -> None:
+    assert classify(COMMUNICATE) == "subprocess"
+    assert location(COMMUNICATE) == "tok.py:tokenise_in_child"
+
+
+def test_a_pegged_thread_in_the_allocator_is_memory_churn_not_launch_bound() -> None:
+    f = top(dataclasses.replace(PEGGED_LAUNCH_LOOKALIKE, stacks=(ALLOCATING,)))
+    assert f.code == "memory_churn" and f.mechanism == "allocator", f
+    assert f.locations[0][0] == "train.py:reallocate"
+
+
+def test_pcie_traffic_beside_a_thread_in_a_cpu_op_is_not_a_copy_bottleneck() -> None:
+    copying = Load(util=2.0, sm=0.2, thread=100.0, pcie_rx=7.2e8)
+    assert top(copying).code == "h2d_copies"  # no stacks: the traffic is what /proc and NVML show
+    f = top(dataclasses.replace(copying, stacks=(HOST_OP,)))
+    assert f.code == "input_cpu_bound" and f.mechanism == "host_op", f
+
+
+def test_storage_bound_worker_children_are_feeders_not_busy_loader_workers() -> None:
+    writers = tuple(FeederSample(pid=930 + i, feeds=471, relation="child", name="python3", cpu_percent=18.0,
+                                 top_thread_cpu_percent=14.0, thread_waits=("io", "io", "io", "lock"),
+                                 threads_in_io_wait=1, io_write_bytes_s=1e9) for i in range(4))
+    load = Load(util=1.0, sm=0.0, thread=17.0, workers=4, workers_cpu=55.0, stacks=(QUEUE,), feeders=writers)
+    f = top(load)
+    assert f.code == "feeder_bound" and "storage" in f.title, f
+
+
+def test_a_thread_waiting_on_the_children_it_spawns_is_held_back_by_them() -> None:
+    child = FeederSample(pid=940, feeds=471, relation="child", name="python3", cmdline="python3 -c tokenise")
+    f = top(Load(util=5.0, sm=4.0, thread=2.0, stacks=(COMMUNICATE,), feeders=(child,)))
+    assert f.code == "feeder_bound" and f.mechanism == "subprocess" and "subprocess" in f.title, f
+    # without a child seen, the general finding still names the mechanism and the user's code
+    f = top(Load(util=5.0, sm=4.0, thread=2.0, stacks=(COMMUNICATE,)))
+    assert f.code == "idle_breakdown" and f.mechanism == "subprocess"
+    assert f.locations[0][0] == "tok.py:tokenise_in_child"
+
+
+def test_worker_children_starved_of_a_core_on_a_full_host_are_contention_not_a_busy_loader() -> None:
+    def children(run_wait: float) -> tuple[FeederSample, ...]:
+        return tuple(FeederSample(pid=950 + i, feeds=471, relation="child", name="python3", cpu_percent=50.0,
+                                  top_thread_cpu_percent=50.0, thread_waits=("cpu",), run_wait_percent=run_wait)
+                     for i in range(32))
+    busy_host = Load(util=1.0, sm=0.3, thread=20.0, workers=32, workers_cpu=1575.0, host_cpu=100.0,
+                     feeders=children(50.0))
+    f = top(busy_host)
+    assert f.code == "host_cpu_contention", f
+    # the same children running whenever they want (a loader simply busy) stay the loader's finding
+    assert top(dataclasses.replace(busy_host, feeders=children(0.0))).code == "dataloader_bound"
+
+
+def test_a_busy_compile_worker_child_is_a_compiler_not_a_data_loader() -> None:
+    worker = FeederSample(pid=960, feeds=471, relation="child", name="python3", cpu_percent=99.0,
+                          top_thread_cpu_percent=99.0, thread_waits=("cpu",),
+                          cmdline=f"python3 {SITE}/torch/_inductor/compile_worker/__main__.py --workers=16")
+    load = Load(util=0.0, sm=0.0, thread=5.0, workers=1, workers_cpu=99.0, waits=("input",), feeders=(worker,))
+    f = top(load)
+    assert f.code == "feeder_bound" and "compile" in f.title, f
+    plain = dataclasses.replace(worker, cmdline="python3 tokenise_worker.py")
+    assert top(dataclasses.replace(load, feeders=(plain,))).code == "dataloader_bound"
