@@ -37,10 +37,10 @@ if [ "${GPUWATCH_TEST_TORCH:-0}" = 1 ] && ! .venv/bin/python -c 'import torch' 2
   # PyTorch's CPU-only index first: a bare 'torch' from PyPI is the multi-GB CUDA build on most machines.
   # Where that index cannot be reached (some CI machines reach only the default index), the default index.
   echo "== installing torch (CPU build) for the workload tests"
-  .venv/bin/python -m pip install -q --timeout 20 --retries 1 torch==2.13.0 \
+  .venv/bin/python -m pip install -q --timeout 20 --retries 1 torch==2.13.0 numpy \
       --index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
     || { echo "   PyTorch's CPU index is unreachable: trying the default index"
-         .venv/bin/python -m pip install -q torch==2.13.0; } \
+         .venv/bin/python -m pip install -q torch==2.13.0 numpy; } \
     || echo "!! torch==2.13.0 not installable here: the workload tests will be skipped" >&2
 elif ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   echo "== torch not installed: the workload tests are skipped (GPUWATCH_TEST_TORCH=1 installs the CPU build)"

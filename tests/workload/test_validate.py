@@ -109,4 +109,4 @@ def test_a_stage_row_takes_the_workload_gpu_medians_and_the_doctor_top_finding()
     diagnose_stage(run)
     assert run.row() == {"stage": "naive", "gpu_util": 31.0, "sm_active": 22.0, "sm_occupancy": 3.0,
                          "tensor_active": 0.0, "req_per_s": 131.3, "p99_ms": 9.0,
-                         "top_finding": "Input pipeline CPU-bound: the thread that feeds the GPU is busy in Python"}
+                         "top_finding": "Input pipeline CPU-bound: the thread that feeds the GPU is busy on the CPU"}
