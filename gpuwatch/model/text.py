@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from gpuwatch.model.walk import map_strings
 
 T = TypeVar("T")
 
@@ -53,37 +55,11 @@ def _text_fields(cls: type) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _value(value: Any) -> Any:
-    cls = value.__class__
-    if cls is str:
-        return value if value.isascii() else clean(value)
-    if value is None or cls is float or cls is int or cls is bool:
-        return value
-    if cls is tuple:
-        if not value:
-            return value
-        items = tuple(_value(v) for v in value)
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    if cls is dict:
-        if not value:
-            return value
-        pairs = [(_value(k), _value(v)) for k, v in value.items()]
-        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
-            return value
-        return dict(pairs)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return record(value)
-    return value
+def _clean_str(text: str) -> str:
+    return text if text.isascii() else clean(text)
 
 
 def record(obj: T) -> T:
     """``obj`` (a frozen model record: a Snapshot, a sample, a status) with every string in it clean; the
     same object when nothing needed cleaning, so a clean tick allocates nothing."""
-    changes = {}
-    cls: type = type(obj)
-    for name in _text_fields(cls):
-        value = getattr(obj, name)
-        new = _value(value)
-        if new is not value:
-            changes[name] = new
-    return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
+    return map_strings(obj, _clean_str, _text_fields)

@@ -11,12 +11,12 @@ escape: ``\\x1b``, ``\\x07``, ``\\x9b``, ``\\u202e``. JSON output needs none of 
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from gpuwatch.model.walk import map_strings
 
 T = TypeVar("T")
-_PLAIN = (int, float, bool, type(None))
 
 #: C0 controls (tab and newline included), DEL, C1 controls (0x9b is an 8-bit CSI), bidi embeddings,
 #: overrides and isolates, line/paragraph separators, and lone surrogates (bytes that were not UTF-8).
@@ -46,32 +46,11 @@ def visible_fields(obj: T) -> T:
     """``obj`` (a dataclass such as a Snapshot, an Alert or a Finding, or tuples, lists and dicts of them)
     with :func:`visible` applied to every string in it, however deep; the very same object where no string
     needed it, so a screen that shows many of them a second copies nothing on a clean host."""
-    return _walk(obj)
+    return map_strings(obj, _visible_str)
 
 
-def _walk(v: Any) -> Any:
-    t = type(v)
-    if t is str:
-        return _ANY.sub(_escape, v) if _ANY.search(v) else v
-    if t in _PLAIN:
-        return v
-    if t is tuple or t is list:
-        items = [_walk(x) for x in v]
-        return v if all(a is b for a, b in zip(items, v, strict=True)) else t(items)
-    if t is dict:
-        pairs = [(_walk(k), _walk(x)) for k, x in v.items()]
-        same = all(a is k and b is x for (a, b), (k, x) in zip(pairs, v.items(), strict=True))
-        return v if same else dict(pairs)
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        changes = {}
-        for f in dataclasses.fields(v):
-            if f.init:
-                old = getattr(v, f.name)
-                new = _walk(old)
-                if new is not old:
-                    changes[f.name] = new
-        return dataclasses.replace(v, **changes) if changes else v
-    return v
+def _visible_str(v: str) -> str:
+    return _ANY.sub(_escape, v) if _ANY.search(v) else v
 
 
 __all__ = ["visible", "visible_fields", "visible_lines"]

@@ -13,21 +13,27 @@ from pathlib import Path
 import requests
 from healthz import wait_healthy
 
+from daemon.test_prometheus import free_port
+
 
 class DaemonProcess:
-    """Start ``gpuwatch daemon --config CONFIG --replay RECORDING``; :attr:`url` once it serves."""
+    """Start ``gpuwatch daemon --config CONFIG --replay RECORDING``; :attr:`url` once it serves.
 
-    def __init__(self, config: Path, recording: Path, log: Path, *, fds: tuple[int, int] | None = None,
-                 extra: tuple[str, ...] = (), wait: bool = True) -> None:
+    Without a config it listens on a free port of 127.0.0.1 with the built-in defaults, as a new user's
+    first ``--replay`` does; ``env`` replaces the environment (a throwaway HOME, say)."""
+
+    def __init__(self, config: Path | None, recording: Path, log: Path, *, fds: tuple[int, int] | None = None,
+                 extra: tuple[str, ...] = (), wait: bool = True, env: dict[str, str] | None = None) -> None:
         self.log = log
+        where = ("--config", str(config)) if config is not None else ("--listen", f"127.0.0.1:{free_port()}")
 
         def limit() -> None:
             if fds is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, fds)
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "daemon", "--config", str(config),
+        self.proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "daemon", *where,
                                       "--replay", str(recording), *extra],
-                                     stdout=subprocess.DEVNULL, stderr=log.open("wb"), preexec_fn=limit)
+                                     stdout=subprocess.DEVNULL, stderr=log.open("wb"), preexec_fn=limit, env=env)
         self.url = ""
         if wait:
             self.url = self.wait_serving()

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from daemon.test_prometheus import free_port
-from healthz import wait_healthy
+from daemon.process import DaemonProcess
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.recording import load
@@ -56,17 +53,11 @@ def test_every_verdict_of_the_first_20_s_comes_from_the_samples_shown(tmp_path: 
     shown = next(i for i, s in enumerate(recording) if any((g.gpu_util or 0) >= SHOWN_FROM_PERCENT for g in s.gpus))
     assert shown > 5  # the recording does open on idle seconds: what this test is about
     env = {**os.environ, "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")}
-    log = tmp_path / "daemon.log"
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "daemon", "--listen", f"127.0.0.1:{free_port()}",
-                             "--replay", str(bundled_recording()), "--speed", str(SPEED)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    daemon = DaemonProcess(None, bundled_recording(), tmp_path / "daemon.log", extra=("--speed", str(SPEED)),
+                           env=env)
     try:
-        deadline = time.monotonic() + 30
-        while not (m := re.search(r"serving on (http://[\d.]+:\d+)", log.read_text(errors="replace"))):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        url = m.group(1)
-        wait_healthy(url, proc, 20.0, log=log.read_text)
+        daemon.wait_healthy()
+        url = daemon.url
         answers = 0
         for _ in range(20):
             body = requests.get(url + "/api/v1/diagnosis", timeout=5).json()
@@ -83,5 +74,4 @@ def test_every_verdict_of_the_first_20_s_comes_from_the_samples_shown(tmp_path: 
             time.sleep(1.0 / SPEED)
         assert answers >= 15  # the doctor did speak: a silent one would pass the checks above
     finally:
-        proc.terminate()
-        assert proc.wait(15) == 0, log.read_text()
+        assert daemon.stop(15) == 0, daemon.log.read_text()

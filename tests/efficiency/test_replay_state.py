@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import requests
-from daemon.test_prometheus import free_port
-from healthz import wait_healthy
+from daemon.process import DaemonProcess
 
 from efficiency.test_daemon import counters
 from gpuwatch.data import bundled_recording
@@ -33,17 +30,11 @@ def test_a_replay_of_the_bundled_recording_writes_no_state_into_home(tmp_path: P
     env = {k: v for k, v in os.environ.items() if k not in ("STATE_DIRECTORY", "XDG_STATE_HOME")}
     env.update(HOME=str(home), XDG_STATE_HOME=str(home / ".local/state"), XDG_CONFIG_HOME=str(home / ".config"),
                XDG_DATA_HOME=str(home / ".local/share"), XDG_CACHE_HOME=str(home / ".cache"), TMPDIR=str(tmp))
-    log = tmp_path / "daemon.log"
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "daemon", "--listen", f"127.0.0.1:{free_port()}",
-                             "--replay", str(bundled_recording()), "--speed", "0"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    daemon = DaemonProcess(None, bundled_recording(), tmp_path / "daemon.log", extra=("--speed", "0"), env=env)
+    log, url = daemon.log, daemon.url
     try:
+        daemon.wait_healthy()
         deadline = time.monotonic() + 30
-        while not (m := re.search(r"serving on (http://[\d.]+:\d+)", log.read_text(errors="replace"))):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        url = m.group(1)
-        wait_healthy(url, proc, 20.0, log=log.read_text)
         while not any(name == "gpuwatch_gpu_seconds_total" and value > 0
                       for (name, _), value in counters(url).items()):  # the recording is being accounted
             assert time.monotonic() < deadline, log.read_text()
@@ -54,7 +45,6 @@ def test_a_replay_of_the_bundled_recording_writes_no_state_into_home(tmp_path: P
         assert throwaway.is_relative_to(tmp) and "outbox.sqlite" in " ".join(_files(throwaway))
         assert requests.get(url + "/healthz", timeout=5).status_code == 200
     finally:
-        proc.terminate()
-        assert proc.wait(15) == 0, log.read_text()
+        assert daemon.stop(15) == 0, log.read_text()
     assert _files(home) == []
     assert not throwaway.exists()
