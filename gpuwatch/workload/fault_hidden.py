@@ -57,7 +57,7 @@ def gc_collect_per_batch(torch: Any, dev: Any, duration: float, on_ready: Ready)
 
 
 class _Node:
-    __slots__ = ("parent", "children", "value")
+    __slots__ = ("children", "parent", "value")
 
     def __init__(self, parent: _Node | None, value: int) -> None:
         self.parent, self.children, self.value = parent, [], value  # parent <-> child: a reference cycle

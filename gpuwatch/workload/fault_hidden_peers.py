@@ -65,7 +65,7 @@ def http_feature_lookup(torch: Any, dev: Any, duration: float, on_ready: Ready) 
 class _FeatureStore(BaseHTTPRequestHandler):
     last = time.monotonic()  # the last request's time: the store exits once nobody has asked for a while
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:
         _FeatureStore.last = time.monotonic()
         time.sleep(0.02)  # the store's latency: a remote host's lookup and the network between
         body = " ".join(str((hash(self.path) + k) % 97 / 97) for k in range(256)).encode()
@@ -74,7 +74,7 @@ class _FeatureStore(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
