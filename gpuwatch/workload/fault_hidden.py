@@ -60,7 +60,8 @@ class _Node:
     __slots__ = ("children", "parent", "value")
 
     def __init__(self, parent: _Node | None, value: int) -> None:
-        self.parent, self.children, self.value = parent, [], value  # parent <-> child: a reference cycle
+        self.children: list[_Node] = []
+        self.parent, self.value = parent, value  # parent <-> child: a reference cycle
 
 
 def build_request_tree(size: int, seed: int) -> tuple[_Node, list[float]]:

@@ -123,6 +123,14 @@ def _init_group(dist: Any, port: int, rank: int) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 
 
+def _leave_group(dist: Any, child: subprocess.Popen[bytes]) -> None:
+    """Rank 1 stopped and the group left, so that a later group in this process can form."""
+    child.kill()
+    child.wait()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def sync_gradients(dist: Any, grads: Any) -> Any:
     """The step's CPU-resident embedding gradient summed across the two ranks over gloo, then averaged."""
     dist.all_reduce(grads)
@@ -147,8 +155,7 @@ def gloo_allreduce_grads(torch: Any, dev: Any, duration: float, on_ready: Ready)
             grads[n % grads.numel()] += 1.0
             sync_gradients(dist, grads)
     finally:
-        child.kill()
-        child.wait()
+        _leave_group(dist, child)
     return loop.count
 
 
@@ -175,8 +182,7 @@ def gloo_broadcast_params(torch: Any, dev: Any, duration: float, on_ready: Ready
         for _ in loop:
             (x @ pull_parameters(dist, params).to(dev, dtype)).sum().item()
     finally:
-        child.kill()
-        child.wait()
+        _leave_group(dist, child)
     return loop.count
 
 
