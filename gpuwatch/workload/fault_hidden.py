@@ -13,7 +13,8 @@ function each catalogue entry names (``function``) is where it happens.
   memory-mapped weights, after the kernel dropped the pages (memory pressure, simulated with madvise and
   posix_fadvise). On a file system held in memory (tmpfs) nothing is dropped: set ``GPUWATCH_FAULT_DIR``.
 
-The peers' variants (a network service, a log collector, a gloo collective) are in ``fault_hidden_peers``.
+The peers' variants (a network service, a log collector, a gloo collective) are in ``fault_hidden_peers``; a
+busy poll on an event and a one-thread pool waited on are in ``fault_hidden_waits``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gpuwatch.workload import fault_hidden_peers
+from gpuwatch.workload import fault_hidden_peers, fault_hidden_waits
 from gpuwatch.workload.fault_loop import Loop, Ready
 
 # -- the garbage collector ---------------------------------------------------------------------------------
@@ -284,5 +285,5 @@ BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
     "tensor_from_nested_list": tensor_from_nested_list, "tensor_from_ndarray_list": tensor_from_ndarray_list,
     "pin_register_per_batch": pin_register_per_batch, "pin_checkpoint_staging": pin_checkpoint_staging,
     "mmap_embedding_lookup": mmap_embedding_lookup, "mmap_strided_weights": mmap_strided_weights,
-    **fault_hidden_peers.BODIES,
+    **fault_hidden_peers.BODIES, **fault_hidden_waits.BODIES,
 }

@@ -5,8 +5,9 @@ Every class has at least three variants that differ in structure. The thresholds
 ``fit`` half only; the ``check`` half reports how the doctor does on work it was not fitted to.
 
 The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``, and
-``fault_hidden``, ``fault_hidden_peers``: the garbage collector, Python data to tensors, host memory pinned per
-batch, page faults on a mapped file, a network round trip, a slow log collector, a gloo collective) also name
+``fault_hidden``, ``fault_hidden_peers``, ``fault_hidden_waits``: the garbage collector, Python data to tensors,
+host memory pinned per batch, page faults on a mapped file, a network round trip, a slow log collector, a gloo
+collective, a busy poll on an event, a thread pool waited on) also name
 the mechanism the evidence should show (the vocabulary of the doctor's frame table) and the function of the
 fault's own code that does the injected work, which should be among the evidence's top code locations; so do
 the earlier variants whose injected work runs on the host in a function of their own. The mechanism
@@ -192,6 +193,12 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
                                "second rank every step", "fit", "collective", "sync_gradients"),
     "gloo_broadcast_params": _m("idle_breakdown", "64 MiB of parameters broadcast over gloo from a CPU "
                                 "parameter server every step (FP16)", "check", "collective", "pull_parameters"),
+    # the thread that launches waits on a future; the pool's one thread, the GPU's feeder, is busy in Python
+    "pool_future_wait": _m("input_cpu_bound", "each batch preprocessed in Python by a one-thread pool, its "
+                           "future waited on at once", "fit", "python", "preprocess_batch"),
+    # a core at 100 % polling an event is waiting for the GPU, not launching: a long kernel, not launch-bound
+    "event_spin_long_kernel": _m("long_kernels", "one 0.4 s kernel per step whose end the host busy-polls with "
+                                 "Event.query() (BF16)", "check", "gpu_wait", "spin_on_event"),
 }
 
 FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}

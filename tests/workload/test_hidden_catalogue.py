@@ -1,5 +1,6 @@
 """The host-mechanism variants' catalogue entries (``fault_hidden``, ``fault_hidden_peers``): each names a
-function of its own module that exists, and they cover six mechanisms, each with a fit and a check variant.
+function of its own module that exists, and they cover six mechanisms, a fit and a check variant for each
+mechanism reached more than once.
 Read from the source, so it holds without torch."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS
 
 WORKLOAD = Path(__file__).parents[2] / "gpuwatch" / "workload"
-MODULES = ("fault_hidden.py", "fault_hidden_peers.py")
+MODULES = ("fault_hidden.py", "fault_hidden_peers.py", "fault_hidden_waits.py")
 
 
 def _defined(module: str) -> set[str]:
@@ -42,7 +43,8 @@ def test_the_host_mechanism_variants_split_fit_and_check_over_six_mechanisms() -
     assert halves.count("fit") == halves.count("check")
     assert len({FAULTS[name].mechanism for name in HIDDEN}) >= 6
     for mechanism in {FAULTS[name].mechanism for name in HIDDEN}:
-        assert {FAULTS[n].half for n in HIDDEN if FAULTS[n].mechanism == mechanism} == {"fit", "check"}, mechanism
+        halves_of = [FAULTS[n].half for n in HIDDEN if FAULTS[n].mechanism == mechanism]
+        assert len(halves_of) == 1 or set(halves_of) == {"fit", "check"}, mechanism
 
 
 def test_the_mechanisms_are_ones_the_earlier_variants_did_not_name_or_a_new_way_to_reach_them() -> None:
