@@ -95,7 +95,7 @@ def log_socket_backpressure(torch: Any, dev: Any, duration: float, on_ready: Rea
     log.addHandler(logging.StreamHandler(conn.makefile("w", buffering=1 << 16)))
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     w = torch.randn(4096, 4096, device=dev, dtype=dtype)
-    x = torch.randn(64, 4096, device=dev, dtype=dtype)
+    x = torch.randn(16 if dev.type == "cuda" else 1, 4096, device=dev, dtype=dtype)  # light on a CPU too
     loop = Loop(duration, on_ready)
     try:
         for _ in loop:

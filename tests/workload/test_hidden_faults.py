@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tools import require_torch
 torch = require_torch()
 
 from gpuwatch.workload.config import READY_LINE  # noqa: E402
-from gpuwatch.workload.faults import run_fault  # noqa: E402
+from gpuwatch.workload.fault_hidden import _session_cache, build_request_tree  # noqa: E402
 
 pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
 
@@ -33,11 +34,16 @@ def test_the_gc_churn_gets_full_collections_nobody_asked_for() -> None:
         if phase == "start" and info["generation"] == 2:
             full.append(1)
 
-    try:  # counted from the loop's start: building the cache collects too
-        result = run_fault("gc_gen2_churn", 1.5, lambda: gc.callbacks.append(count), device="cpu")
+    cache = _session_cache(500_000)  # noqa: F841 - the variant's live state
+    recent: deque[object] = deque(maxlen=8)
+    gc.callbacks.append(count)  # from the requests on: building the cache collects too
+    try:
+        for n in range(16):  # the variant's loop, as many requests on any machine
+            tree, _ = build_request_tree(40_000, n)
+            recent.append(tree)
     finally:
         gc.callbacks.remove(count)
-    assert result["loops"] >= 1 and len(full) >= 1
+    assert len(full) >= 1
 
 
 def _started(fault: str) -> subprocess.Popen[str]:
@@ -94,13 +100,13 @@ def test_the_log_collector_is_a_peer_and_the_send_queue_stays_full(stop: list[su
     assert "collector" in peer.cmdline()
     port = next(c.laddr.port for c in psutil.Process(proc.pid).net_connections(kind="tcp") if c.raddr)
     queued = []
-    for _ in range(5):
+    for _ in range(10):
         time.sleep(0.2)
         for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
             fields = line.split()
             if int(fields[1].split(":")[1], 16) == port:
                 queued.append(int(fields[4].split(":")[0], 16))  # tx_queue: bytes sent, not yet read
-    assert min(queued) > 0
+    assert sum(q > 0 for q in queued) >= 8, queued  # the collector never catches up
 
 
 def test_the_gloo_rank_is_a_child_with_no_gpu(stop: list[subprocess.Popen[str]]) -> None:
