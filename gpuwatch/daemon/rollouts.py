@@ -76,13 +76,15 @@ class Rollouts:
                 self._publish(rollout, snap.host.hostname)
 
     def _publish(self, rollout: Rollout, hostname: str) -> None:
-        """Keep it, then queue its notifications; a failed write is logged and the other still tried."""
+        """Keep it, then queue its notifications; a failed write is logged and the notification still
+        tried. One kept before (a replay run again) is not sent again."""
         self.judged += 1
-        log.info("rollout on GPU %s (%s): %s", rollout.gpu_index, rollout.owner, rollout.summary)
         try:
-            self.store.add_rollout(rollout)
+            if not self.store.add_rollout(rollout):
+                return
         except Exception as exc:
             log.error("keeping the rollout on GPU %s failed: %s", rollout.gpu_index, exc)
+        log.info("rollout on GPU %s (%s): %s", rollout.gpu_index, rollout.owner, rollout.summary)
         try:
             queued = enqueue_rollout(self.outbox, self.receivers(), rollout, hostname, self.external_url())
             if queued and self.loop is not None:

@@ -30,9 +30,19 @@ from gpuwatch.efficiency.runstats import run_stats
 from gpuwatch.model.rollout import Rollout, RolloutRow, RolloutVerdict
 from gpuwatch.model.snapshot import Snapshot
 
-#: A worker's label names its parent's script and its place (``serve.py [mp worker 2]``): the place is no
-#: part of the workload's identity.
-_PLACE = re.compile(r"\s*\[[^\]]*\]$")
+#: A worker's label names its parent's script and its place (``serve.py [mp worker 2]``, ``[mp worker 1 of
+#: 554]`` without the parent): the place is no part of the workload's identity.
+_PLACE = re.compile(r"^(.*?)\s*\[([^\]]*)\]$")
+_NUMBERS = re.compile(r"\s*\d+(?: of \d+)?")
+
+
+def _part(label: str) -> str:
+    """A process's share of the identity: its label without a worker's place."""
+    m = _PLACE.match(label)
+    if m is None:
+        return label
+    head, inner = m.groups()
+    return head or f"[{_NUMBERS.sub('', inner)}]"
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,7 @@ def workload_of(snap: Snapshot, gpu_index: int) -> tuple[str, str] | None:
         return f"{namespace}/{container}", labels.get("image") or pod
     names = snap.command_labels()
     user = main.user or "?"
-    mine = sorted({_PLACE.sub("", names.get(p.pid, p.command)) for p in procs if (p.user or "?") == user})
+    mine = sorted({_part(names.get(p.pid, p.command)) for p in procs if (p.user or "?") == user})
     return user, " + ".join(mine)
 
 

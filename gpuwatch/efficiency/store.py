@@ -150,13 +150,15 @@ class Store:
                       [LostRow(LostKey(h, g, c, Owner(*o)), sec) for h, g, c, *o, sec in lost], fixes,
                       [HistRow(HistKey(h, g, b), sec) for h, g, b, sec in hist])
 
-    def add_rollout(self, rollout: Rollout) -> None:
-        """Keep a judged rollout (the same GPU and change judged again, by a replay run twice, replaces it)
-        and drop those older than the retention."""
+    def add_rollout(self, rollout: Rollout) -> bool:
+        """Keep a judged rollout and drop those older than the retention; False when this GPU's change was
+        kept before (a replay run again judges it again: it is neither kept nor sent twice)."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO rollouts VALUES (?, ?, ?, ?)", (
-                rollout.gpu, rollout.changed_at, rollout.judged_at, json.dumps(rollout.to_dict())))
+            added = self._db.execute("INSERT INTO rollouts VALUES (?, ?, ?, ?) ON CONFLICT (gpu, changed_at) DO "
+                                     "NOTHING", (rollout.gpu, rollout.changed_at, rollout.judged_at,
+                                                 json.dumps(rollout.to_dict()))).rowcount
             self._db.execute("DELETE FROM rollouts WHERE judged_at < ?", (rollout.judged_at - self.retention_s,))
+        return added > 0
 
     def rollouts(self, since: float = -1e18, until: float = 1e18) -> list[Rollout]:
         """The rollouts judged in [since, until], oldest first."""

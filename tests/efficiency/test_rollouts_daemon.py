@@ -96,10 +96,17 @@ def test_a_process_replaced_by_a_slower_one_sends_one_worse_rollout_and_the_api_
     finally:
         assert gw.stop() == 0, gw.log.read_text()
         receiver.close()
-    # A restart keeps the verdict (the replay is judged again into the same row, not a second one).
-    again = DaemonProcess(write_config(tmp_path, Receiver(), secret), recording, tmp_path / "gw2.log",
+    # A restart keeps the verdict; the replay run again judges the same change, and neither keeps nor sends
+    # it a second time.
+    second = Receiver()
+    again = DaemonProcess(write_config(tmp_path, second, secret), recording, tmp_path / "gw2.log",
                           extra=("--speed", "0"))
     try:
         assert [r["changed_at"] for r in rollouts(again.url)] == [sent["changed_at"]]
+        wait_finished(again)
+        time.sleep(1.5)
+        assert [r["changed_at"] for r in rollouts(again.url)] == [sent["changed_at"]]
+        assert rollout_notes(second) == []
     finally:
-        again.stop()
+        assert again.stop() == 0
+        second.close()
