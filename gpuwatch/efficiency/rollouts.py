@@ -148,7 +148,8 @@ class RolloutDetector:
             if cur is not None:
                 self._ended[uuid] = self._current.pop(uuid)
                 pending = self._pending.get(uuid)
-                if pending is not None and pending.after is cur and cur.last - cur.first < self.settings.settle_s:
+                if (now is not None and pending is not None and pending.after is cur
+                        and cur.last - cur.first < self.settings.settle_s):
                     # It never settled (a step of the rollout, a sidecar alone for a moment): what comes
                     # next replaces the workload before it.
                     self._ended[uuid] = self._pending.pop(uuid).before
