@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rollout on a real GPU, recorded: from the repository root on a CUDA machine,
-#     bash scripts/gpu_rollout_recording.sh        (about 3 minutes; one device call)
+#     bash scripts/gpu_rollout_recording.sh        (about 6 minutes; one device call)
 # `gpuwatch record` samples the GPU at 1 s while the reference workload runs healthy (the bf16 stage:
 # batched, CUDA graphs, BF16 on the tensor cores) for HEALTHY_S seconds, and is then replaced, for the same
 # user on the same GPU, by a slower version with another command line (the naive stage: Python
@@ -12,8 +12,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"
 PY="${PYTHON:-python3}"
-HEALTHY_S="${HEALTHY_S:-60}"
-SLOW_S="${SLOW_S:-90}"
+HEALTHY_S="${HEALTHY_S:-90}"
+SLOW_S="${SLOW_S:-210}"  # past the daemon's 2 min settle time, and a minute and more after it
 IDLE_S=5
 mkdir -p "$OUT"
 export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
