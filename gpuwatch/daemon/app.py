@@ -14,6 +14,9 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
                               fill the window; the default question is the
                               daemon's one shared evaluation (the one /metrics serves), made at most once
                               per snapshot however many clients ask
+    GET  /api/v1/efficiency   hourly GPU-second roll-ups over ?window=S (daemon/accounting.py)
+    GET  /api/v1/rollouts     {"rollouts": [...]} judged since ?since= (Unix seconds or a duration back,
+                              7d); each a workload replaced on a GPU, before against after (daemon/rollouts.py)
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
 """
 
@@ -192,6 +195,7 @@ INDEX_HTML = b"""<!doctype html>
 <li><a href="api/v1/stream">/api/v1/stream</a>: one snapshot per line (NDJSON)</li>
 <li><a href="api/v1/alerts">/api/v1/alerts</a>: pending, firing and recently resolved alerts</li>
 <li><a href="api/v1/diagnosis">/api/v1/diagnosis</a>: the doctor's findings</li>
+<li><a href="api/v1/rollouts">/api/v1/rollouts</a>: each workload replaced on a GPU, before against after</li>
 </ul>
 <p>POST /api/v1/reload re-reads config and rules (with the bearer token).</p>
 </body></html>
