@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuwatch.cli.report_text import render_csv, render_text
     from gpuwatch.efficiency.store import Rollup
     from gpuwatch.efficiency.summary import summarise
+    from gpuwatch.model.rollout import Rollout
 
     if args.replay is not None:
         from gpuwatch.efficiency.offline import account_recording
@@ -130,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
         until = accounted.end
         since = max(until - args.since, accounted.start)
         summary = summarise(accounted.rollup.since(since), since, until, f"recording {args.replay.name}")
-        rollouts = report_rollouts.from_recording(args.replay, since)
+        rollouts: list[Rollout] | None = report_rollouts.from_recording(args.replay, since)
     else:
         body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
         summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]
                             source)
-        rollouts = report_rollouts.from_daemon(args.connect or DEFAULT_URL, float(body["since"]), args.token_file)
+        rollouts = report_rollouts.from_daemon(args.connect or DEFAULT_URL, summary.since, args.token_file)
     if args.json:
         print(json.dumps({**summary.to_dict(), "rollouts": [r.to_dict() for r in rollouts or ()]}, indent=2))
     elif args.csv:

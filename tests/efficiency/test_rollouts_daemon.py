@@ -4,6 +4,9 @@ slower one; a real signed webhook receiver on 127.0.0.1 gets exactly one rollout
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +96,11 @@ def test_a_process_replaced_by_a_slower_one_sends_one_worse_rollout_and_the_api_
         assert listed[0]["verdict"] == "worse" and listed[0]["summary"] == sent["summary"]
         assert rollouts(gw.url, since=sent["judged_at"] + 1) == []
         assert requests.get(gw.url + "/api/v1/rollouts", params={"since": "soon"}, timeout=5).status_code == 400
+        # gpuwatch report reads it from the daemon (as the text's section and the JSON's key)
+        report = subprocess.run([sys.executable, "-m", "gpuwatch", "report", "--connect", gw.url, "--json"],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert report.returncode == 0, report.stderr
+        assert [r["verdict"] for r in json.loads(report.stdout)["rollouts"]] == ["worse"]
     finally:
         assert gw.stop() == 0, gw.log.read_text()
         receiver.close()
