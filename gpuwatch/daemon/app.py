@@ -195,7 +195,6 @@ INDEX_HTML = b"""<!doctype html>
 <li><a href="api/v1/stream">/api/v1/stream</a>: one snapshot per line (NDJSON)</li>
 <li><a href="api/v1/alerts">/api/v1/alerts</a>: pending, firing and recently resolved alerts</li>
 <li><a href="api/v1/diagnosis">/api/v1/diagnosis</a>: the doctor's findings</li>
-<li><a href="api/v1/rollouts">/api/v1/rollouts</a>: each workload replaced on a GPU, before against after</li>
 </ul>
 <p>POST /api/v1/reload re-reads config and rules (with the bearer token).</p>
 </body></html>

@@ -45,6 +45,10 @@ def _part(label: str) -> str:
     return head or f"[{_NUMBERS.sub('', inner)}]"
 
 
+#: Snapshots kept for a before-window at most, whatever the interval (15 min at 0.25 s).
+MAX_RECENT = 3600
+
+
 @dataclass(frozen=True)
 class RolloutSettings:
     """How long a new workload settles, the most and the least of each window judged, how steady the new
@@ -107,6 +111,9 @@ class RolloutDetector:
 
     def __init__(self, settings: RolloutSettings | None = None) -> None:
         self.settings = settings or RolloutSettings()
+        self._reset()
+
+    def _reset(self) -> None:
         self._recent: deque[Snapshot] = deque()
         self._current: dict[str, _Seen] = {}
         self._ended: dict[str, _Seen] = {}
@@ -119,8 +126,11 @@ class RolloutDetector:
 
     def add(self, snap: Snapshot) -> list[Rollout]:
         s = self.settings
+        if self._recent and snap.time < self._recent[-1].time:
+            self._reset()  # the clock went back: nothing seen before it can be judged against what follows
         self._recent.append(snap)
-        while self._recent and self._recent[0].time < snap.time - s.window_s - s.idle_grace_s:
+        while self._recent and (self._recent[0].time < snap.time - s.window_s - s.idle_grace_s
+                                or len(self._recent) > MAX_RECENT):
             self._recent.popleft()
         out: list[Rollout] = []
         seen_gpus = set()

@@ -147,3 +147,10 @@ def test_rollouts_are_kept_once_and_loaded_by_time_from_the_store_or_its_file(tm
     assert load_rollouts(path) == [r, later]
     assert load_rollouts(path, since=r.judged_at + 1) == [later]
     assert load_rollouts(str(path), until=r.judged_at) == [r]
+
+
+def test_a_clock_that_goes_back_starts_the_detector_afresh() -> None:
+    old = list(timeline(Run(90)))
+    new = [s for s in timeline(Run(90), Run(120, cmd="python3 serve.py --v2", load=SLOW))][90:]
+    back = [Snapshot(time=s.time - 3600, host=s.host, gpus=s.gpus, processes=s.processes) for s in new]
+    assert detect(old + back, SETTINGS) == []  # v1, then (an hour earlier) v2: nothing to compare
