@@ -79,8 +79,9 @@ class _Pending:
     after_window: list[Snapshot] = field(default_factory=list)
 
 
-def workload_of(snap: Snapshot, gpu_index: int) -> tuple[str, str] | None:
-    """(owner, identity) of the workload on GPU ``gpu_index``, or None when no process holds it."""
+def workload_of(snap: Snapshot, gpu_index: int, names: dict[int, str] | None = None) -> tuple[str, str] | None:
+    """(owner, identity) of the workload on GPU ``gpu_index``, or None when no process holds it;
+    ``names``: the snapshot's command labels, when the caller has them already."""
     procs = snap.processes_on(gpu_index)
     if not procs:
         return None
@@ -92,7 +93,7 @@ def workload_of(snap: Snapshot, gpu_index: int) -> tuple[str, str] | None:
         namespace = main.namespace or labels.get("namespace", "")
         container = main.container or labels.get("container", "")
         return f"{namespace}/{container}", labels.get("image") or pod
-    names = snap.command_labels()
+    names = snap.command_labels() if names is None else names
     user = main.user or "?"
     mine = sorted({_part(names.get(p.pid, p.command)) for p in procs if (p.user or "?") == user})
     return user, " + ".join(mine)
@@ -134,11 +135,12 @@ class RolloutDetector:
             self._recent.popleft()
         out: list[Rollout] = []
         seen_gpus = set()
+        names = snap.command_labels() if snap.processes else {}
         for gpu in snap.gpus:
             if gpu.lost:
                 continue
             seen_gpus.add(gpu.uuid)
-            out.extend(self._gpu(snap, gpu.uuid, gpu.index, workload_of(snap, gpu.index)))
+            out.extend(self._gpu(snap, gpu.uuid, gpu.index, workload_of(snap, gpu.index, names)))
         for uuid in [u for u in self._current if u not in seen_gpus]:
             self._ended[uuid] = self._current.pop(uuid)
             out.extend(self._judge_now(uuid, snap.time))
