@@ -107,7 +107,9 @@ class Daemon:
                 **({"efficiency_dropped": self.efficiency.dropped, "efficiency_backlog": self.efficiency.backlog,
                     "efficiency_unsaved": self.efficiency.unsaved,
                     "efficiency_unsaved_dropped": self.efficiency.unsaved_dropped}
-                   if self.efficiency is not None else {})}
+                   if self.efficiency is not None else {}),
+                **({"rollouts_pending": self.parts.rollouts.detector.pending,
+                    "rollouts_dropped": self.parts.rollouts.dropped} if self.parts.rollouts is not None else {})}
         failing = self._failing()
         if failing:
             info["failing"] = failing

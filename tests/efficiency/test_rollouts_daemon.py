@@ -95,6 +95,8 @@ def test_a_process_replaced_by_a_slower_one_sends_one_worse_rollout_and_the_api_
         assert [r["changed_at"] for r in listed] == [sent["changed_at"]]
         assert listed[0]["verdict"] == "worse" and listed[0]["summary"] == sent["summary"]
         assert rollouts(gw.url, since=sent["judged_at"] + 1) == []
+        health = gw.healthz().json()
+        assert (health["rollouts_pending"], health["rollouts_dropped"]) == (0, 0)  # judged; none skipped
         assert requests.get(gw.url + "/api/v1/rollouts", params={"since": "soon"}, timeout=5).status_code == 400
         # gpuwatch report reads it from the daemon (as the text's section and the JSON's key)
         report = subprocess.run([sys.executable, "-m", "gpuwatch", "report", "--connect", gw.url, "--json"],
