@@ -167,11 +167,15 @@ class RolloutDetector:
                     self._ended[uuid] = self._pending.pop(uuid).before
                 out.extend(self._judge_now(uuid, snap.time))
             if now is not None:
-                self._current[uuid] = new = _Seen(now[0], now[1], snap.time, snap.time)
+                new = _Seen(now[0], now[1], snap.time, snap.time)
                 old = self._ended.pop(uuid, None)
-                if (old is not None and old.owner == new.owner and old.identity != new.identity
-                        and new.first - old.last <= self.settings.idle_grace_s):
+                grace = self.settings.idle_grace_s
+                recent = old is not None and old.owner == new.owner and new.first - old.last <= grace
+                if old is not None and recent and old.identity == new.identity:
+                    old.last, new = snap.time, old  # a restart, or a moment's other process: the same workload
+                elif old is not None and recent:
                     self._pending[uuid] = _Pending(old, new, index, self._before(old, index))
+                self._current[uuid] = new
         pending = self._pending.get(uuid)
         if pending is not None and self._current.get(uuid) is pending.after:
             if snap.time - pending.after.first >= self.settings.settle_s:

@@ -154,3 +154,14 @@ def test_a_clock_that_goes_back_starts_the_detector_afresh() -> None:
     new = [s for s in timeline(Run(90), Run(120, cmd="python3 serve.py --v2", load=SLOW))][90:]
     back = [Snapshot(time=s.time - 3600, host=s.host, gpus=s.gpus, processes=s.processes) for s in new]
     assert detect(old + back, SETTINGS) == []  # v1, then (an hour earlier) v2: nothing to compare
+
+
+def test_a_moments_extra_process_neither_makes_a_rollout_nor_cuts_the_before_window() -> None:
+    snaps = list(timeline(Run(90), Run(120, cmd="python3 serve.py --v2", load=SLOW)))
+    # At 60 s a health probe of the same user holds the GPU beside the server for 2 s.
+    extra = ProcessSample(pid=4999, gpu_index=0, gpu_memory_bytes=GIB, user="svc", cmdline="python3 probe.py")
+    snaps[60:62] = [Snapshot(time=s.time, host=s.host, gpus=s.gpus, processes=(*s.processes, extra))
+                    for s in snaps[60:62]]
+    [r] = detect(snaps, SETTINGS)
+    assert (r.before, r.after, r.verdict) == ("serve.py --v1", "serve.py --v2", "worse")
+    assert r.extra["seconds_before"] == SETTINGS.window_s  # the last window of v1, not the 27 s since the probe
