@@ -9,7 +9,10 @@ until its SM activity holds steady over at least ``min_window_s`` (or for ``wind
 it ends), and the two windows are judged with :func:`~gpuwatch.efficiency.compare.compare`'s rows and
 margins plus the doctor's verdict per window (:func:`~gpuwatch.doctor.verdict.verdict`, the finding the
 accounting charges). The same identity again (a restart) is no rollout, nor is a GPU going idle: only a
-new workload of the same owner within ``idle_grace_s`` of the old one's end counts.
+new workload of the same owner within ``idle_grace_s`` of the old one's end counts. A workload replaced
+before it settled (a migration step between two versions, a probe beside the server for a moment) is
+skipped: what follows it is compared with what came before it. Snapshots carry no throughput or latency,
+so live those rows stay "-" and the verdict rests on tensor activity, memory and the doctor.
 
 The detector follows snapshot time, so a replayed recording finds the rollouts the live run would have.
 """
