@@ -30,6 +30,7 @@ SAMPLES: dict[str, tuple[list[str], tuple[int, ...]]] = {
     "report": (["report", "--replay", "bundled"], (0,)),
     "compare-stages": (["compare", "--stages", STAGES, "--details", DETAILS], (0,)),
     "compare-runs": (["compare", "{out}/batched@206-1102.ndjson.gz", "{out}/compiled@206-1153.ndjson.gz"], (1,)),
+    "rollouts": (["report", "--replay", "tests/efficiency/fixtures/rollout-slower.ndjson.gz", "--by", "gpu"], (0,)),
 }
 BLOCK = re.compile(r"(<!-- sample: (?P<name>[\w-]+) -->\n```\n)(?P<body>.*?)(```\n<!-- sample: end -->)", re.S)
 

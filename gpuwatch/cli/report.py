@@ -114,9 +114,11 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuwatch.cli import report_rollouts
     from gpuwatch.cli.report_text import render_csv, render_text
     from gpuwatch.efficiency.store import Rollup
     from gpuwatch.efficiency.summary import summarise
+    from gpuwatch.model.rollout import Rollout
 
     if args.replay is not None:
         from gpuwatch.efficiency.offline import account_recording
@@ -129,18 +131,21 @@ def run(args: argparse.Namespace) -> int:
         until = accounted.end
         since = max(until - args.since, accounted.start)
         summary = summarise(accounted.rollup.since(since), since, until, f"recording {args.replay.name}")
+        rollouts: list[Rollout] | None = report_rollouts.from_recording(args.replay, since)
     else:
         body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
         summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]
                             source)
+        rollouts = report_rollouts.from_daemon(args.connect or DEFAULT_URL, summary.since, args.token_file)
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2))
+        print(json.dumps({**summary.to_dict(), "rollouts": [r.to_dict() for r in rollouts or ()]}, indent=2))
     elif args.csv:
         buf = io.StringIO()
         render_csv(summary, args.by or "cause", _VisibleRows(csv.writer(buf)))
         sys.stdout.write(buf.getvalue())
     else:
         print(visible_lines(render_text(summary, args.by)))  # owners and causes come from the processes
+        print("\n" + visible_lines(report_rollouts.render(rollouts)))  # command lines too
         if sys.stdout.isatty() and not args.no_chart and summary.hours:
             from gpuwatch.cli.report_text import chart
 

@@ -101,6 +101,13 @@ class EfficiencyConfig:
                          "roll-ups in the state directory (gpuwatch report) and /metrics", default=True)
     retention: float = _opt(f.duration_between(3600, 366 * DAY), "how long hourly roll-ups are kept (1h to 366d; "
                             "about 0.25 MB a day for 8 GPUs with a few owners each)", default=14 * DAY)
+    rollouts: bool = _opt(f.boolean, "notice when a GPU owner's workload changes (new image, pod or command "
+                          "line), compare before against after, notify the receivers and keep the verdict "
+                          "(GET /api/v1/rollouts, gpuwatch report)", default=True)
+    rollout_settle: float = _opt(f.duration_between(1, 3600), "how long a new workload runs before its "
+                                 "samples count (warm-up, compilation)", default=120.0)
+    rollout_window: float = _opt(f.duration_between(10, 3600), "the most of each workload compared (the new "
+                                 "one is judged once steady for a minute, or after this long)", default=600.0)
 
 
 #: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).

@@ -14,6 +14,9 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
                               fill the window; the default question is the
                               daemon's one shared evaluation (the one /metrics serves), made at most once
                               per snapshot however many clients ask
+    GET  /api/v1/efficiency   hourly GPU-second roll-ups over ?window=S (daemon/accounting.py)
+    GET  /api/v1/rollouts     {"rollouts": [...]} judged since ?since= (Unix seconds or a duration back,
+                              7d); each a workload replaced on a GPU, before against after (daemon/rollouts.py)
     POST /api/v1/reload       re-read config and rules (token required), like SIGHUP
 """
 

@@ -4,7 +4,8 @@ through the methods their owners expose.
 :func:`assemble` makes the alert engine, the outbox, notifier and deliverer, the stream hub, the pipeline
 between the sampler thread and the event loop, the one shared live-doctor evaluation, the exporter
 with two registered collectors: the Snapshot's series and the daemon's own (:class:`DaemonSeries`), and
-the GPU-hour accounting (:mod:`gpuwatch.daemon.accounting`).
+the GPU-hour accounting (:mod:`gpuwatch.daemon.accounting`) and the rollout detector
+(:mod:`gpuwatch.daemon.rollouts`).
 :meth:`Parts.reload` hands new rules, receivers and limits to their owners; nothing else writes another
 object's attributes.
 """
@@ -18,8 +19,9 @@ from prometheus_client.core import Metric
 
 from gpuwatch.alerts import AlertEngine, RuleSet
 from gpuwatch.config import Config
-from gpuwatch.daemon import accounting, parts
+from gpuwatch.daemon import accounting, parts, rollouts
 from gpuwatch.daemon.pipeline import Pipeline
+from gpuwatch.daemon.rollouts import Rollouts
 from gpuwatch.daemon.stream import StreamHub
 from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.efficiency.service import Accounting
@@ -42,6 +44,8 @@ class Parts:
     exporter: Exporter
     #: The GPU-hour accounting (None: ``[efficiency] enabled = false``).
     efficiency: Accounting | None = None
+    #: The rollout detector (None: ``[efficiency] enabled`` or ``rollouts`` false).
+    rollouts: Rollouts | None = None
 
     def counters(self) -> parts.DaemonCounters:
         return parts.DaemonCounters(
@@ -95,4 +99,5 @@ def assemble(config: Config, sampler: Sampler, port: int) -> Parts:
     sampler.subscribe(collector.totals.observe)  # byte counters add up every Snapshot
     sampler.subscribe(pipeline.offer)
     built.efficiency = accounting.build(config, sampler, exporter)  # GPU-seconds by cause: efficiency/
+    built.rollouts = rollouts.build(config, sampler, outbox, notify)  # before/after of each new workload
     return built

@@ -24,7 +24,7 @@ from aiohttp import web
 from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
-from gpuwatch.daemon import accounting, parts
+from gpuwatch.daemon import accounting, parts, rollouts
 from gpuwatch.daemon.app import Services, build_app
 from gpuwatch.daemon.assembly import assemble
 from gpuwatch.daemon.connections import (
@@ -79,6 +79,7 @@ class Daemon:
         self.app = build_app(self.services, middlewares=[self.guard.middleware])
         self.efficiency = p.efficiency
         accounting.serve(self.app, self.efficiency)
+        rollouts.serve(self.app, p.rollouts, p.deliverer.wake.set)
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
@@ -106,7 +107,9 @@ class Daemon:
                 **({"efficiency_dropped": self.efficiency.dropped, "efficiency_backlog": self.efficiency.backlog,
                     "efficiency_unsaved": self.efficiency.unsaved,
                     "efficiency_unsaved_dropped": self.efficiency.unsaved_dropped}
-                   if self.efficiency is not None else {})}
+                   if self.efficiency is not None else {}),
+                **({"rollouts_pending": self.parts.rollouts.detector.pending,
+                    "rollouts_dropped": self.parts.rollouts.dropped} if self.parts.rollouts is not None else {})}
         failing = self._failing()
         if failing:
             info["failing"] = failing

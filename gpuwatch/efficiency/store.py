@@ -14,6 +14,7 @@ in and come out as the named tuples of :mod:`gpuwatch.efficiency.rows`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 from gpuwatch.efficiency.ledger import HOUR, Increment
 from gpuwatch.efficiency.rows import GpuHour, HistKey, HistRow, LostKey, LostRow, Owner, SecondsRow, States
 from gpuwatch.model.causes import OWNER_LABELS, STATES
+from gpuwatch.model.rollout import Rollout
 
 FILE = "efficiency.sqlite"
 SCHEMA = f"""
@@ -39,6 +41,9 @@ CREATE TABLE IF NOT EXISTS sm_hist (
     PRIMARY KEY (hour, gpu, bin));
 CREATE TABLE IF NOT EXISTS fixes (cause TEXT PRIMARY KEY, title TEXT NOT NULL, fix TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS marks (origin TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    gpu TEXT NOT NULL, changed_at REAL NOT NULL, judged_at REAL NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (gpu, changed_at));
 """
 
 
@@ -145,6 +150,45 @@ class Store:
                       [LostRow(LostKey(h, g, c, Owner(*o)), sec) for h, g, c, *o, sec in lost], fixes,
                       [HistRow(HistKey(h, g, b), sec) for h, g, b, sec in hist])
 
+    def add_rollout(self, rollout: Rollout) -> bool:
+        """Keep a judged rollout and drop those older than the retention; False when this GPU's change was
+        kept before (a replay run again judges it again: it is neither kept nor sent twice)."""
+        with self._lock:
+            added = self._db.execute("INSERT INTO rollouts VALUES (?, ?, ?, ?) ON CONFLICT (gpu, changed_at) DO "
+                                     "NOTHING", (rollout.gpu, rollout.changed_at, rollout.judged_at,
+                                                 json.dumps(rollout.to_dict()))).rowcount
+            self._db.execute("DELETE FROM rollouts WHERE judged_at < ?", (rollout.judged_at - self.retention_s,))
+        return added > 0
+
+    def rollouts(self, since: float = -1e18, until: float = 1e18) -> list[Rollout]:
+        """The rollouts judged in [since, until], oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT data FROM rollouts WHERE judged_at >= ? AND judged_at <= ? "
+                                    "ORDER BY judged_at, gpu", (since, until)).fetchall()
+        return [Rollout.from_dict(json.loads(data)) for (data,) in rows]
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def load_rollouts(store_or_path: Store | str | os.PathLike[str], since: float = -1e18,
+                  until: float = 1e18) -> list[Rollout]:
+    """The rollouts judged in [since, until] from a store, or from the store file at a path (a daemon's
+    ``efficiency.sqlite``, read while the daemon writes it; a missing file holds none)."""
+    if isinstance(store_or_path, Store):
+        return store_or_path.rollouts(since, until)
+    path = Path(store_or_path)
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
+    try:
+        rows = db.execute("SELECT data FROM rollouts WHERE judged_at >= ? AND judged_at <= ? ORDER BY judged_at, gpu",
+                          (since, until)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    finally:
+        db.close()
+    return [Rollout.from_dict(json.loads(data)) for (data,) in rows]

@@ -1,0 +1,166 @@
+"""The daemon's rollouts (:mod:`gpuwatch.efficiency.rollouts`): detected on their own thread, kept, sent, served.
+
+:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) subscribes a :class:`Rollouts` worker to
+the sampler; the worker feeds every Snapshot to the detector, and each rollout it judges is written to the
+``rollouts`` table of the efficiency store (``efficiency.sqlite`` in the state directory, so a restart
+keeps every verdict) and queued for the receivers through the outbox. :func:`serve` adds
+``GET /api/v1/rollouts`` (``{"rollouts": [...]}``, ``?since=`` Unix seconds or a duration back such as
+``7d``). A rollout still waiting for its new workload to settle when the daemon stops is dropped: its
+before-window lived in memory only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
+
+from gpuwatch.config import Config, ReceiverConfig
+from gpuwatch.daemon.accounting import open_store
+from gpuwatch.daemon.parts import state_dir
+from gpuwatch.efficiency.rollouts import RolloutDetector, RolloutSettings
+from gpuwatch.efficiency.store import FILE, Store
+from gpuwatch.model.durations import parse_duration
+from gpuwatch.model.rollout import Rollout
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.notify import Notifier, Outbox
+from gpuwatch.notify.rollouts import enqueue_rollout
+from gpuwatch.sampler.sampler import Sampler
+
+log = logging.getLogger(__name__)
+BACKLOG = 256
+PUT_TIMEOUT_S = 5.0
+
+
+class Rollouts:
+    """Snapshots in without waiting (a full-speed replay waits for the worker, as the accounting's does)."""
+
+    def __init__(self, store: Store, settings: RolloutSettings, outbox: Outbox,
+                 receivers: Callable[[], Sequence[ReceiverConfig]], external_url: Callable[[], str]) -> None:
+        self.store = store
+        self.detector = RolloutDetector(settings)
+        self.outbox = outbox
+        self.receivers = receivers
+        self.external_url = external_url
+        #: Called (on the event loop) after notifications were queued: wakes the deliverer.
+        self.on_queued: Callable[[], None] = lambda: None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        #: Rollouts judged by this daemon (the tests wait on it).
+        self.judged = 0
+
+    def offer(self, snap: Snapshot) -> None:
+        try:
+            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("the rollout detector is stuck: snapshots are skipped")
+
+    def _run(self) -> None:
+        while (snap := self._queue.get()) is not None:
+            try:
+                found = self.detector.add(snap)
+            except Exception:
+                log.exception("the rollout detector failed on a snapshot; skipping it")
+                continue
+            for rollout in found:
+                self._publish(rollout, snap.host.hostname)
+
+    def _publish(self, rollout: Rollout, hostname: str) -> None:
+        """Keep it, then queue its notifications; a failed write is logged and the notification still
+        tried. One kept before (a replay run again) is not sent again."""
+        self.judged += 1
+        try:
+            if not self.store.add_rollout(rollout):
+                return
+        except Exception as exc:
+            log.error("keeping the rollout on GPU %s failed: %s", rollout.gpu_index, exc)
+        log.info("rollout on GPU %s (%s): %s", rollout.gpu_index, rollout.owner, rollout.summary)
+        try:
+            queued = enqueue_rollout(self.outbox, self.receivers(), rollout, hostname, self.external_url())
+            if queued and self.loop is not None:
+                self.loop.call_soon_threadsafe(self.on_queued)
+        except Exception as exc:
+            log.error("queueing the rollout notification for GPU %s failed: %s", rollout.gpu_index, exc)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._thread = threading.Thread(target=self._run, name="gpuwatch-rollouts", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Judge what is queued, then close the store (a rollout still settling is dropped)."""
+        self._queue.put(None, timeout=30)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.store.close()
+
+
+ROLLOUTS = web.AppKey("rollouts", Rollouts)
+
+
+def settings(config: Config) -> RolloutSettings:
+    e = config.efficiency
+    return RolloutSettings(settle_s=e.rollout_settle, window_s=e.rollout_window,
+                           min_window_s=min(RolloutSettings.min_window_s, e.rollout_window))
+
+
+def build(config: Config, sampler: Sampler, outbox: Outbox, notify: Notifier) -> Rollouts | None:
+    """The worker, fed by ``sampler`` (None when the accounting or ``[efficiency] rollouts`` is off)."""
+    if not (config.efficiency.enabled and config.efficiency.rollouts):
+        return None
+    store = open_store(state_dir(config) / FILE, config.efficiency.retention)
+    worker = Rollouts(store, settings(config), outbox, lambda: notify.receivers, lambda: notify.external_url)
+    sampler.subscribe(worker.offer)
+    return worker
+
+
+def serve(app: web.Application, worker: Rollouts | None, wake: Callable[[], None]) -> None:
+    """``GET /api/v1/rollouts`` on ``app``, and the worker started and stopped with it."""
+    if worker is None:
+        return
+    app[ROLLOUTS] = worker
+    worker.on_queued = wake
+    app.router.add_get("/api/v1/rollouts", rollouts)
+
+    async def start(_: web.Application) -> None:
+        worker.start(asyncio.get_running_loop())
+
+    async def stop(_: web.Application) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+
+
+def since_param(text: str | None, now: float) -> float | None:
+    """``?since=``: Unix seconds, or a duration back from now (``7d``, ``90m``); None when it is neither."""
+    if text is None:
+        return -math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            return now - parse_duration(text)
+        except ValueError:
+            return None
+    return value if math.isfinite(value) else None
+
+
+async def rollouts(request: web.Request) -> web.Response:
+    """The rollouts judged since ``?since=`` (default: all kept), oldest first."""
+    since = since_param(request.query.get("since"), time.time())
+    if since is None:
+        return web.json_response({"error": "since must be Unix seconds or a duration such as 7d"}, status=400)
+    worker = request.app[ROLLOUTS]
+    found = await asyncio.get_running_loop().run_in_executor(None, worker.store.rollouts, since)
+    return web.json_response({"rollouts": [r.to_dict() for r in found]})
