@@ -20,6 +20,7 @@ from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+FORMATS = ("text", "json", "csv", "markdown")
 #: A token is a line of text; a bigger file is the wrong file.
 MAX_TOKEN_BYTES = 64 * 1024
 DESCRIPTION = f"""\
@@ -53,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--csv", action="store_true", help="print the --by breakdown (default cause) as CSV")
+    out.add_argument("--format", choices=FORMATS, default=None,
+                     help="text (default), json, csv (as --json, --csv) or markdown: a digest per owner to paste "
+                          "into a chat or a ticket, with the trend against the window before")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--connect", metavar="URL", default=None, help=f"the daemon to ask (default {DEFAULT_URL})")
     src.add_argument("--replay", type=replay_file, metavar="FILE",
@@ -115,9 +119,13 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
 
 def run(args: argparse.Namespace) -> int:
     from gpuwatch.cli.report_text import render_csv, render_text
+    from gpuwatch.efficiency.consolidation import consolidate
     from gpuwatch.efficiency.store import Rollup
     from gpuwatch.efficiency.summary import summarise
 
+    fmt = args.format or ("json" if args.json else "csv" if args.csv else "text")
+    # the digest compares with the window before, so it asks for both
+    span = 2 * args.since if fmt == "markdown" else args.since
     if args.replay is not None:
         from gpuwatch.efficiency.offline import account_recording
         from gpuwatch.model.recording import RecordingError
@@ -126,21 +134,29 @@ def run(args: argparse.Namespace) -> int:
             accounted = account_recording(args.replay)
         except (OSError, RecordingError) as exc:
             raise CliError(f"cannot read {args.replay}: {exc}") from None
-        until = accounted.end
-        since = max(until - args.since, accounted.start)
-        summary = summarise(accounted.rollup.since(since), since, until, f"recording {args.replay.name}")
+        rollup, start, until = accounted.rollup, accounted.start, accounted.end
+        source = f"recording {args.replay.name}"
     else:
-        body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
-        summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]
-                            source)
-    if args.json:
-        print(json.dumps(summary.to_dict(), indent=2))
-    elif args.csv:
+        body, source = _from_daemon(args.connect or DEFAULT_URL, span, args.token_file)
+        rollup = Rollup.from_dict(body)
+        start, until = float(body["since"]), float(body["until"])  # type: ignore[arg-type]
+    since = max(until - args.since, start)
+    window = rollup.since(since)
+    summary = summarise(window, since, until, source)
+    if fmt == "markdown":
+        from gpuwatch.efficiency import digest, digest_markdown
+
+        previous = rollup.between(until - 2 * args.since, since)
+        sys.stdout.write(digest_markdown.render(digest.build(window, previous, since, until, source, args.since)))
+    elif fmt == "json":
+        print(json.dumps({**summary.to_dict(), "consolidation": consolidate(window).to_dict()}, indent=2))
+    elif fmt == "csv":
         buf = io.StringIO()
         render_csv(summary, args.by or "cause", _VisibleRows(csv.writer(buf)))
         sys.stdout.write(buf.getvalue())
     else:
         print(visible_lines(render_text(summary, args.by)))  # owners and causes come from the processes
+        print(visible_lines("\n" + "\n".join(consolidate(window).lines())))
         if sys.stdout.isatty() and not args.no_chart and summary.hours:
             from gpuwatch.cli.report_text import chart
 
