@@ -232,8 +232,8 @@ class Ledger:
             if iv.allocated > 0:
                 owners.setdefault(OwnerKey(hour_of(iv.end), iv.gpu, self._cap(hour_of(iv.end))(owner)),
                                   []).append(iv)
-        for key, ivs in owners.items():
-            inc.owners[key] = inc.owners.get(key, OwnerUse()).plus(_owner_use(ivs))
+        for ok, ivs in owners.items():
+            inc.owners[ok] = inc.owners.get(ok, OwnerUse()).plus(_owner_use(ivs))
         for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
             b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
             key = HistKey(hour, gpu, b)
