@@ -8,7 +8,6 @@ Markdown characters escaped, so a name cannot break a table or add a link. Times
 from __future__ import annotations
 
 import re
-import textwrap
 import time
 
 from gpuwatch.efficiency.digest import MAX_OWNERS_SHOWN, NOBODY, Digest, OwnerDigest, Usage
@@ -102,7 +101,8 @@ def _owner(o: OwnerDigest, s: Summary, before: str) -> list[str]:
     lines = [f"### {_owner_name(o.owner)}", "", f"- {held}lost {_h(u.lost)} GPU-h: {causes}"]
     if o.top_cause is not None:
         fix = s.fixes.get(o.top_cause, ("", ""))[1] or "(no fix text recorded)"
-        lines.append(f"- Top fix ({code(o.top_cause)}): " + "\n  ".join(textwrap.wrap(md(fix), 100)))
+        # one line: a wrapped line could start with "- " or "#" and turn into a list item or a heading
+        lines.append(f"- Top fix ({code(o.top_cause)}): {md(' '.join(fix.split()))}")
     lines.append(f"- Trend: {_trend(o, before)}")
     if o.rollouts:
         lines.append("- Rollouts: " + "; ".join(_rollout_line(r) for r in o.rollouts))
