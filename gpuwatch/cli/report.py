@@ -28,6 +28,10 @@ How many GPU-hours were allocated (a process held the GPU), busy (GPU-Util) and 
 and where the rest went: lost GPU-hours by cause (the doctor's finding at that moment, or held_idle,
 no_process, unexplained) and by owner (pod, else user:command), the fix to try for the biggest loss, the
 capacity headroom (SM activity p90 against the 70-85 % band) and, on a terminal, a chart per hour.
+Consolidation advice follows: owners under-used for most of their allocated time, the MIG profile their
+peaks fit or the owner to share a GPU with by MPS, and the GPU-hours a week it frees (from 72 h of
+roll-ups on; below that it says what it has). --format markdown writes the weekly digest per owner
+(GPU-hours allocated and lost by cause, the top fix, the trend against the window before).
 
 It reads a daemon's hourly roll-ups (default {DEFAULT_URL}; kept [efficiency] retention, 14 days by
 default), or accounts a recording here with --replay FILE. Windows are whole hours: --since 24h covers
@@ -138,8 +142,12 @@ def run(args: argparse.Namespace) -> int:
         source = f"recording {args.replay.name}"
     else:
         body, source = _from_daemon(args.connect or DEFAULT_URL, span, args.token_file)
-        rollup = Rollup.from_dict(body)
-        start, until = float(body["since"]), float(body["until"])  # type: ignore[arg-type]
+        try:
+            rollup = Rollup.from_dict(body)
+            start, until = float(body["since"]), float(body["until"])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CliError(f"{args.connect or DEFAULT_URL} answered roll-ups this gpuwatch cannot read "
+                           f"({type(exc).__name__}: {visible(str(exc))[:80]}): is it a gpuwatch daemon?") from None
     since = max(until - args.since, start)
     window = rollup.since(since)
     summary = summarise(window, since, until, source)

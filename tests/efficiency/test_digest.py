@@ -4,8 +4,10 @@ formats unchanged."""
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -124,3 +126,31 @@ def test_the_digest_from_a_daemon_compares_with_the_week_before(tmp_path: Path,
     chat = text.split(f"### `{fleet.CHAT.text}`")[1].split("###")[0]
     assert "Trend: lost" in chat and ", was " in chat
     assert "fits MIG 2g.35gb" in text
+
+
+def test_roll_ups_of_the_wrong_shape_from_a_daemon_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that answers /api/v1/efficiency with JSON that is not roll-ups: one line, no traceback."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"since": 0, "until": 1, "seconds": [], "lost": [], "owner_use": [{"hour": 1}]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main(["report", "--connect", url, "--format", "markdown"]) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert "answered roll-ups this gpuwatch cannot read (KeyError" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
