@@ -63,6 +63,8 @@ class DigestSender:
         self.first = offset(cfg.at)
         self.window = cfg.window or cfg.every
         self.sent = 0
+        #: The last attempt failed (the next failures are logged at debug level until one succeeds).
+        self.failing = False
 
     def last_slot(self) -> float | None:
         with self.outbox.transaction() as conn:
@@ -113,9 +115,15 @@ class DigestSender:
                 wake()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # a full disk or a damaged outbox: say so, try again later
-                log.error("cannot queue the digest: %s (retrying in %.0f s)", exc, RETRY_S)
+            except Exception as exc:  # a full disk or a damaged outbox: say so once, try again later
+                log.log(logging.DEBUG if self.failing else logging.ERROR,
+                        "cannot queue the digest: %s (retrying every %.0f s)", exc, RETRY_S)
+                self.failing = True
                 await asyncio.sleep(RETRY_S)
+            else:
+                if self.failing:
+                    log.info("the digest is queued again")
+                self.failing = False
 
 
 def serve(app: web.Application, config: Config, outbox: Outbox, accounting: Accounting | None,

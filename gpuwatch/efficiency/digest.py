@@ -3,7 +3,8 @@ against the window before, and the rollouts; with the fleet's funnel and the con
 
 Built from two roll-ups (the window and the one of the same length before it) so a daemon can send it on
 a schedule and ``gpuwatch report --format markdown`` can print it; :mod:`gpuwatch.efficiency.digest_markdown`
-writes it out. Rollouts come from the caller (the daemon's detector keeps them), none by default.
+writes it out. Rollouts come from the caller (the daemon's detector keeps them), none by default; each is
+listed under the owner whose name (``Owner.text``) equals its ``owner``, and all of them in their own section.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ nor skips, one digest (not a backlog) after downtime, a real daemon delivering i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ from notify.receiver import Receiver
 from efficiency import fleet
 from gpuwatch.config import ConfigError, load_config
 from gpuwatch.config.model import DigestConfig, ReceiverConfig
+from gpuwatch.daemon import digest as schedule
 from gpuwatch.daemon.digest import DigestSender, offset, slot_at_or_before
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.notify import new_secret
@@ -158,3 +162,32 @@ secret_file = "{tmp_path / 'secret'}"
     with sqlite3.connect(tmp_path / "state" / "outbox.sqlite") as db:
         (slot,) = db.execute("SELECT slot FROM digest_sent").fetchone()
     assert slot % 2 == 0 and slot <= time.time()
+
+
+def test_an_outbox_that_refuses_the_write_is_said_once_and_the_digest_goes_out_when_it_takes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(schedule, "RETRY_S", 0.01)
+    clock = Clock(fleet.UNTIL)
+    sender = _sender(tmp_path, clock, DigestConfig(receivers=("team",), every=3600.0, at=""))
+    assert sender.send()  # a slot sent; the next is due at once after "downtime"
+    clock.t += 2 * 3600
+    sender.outbox.conn.close()  # every write now fails
+    woken = asyncio.Event()
+
+    async def scenario() -> None:
+        task = asyncio.create_task(sender.run(woken.set))
+        while sum("cannot queue the digest" in r.message for r in caplog.records) < 1 or not sender.failing:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # several more failed attempts
+        sender.outbox = Outbox(tmp_path / "outbox.sqlite")  # the disk takes writes again
+        await asyncio.wait_for(woken.wait(), 5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    with caplog.at_level(logging.INFO, logger=schedule.__name__):
+        asyncio.run(scenario())
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "cannot queue the digest" in errors[0].message
+    assert any("queued again" in r.message for r in caplog.records) and not sender.failing
+    assert len(_queued(sender.outbox)) == 2 and sender.last_slot() == slot_at_or_before(clock.t, 3600.0, 0.0)
