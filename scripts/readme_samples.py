@@ -28,6 +28,7 @@ DETAILS = "tests/efficiency/fixtures/stages-details-h200.json"
 #: the stages sample's ``--out`` filled (the two stage runs the second compare sets side by side).
 SAMPLES: dict[str, tuple[list[str], tuple[int, ...]]] = {
     "report": (["report", "--replay", "bundled"], (0,)),
+    "digest": (["report", "--replay", "bundled", "--since", "7d", "--by", "owner", "--format", "markdown"], (0,)),
     "compare-stages": (["compare", "--stages", STAGES, "--details", DETAILS], (0,)),
     "compare-runs": (["compare", "{out}/batched@206-1102.ndjson.gz", "{out}/compiled@206-1153.ndjson.gz"], (1,)),
     "rollouts": (["report", "--replay", "tests/efficiency/fixtures/rollout-slower.ndjson.gz", "--by", "gpu"], (0,)),

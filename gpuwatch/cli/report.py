@@ -20,6 +20,7 @@ from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.visible import visible, visible_lines
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+FORMATS = ("text", "json", "csv", "markdown")
 #: A token is a line of text; a bigger file is the wrong file.
 MAX_TOKEN_BYTES = 64 * 1024
 DESCRIPTION = f"""\
@@ -27,6 +28,10 @@ How many GPU-hours were allocated (a process held the GPU), busy (GPU-Util) and 
 and where the rest went: lost GPU-hours by cause (the doctor's finding at that moment, or held_idle,
 no_process, unexplained) and by owner (pod, else user:command), the fix to try for the biggest loss, the
 capacity headroom (SM activity p90 against the 70-85 % band) and, on a terminal, a chart per hour.
+Consolidation advice follows: owners under-used for most of their allocated time, the MIG profile their
+peaks fit or the owner to share a GPU with by MPS, and the GPU-hours a week it frees (from 72 h of
+roll-ups on; below that it says what it has). --format markdown writes the weekly digest per owner
+(GPU-hours allocated and lost by cause, the top fix, the trend against the window before).
 
 It reads a daemon's hourly roll-ups (default {DEFAULT_URL}; kept [efficiency] retention, 14 days by
 default), or accounts a recording here with --replay FILE. Windows are whole hours: --since 24h covers
@@ -53,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--csv", action="store_true", help="print the --by breakdown (default cause) as CSV")
+    out.add_argument("--format", choices=FORMATS, default=None,
+                     help="text (default), json, csv (as --json, --csv) or markdown: a digest per owner to paste "
+                          "into a chat or a ticket, with the trend against the window before")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--connect", metavar="URL", default=None, help=f"the daemon to ask (default {DEFAULT_URL})")
     src.add_argument("--replay", type=replay_file, metavar="FILE",
@@ -116,10 +124,14 @@ def _from_daemon(url: str, window: float, token_file: Path | None) -> tuple[dict
 def run(args: argparse.Namespace) -> int:
     from gpuwatch.cli import report_rollouts
     from gpuwatch.cli.report_text import render_csv, render_text
+    from gpuwatch.efficiency.consolidation import consolidate
     from gpuwatch.efficiency.store import Rollup
     from gpuwatch.efficiency.summary import summarise
     from gpuwatch.model.rollout import Rollout
 
+    fmt = args.format or ("json" if args.json else "csv" if args.csv else "text")
+    # the digest compares with the window before, so it asks for both
+    span = 2 * args.since if fmt == "markdown" else args.since
     if args.replay is not None:
         from gpuwatch.efficiency.offline import account_recording
         from gpuwatch.model.recording import RecordingError
@@ -128,24 +140,41 @@ def run(args: argparse.Namespace) -> int:
             accounted = account_recording(args.replay)
         except (OSError, RecordingError) as exc:
             raise CliError(f"cannot read {args.replay}: {exc}") from None
-        until = accounted.end
-        since = max(until - args.since, accounted.start)
-        summary = summarise(accounted.rollup.since(since), since, until, f"recording {args.replay.name}")
-        rollouts: list[Rollout] | None = report_rollouts.from_recording(args.replay, since)
+        rollup, start, until = accounted.rollup, accounted.start, accounted.end
+        source = f"recording {args.replay.name}"
     else:
-        body, source = _from_daemon(args.connect or DEFAULT_URL, args.since, args.token_file)
-        summary = summarise(Rollup.from_dict(body), float(body["since"]), float(body["until"]),  # type: ignore[arg-type]
-                            source)
-        rollouts = report_rollouts.from_daemon(args.connect or DEFAULT_URL, summary.since, args.token_file)
-    if args.json:
-        print(json.dumps({**summary.to_dict(), "rollouts": [r.to_dict() for r in rollouts or ()]}, indent=2))
-    elif args.csv:
+        body, source = _from_daemon(args.connect or DEFAULT_URL, span, args.token_file)
+        try:
+            rollup = Rollup.from_dict(body)
+            start, until = float(body["since"]), float(body["until"])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CliError(f"{args.connect or DEFAULT_URL} answered roll-ups this gpuwatch cannot read "
+                           f"({type(exc).__name__}: {visible(str(exc))[:80]}): is it a gpuwatch daemon?") from None
+    since = max(until - args.since, start)
+    window = rollup.since(since)
+    summary = summarise(window, since, until, source)
+    rollouts: list[Rollout] | None
+    if args.replay is not None:
+        rollouts = report_rollouts.from_recording(args.replay, since)
+    else:
+        rollouts = report_rollouts.from_daemon(args.connect or DEFAULT_URL, since, args.token_file)
+    if fmt == "markdown":
+        from gpuwatch.efficiency import digest, digest_markdown
+
+        previous = rollup.between(until - 2 * args.since, since)
+        sys.stdout.write(digest_markdown.render(digest.build(window, previous, since, until, source, args.since,
+                                                             rollouts or ())))
+    elif fmt == "json":
+        print(json.dumps({**summary.to_dict(), "consolidation": consolidate(window).to_dict(),
+                          "rollouts": [r.to_dict() for r in rollouts or ()]}, indent=2))
+    elif fmt == "csv":
         buf = io.StringIO()
         render_csv(summary, args.by or "cause", _VisibleRows(csv.writer(buf)))
         sys.stdout.write(buf.getvalue())
     else:
         print(visible_lines(render_text(summary, args.by)))  # owners and causes come from the processes
         print("\n" + visible_lines(report_rollouts.render(rollouts)))  # command lines too
+        print(visible_lines("\n" + "\n".join(consolidate(window).lines())))
         if sys.stdout.isatty() and not args.no_chart and summary.hours:
             from gpuwatch.cli.report_text import chart
 

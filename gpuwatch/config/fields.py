@@ -192,3 +192,24 @@ def listen_text(value: Any) -> str:
 def sampling_interval(value: Any) -> float:
     """Seconds between samples, within the bounds of ``model/interval.py`` (the config file and --interval)."""
     return float_between(MIN_INTERVAL_S, MAX_INTERVAL_S)(value)
+
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_DAY_TIME = re.compile(r"(?:(?P<day>[a-z]{3})\s+)?(?P<h>\d{1,2}):(?P<m>\d{2})")
+
+
+def day_time_offset(value: str) -> tuple[int | None, float]:
+    """``"mon 09:00"`` or ``"09:00"`` (UTC) as (weekday, Monday 0, or None; seconds into that day)."""
+    m = _DAY_TIME.fullmatch(value.strip().lower())
+    if m is None or int(m["h"]) > 23 or int(m["m"]) > 59 or (m["day"] and m["day"] not in DAYS):
+        raise FieldError(f"expected a UTC time such as \"09:00\" or a weekday and time such as \"mon 09:00\", "
+                         f"got {shown(value)}")
+    return (DAYS.index(m["day"]) if m["day"] else None), int(m["h"]) * 3600.0 + int(m["m"]) * 60.0
+
+
+def day_time(value: Any) -> str:
+    """A schedule's time of day, with an optional weekday: ``"mon 09:00"``, ``"09:00"`` (UTC); ``""``: none."""
+    if value == "":
+        return ""
+    day_time_offset(text(value))
+    return text(value).lower()

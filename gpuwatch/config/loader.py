@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.config import fields as f
-from gpuwatch.config.fields import shown
+from gpuwatch.config.fields import day_time_offset, shown
 from gpuwatch.config.model import (
     ALERTMANAGER_API,
     AM_RESEND_RANGE_S,
+    DIGEST_KINDS,
     SECTIONS,
     UNSIGNED_KINDS,
     WEBHOOK_REPEAT_RANGE_S,
@@ -199,7 +200,31 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
                       for i, r in enumerate(raw_receivers))
     config = Config(**sections, receivers=receivers, path=path if text else None)
     _check_receivers(config, where)
+    _check_digest(config, where)
     return config
+
+
+def _check_digest(config: Config, where: _Where) -> None:
+    """The digest goes to receivers that exist and take text, on a schedule its ``at`` can name."""
+    d = config.digest
+    kinds = {r.name: r.kind for r in config.receivers}
+    for name in d.receivers:
+        if name not in kinds:
+            raise where.error("digest", "receivers", f"no [[receivers]] is named '{name}': name one of "
+                              f"{', '.join(kinds) or '(none defined)'}")
+        if kinds[name] not in DIGEST_KINDS:
+            raise where.error("digest", "receivers", f"'{name}' is a {kinds[name]} receiver, which takes alerts "
+                              f"only: send the digest to a {' or '.join(DIGEST_KINDS)} receiver")
+    if d.receivers and not config.efficiency.enabled:
+        raise where.error("digest", "receivers", "the digest is read from the efficiency roll-ups: set "
+                          "[efficiency] enabled = true, or receivers = []")
+    if d.at:
+        weekday, _ = day_time_offset(d.at)
+        unit, what = (7 * 86400.0, "weeks") if weekday is not None else (86400.0, "days")
+        if d.every % unit:
+            raise where.error("digest", "at", f"'{d.at}' names a {'weekday' if weekday is not None else 'time of day'}"
+                              f", so every must be a whole number of {what} (got {format_duration(d.every)}); "
+                              f"or set at = \"\" for every interval from 1970-01-01 00:00 UTC")
 
 
 def _check_receivers(config: Config, where: _Where) -> None:

@@ -110,12 +110,28 @@ class EfficiencyConfig:
                                  "one is judged once steady for a minute, or after this long)", default=600.0)
 
 
+@dataclass(frozen=True)
+class DigestConfig:
+    receivers: tuple[str, ...] = _opt(f.text_list, "send the GPU digest (gpuwatch report --format markdown: per owner, "
+                                      "GPU-hours allocated and lost by cause, the top fix, the trend, consolidation "
+                                      "advice) to these receivers (generic or slack); empty = not sent", default=())
+    every: float = _opt(f.duration_between(1, 31 * DAY), "how often (1s to 31d)", default=7 * DAY)
+    at: str = _opt(f.day_time, "when, in UTC: \"mon 09:00\" (every a whole number of weeks), \"09:00\" (whole "
+                   "days), \"\": every interval counted from 1970-01-01 00:00 UTC", default="mon 09:00")
+    window: float | None = _opt(f.duration_between(3600, 31 * DAY), "the hours it covers, compared with as many "
+                                "before (default: every)", default=None)
+    format: str = _opt(f.one_of("markdown", "json"), "a generic receiver's body carries the digest as markdown "
+                       "(text) or as the report's JSON (report); slack always gets the markdown", default="markdown")
+
+
 #: Receiver kinds: three webhook bodies, and Alertmanager's own API (alerts pushed as Prometheus pushes them).
 RECEIVER_KINDS = ("generic", "alertmanager", "slack", "alertmanager_api")
 #: Kinds whose receiving end checks no Standard Webhooks signature: a secret is optional (Slack) or refused
 #: (Alertmanager's API, where a secret would look like protection it is not).
 UNSIGNED_KINDS = ("slack", "alertmanager_api")
 ALERTMANAGER_API = "alertmanager_api"
+#: Kinds that can take the digest (text): gpuwatch's own webhook body and Slack's.
+DIGEST_KINDS = ("generic", "slack")
 #: An alertmanager_api receiver re-sends firing alerts this often by default (Prometheus's resend delay), and
 #: at most every 2m30s: half of Alertmanager's default resolve_timeout (5m), so one lost request never lets
 #: Alertmanager end an alert that is still firing.
@@ -163,6 +179,7 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     efficiency: EfficiencyConfig = field(default_factory=EfficiencyConfig)
+    digest: DigestConfig = field(default_factory=DigestConfig)
     receivers: tuple[ReceiverConfig, ...] = ()
     #: The file this came from (None: defaults only).
     path: Path | None = None
@@ -173,4 +190,4 @@ class Config:
 
 SECTIONS: dict[str, type] = {"sampler": SamplerConfig, "sources": SourcesConfig, "alerts": AlertsConfig,
                              "daemon": DaemonConfig, "notify": NotifyConfig, "exporter": ExporterConfig,
-                             "efficiency": EfficiencyConfig}
+                             "efficiency": EfficiencyConfig, "digest": DigestConfig}

@@ -24,7 +24,7 @@ from aiohttp import web
 from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
-from gpuwatch.daemon import accounting, parts, rollouts
+from gpuwatch.daemon import accounting, digest, parts, rollouts
 from gpuwatch.daemon.app import Services, build_app
 from gpuwatch.daemon.assembly import assemble
 from gpuwatch.daemon.connections import (
@@ -80,6 +80,8 @@ class Daemon:
         self.efficiency = p.efficiency
         accounting.serve(self.app, self.efficiency)
         rollouts.serve(self.app, p.rollouts, p.deliverer.wake.set)
+        self.digest = digest.serve(self.app, config, p.outbox, self.efficiency, lambda: p.notify.receivers,
+                                   p.deliverer.wake.set, *([p.rollouts.store.rollouts] if p.rollouts else []))
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None

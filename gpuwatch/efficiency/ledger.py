@@ -29,7 +29,18 @@ from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.verdict import verdicts
 from gpuwatch.efficiency.account import GpuInterval, intervals, owner_of
-from gpuwatch.efficiency.rows import MAX_OWNERS, GpuHour, HistKey, LostKey, Owner, OwnerCap, States
+from gpuwatch.efficiency.rows import (
+    MAX_OWNERS,
+    UNDERUSED_PCT,
+    GpuHour,
+    HistKey,
+    LostKey,
+    Owner,
+    OwnerCap,
+    OwnerKey,
+    OwnerUse,
+    States,
+)
 from gpuwatch.model.causes import HELD_IDLE, NO_PROCESS, UNEXPLAINED, cause_of
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
@@ -71,6 +82,8 @@ class Increment:
     #: Allocated seconds by bin of the block's mean SM activity: percentiles of 10-second means for the
     #: headroom, not of single samples (a loop that alternates would read as peaks).
     hist: dict[HistKey, float] = field(default_factory=dict)
+    #: Each owner's use of each GPU per hour: allocated, effective and under-used seconds and its peaks.
+    owners: dict[OwnerKey, OwnerUse] = field(default_factory=dict)
     until: float = 0.0
 
     def add_interval(self, iv: GpuInterval, cause: str, owner: Owner, cap: Callable[[Owner], Owner]) -> None:
@@ -103,6 +116,18 @@ def _block_means(pending: Sequence[GpuInterval]) -> dict[tuple[int, int], tuple[
         a, e = sums.get((hour_of(iv.end), iv.gpu), (0.0, 0.0))
         sums[(hour_of(iv.end), iv.gpu)] = (a + iv.allocated, e + iv.effective)
     return {k: v for k, v in sums.items() if v[0] > 0}
+
+
+def _owner_use(ivs: Sequence[GpuInterval]) -> OwnerUse:
+    """One owner's block on one GPU: its mean SM activity is the block's peak candidate and says whether the
+    block was under-used (10-second means, as the headroom's histogram, so a loop that alternates does not
+    read as a peak)."""
+    allocated = sum(iv.allocated for iv in ivs)
+    effective = sum(iv.effective for iv in ivs)
+    sm = 100.0 * effective / allocated
+    return OwnerUse(allocated, effective, allocated if sm < UNDERUSED_PCT else 0.0, sm,
+                    float(max((iv.mem_used or 0) for iv in ivs)),
+                    float(max((iv.sample.mem_total_bytes or 0) for iv in ivs)))
 
 
 class Ledger:
@@ -192,6 +217,7 @@ class Ledger:
 
     def _attribute(self, top: dict[int, Finding]) -> Increment:
         inc = Increment(until=self._pending[-1].end)
+        owners: dict[OwnerKey, list[GpuInterval]] = {}
         for iv in self._pending:
             finding = top.get(iv.gpu)
             cause = cause_of(finding.code) if finding is not None else None
@@ -201,8 +227,13 @@ class Ledger:
                 inc.fixes[cause] = (finding.title, finding.fix)
             elif cause in OWN_FIXES:
                 inc.fixes.setdefault(cause, (cause.replace("_", " "), OWN_FIXES[cause]))
-            inc.add_interval(iv, cause, iv.owner(finding.pid if finding is not None else None),
-                             self._cap(hour_of(iv.end)))
+            owner = iv.owner(finding.pid if finding is not None else None)
+            inc.add_interval(iv, cause, owner, self._cap(hour_of(iv.end)))
+            if iv.allocated > 0:
+                owners.setdefault(OwnerKey(hour_of(iv.end), iv.gpu, self._cap(hour_of(iv.end))(owner)),
+                                  []).append(iv)
+        for ok, ivs in owners.items():
+            inc.owners[ok] = inc.owners.get(ok, OwnerUse()).plus(_owner_use(ivs))
         for (hour, gpu), (allocated, effective) in _block_means(self._pending).items():
             b = min(BINS - 1, int(100.0 * effective / allocated) // BIN_PCT)
             key = HistKey(hour, gpu, b)

@@ -130,3 +130,52 @@ class HistRow(NamedTuple):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HistRow:
         return cls(HistKey(int(d["hour"]), int(d["gpu"]), int(d["bin"])), float(d["seconds"]))
+
+
+class OwnerKey(NamedTuple):
+    """An owner's use of a GPU in one hour (who held it: the process the doctor named, else the biggest
+    memory holder, as the lost seconds name it)."""
+
+    hour: int
+    gpu: int
+    owner: Owner
+
+
+class OwnerUse(NamedTuple):
+    """How an owner used a GPU in one hour: what consolidation advice stands on. ``peak_sm`` is the highest
+    10-second mean of SM activity (percent), ``peak_mem`` the most GPU memory in use (bytes), ``mem_total``
+    the GPU's memory; ``underused`` the allocated seconds of 10-second blocks under
+    :data:`UNDERUSED_PCT` SM activity."""
+
+    allocated: float = 0.0
+    effective: float = 0.0
+    underused: float = 0.0
+    peak_sm: float = 0.0
+    peak_mem: float = 0.0
+    mem_total: float = 0.0
+
+    def plus(self, other: OwnerUse) -> OwnerUse:
+        """Seconds add up; peaks and the GPU's memory take the larger."""
+        return OwnerUse(self.allocated + other.allocated, self.effective + other.effective,
+                        self.underused + other.underused, max(self.peak_sm, other.peak_sm),
+                        max(self.peak_mem, other.peak_mem), max(self.mem_total, other.mem_total))
+
+
+#: A 10-second block under this SM activity (percent) is under-used: half the healthy band's floor (70 %),
+#: so such a GPU could take a second workload of the same size and still sit below the band.
+UNDERUSED_PCT = 35.0
+
+
+class OwnerRow(NamedTuple):
+    key: OwnerKey
+    use: OwnerUse
+
+    def to_dict(self) -> dict[str, Any]:
+        k = self.key
+        return {"hour": k.hour, "gpu": k.gpu, **k.owner._asdict(), **self.use._asdict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OwnerRow:
+        owner = Owner(*(str(d[o]) for o in OWNER_LABELS))
+        return cls(OwnerKey(int(d["hour"]), int(d["gpu"]), owner),
+                   OwnerUse(*(float(d[f]) for f in OwnerUse._fields)))

@@ -23,7 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.efficiency.ledger import HOUR, Increment
-from gpuwatch.efficiency.rows import GpuHour, HistKey, HistRow, LostKey, LostRow, Owner, SecondsRow, States
+from gpuwatch.efficiency.rows import (
+    GpuHour,
+    HistKey,
+    HistRow,
+    LostKey,
+    LostRow,
+    Owner,
+    OwnerKey,
+    OwnerRow,
+    OwnerUse,
+    SecondsRow,
+    States,
+)
 from gpuwatch.model.causes import OWNER_LABELS, STATES
 from gpuwatch.model.rollout import Rollout
 
@@ -44,7 +56,15 @@ CREATE TABLE IF NOT EXISTS marks (origin TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
     gpu TEXT NOT NULL, changed_at REAL NOT NULL, judged_at REAL NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (gpu, changed_at));
+CREATE TABLE IF NOT EXISTS owner_use (
+    hour INTEGER NOT NULL, gpu INTEGER NOT NULL, {", ".join(f"{o} TEXT NOT NULL" for o in OWNER_LABELS)},
+    {", ".join(f"{u} REAL NOT NULL" for u in OwnerUse._fields)},
+    PRIMARY KEY (hour, gpu, {", ".join(OWNER_LABELS)}));
 """
+#: ``PRAGMA user_version`` of the schema above. Files from before it was set (version 0) have no
+#: ``owner_use``: opening one adds the table, and its old hours simply have no owner rows.
+SCHEMA_VERSION = 1
+_OWNER_SUMS = ("allocated", "effective", "underused")
 
 
 @dataclass(frozen=True)
@@ -56,23 +76,33 @@ class Rollup:
     lost: list[LostRow]
     fixes: dict[str, tuple[str, str]]
     hist: list[HistRow] = dataclasses.field(default_factory=list)
+    #: Each owner's use of each GPU per hour (empty for hours from before the store kept it).
+    owners: list[OwnerRow] = dataclasses.field(default_factory=list)
 
     def since(self, since: float) -> Rollup:
         """The hours that end after ``since``."""
-        return Rollup([r for r in self.seconds if r.key.hour + HOUR > since],
-                      [r for r in self.lost if r.key.hour + HOUR > since], self.fixes,
-                      [r for r in self.hist if r.key.hour + HOUR > since])
+        return self.between(since, float("inf"))
+
+    def between(self, since: float, until: float) -> Rollup:
+        """The hours that end after ``since`` and no later than ``until`` (``until`` inf: all of them)."""
+        def keep(hour: int) -> bool:
+            return since < hour + HOUR <= until
+
+        return Rollup([r for r in self.seconds if keep(r.key.hour)], [r for r in self.lost if keep(r.key.hour)],
+                      self.fixes, [r for r in self.hist if keep(r.key.hour)],
+                      [r for r in self.owners if keep(r.key.hour)])
 
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": [r.to_dict() for r in self.seconds], "lost": [r.to_dict() for r in self.lost],
                 "fixes": {k: {"title": t, "fix": f} for k, (t, f) in self.fixes.items()},
-                "sm_hist": [r.to_dict() for r in self.hist]}
+                "sm_hist": [r.to_dict() for r in self.hist], "owner_use": [r.to_dict() for r in self.owners]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rollup:
         fixes = {k: (str(v["title"]), str(v["fix"])) for k, v in data.get("fixes", {}).items()}
         return cls([SecondsRow.from_dict(r) for r in data["seconds"]], [LostRow.from_dict(r) for r in data["lost"]],
-                   fixes, [HistRow.from_dict(r) for r in data.get("sm_hist", [])])
+                   fixes, [HistRow.from_dict(r) for r in data.get("sm_hist", [])],
+                   [OwnerRow.from_dict(r) for r in data.get("owner_use", [])])
 
 
 class Store:
@@ -91,6 +121,7 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._pruned_hour = 0
 
     def mark(self, origin: str) -> float:
@@ -115,6 +146,12 @@ class Store:
                 for hk, seconds in inc.hist.items():
                     db.execute("INSERT INTO sm_hist VALUES (?, ?, ?, ?) ON CONFLICT (hour, gpu, bin) DO UPDATE "
                                "SET seconds = seconds + excluded.seconds", (*hk, seconds))
+                for ok, use in inc.owners.items():
+                    db.execute(f"INSERT INTO owner_use VALUES ({', '.join('?' * 13)}) ON CONFLICT "
+                               f"(hour, gpu, {', '.join(OWNER_LABELS)}) DO UPDATE SET "
+                               f"{', '.join(f'{u} = {u} + excluded.{u}' for u in _OWNER_SUMS)}, "
+                               f"{', '.join(f'{u} = max({u}, excluded.{u})' for u in OwnerUse._fields[3:])}",
+                               (ok.hour, ok.gpu, *ok.owner, *use))
                 for cause, (title, fix) in inc.fixes.items():
                     db.execute("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?)", (cause, title, fix))
                 db.execute("INSERT INTO marks VALUES (?, ?) ON CONFLICT (origin) DO UPDATE SET until = "
@@ -131,7 +168,7 @@ class Store:
         if hour <= self._pruned_hour:
             return
         cutoff = now - self.retention_s
-        for table in ("gpu_seconds", "lost_seconds", "sm_hist"):
+        for table in ("gpu_seconds", "lost_seconds", "sm_hist", "owner_use"):
             self._db.execute(f"DELETE FROM {table} WHERE hour + {HOUR} <= ?", (cutoff,))
         self._pruned_hour = hour
 
@@ -145,10 +182,14 @@ class Store:
                                     "ORDER BY hour, gpu, cause", (lo, hi)).fetchall()
             hist = self._db.execute("SELECT * FROM sm_hist WHERE hour > ? AND hour <= ? ORDER BY hour, gpu, bin",
                                     (lo, hi)).fetchall()
+            owners = self._db.execute("SELECT * FROM owner_use WHERE hour > ? AND hour <= ? ORDER BY hour, gpu, "
+                                      f"{', '.join(OWNER_LABELS)}", (lo, hi)).fetchall()
             fixes = {c: (t, f) for c, t, f in self._db.execute("SELECT cause, title, fix FROM fixes")}
+        n = len(OWNER_LABELS)
         return Rollup([SecondsRow(GpuHour(h, g), States(*v)) for h, g, *v in seconds],
                       [LostRow(LostKey(h, g, c, Owner(*o)), sec) for h, g, c, *o, sec in lost], fixes,
-                      [HistRow(HistKey(h, g, b), sec) for h, g, b, sec in hist])
+                      [HistRow(HistKey(h, g, b), sec) for h, g, b, sec in hist],
+                      [OwnerRow(OwnerKey(h, g, Owner(*rest[:n])), OwnerUse(*rest[n:])) for h, g, *rest in owners])
 
     def add_rollout(self, rollout: Rollout) -> bool:
         """Keep a judged rollout and drop those older than the retention; False when this GPU's change was

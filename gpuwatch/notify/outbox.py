@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     finished REAL);
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, receiver, id);
 CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, at REAL NOT NULL, pad BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS digest_sent (name TEXT PRIMARY KEY, slot REAL NOT NULL);
 """
 #: Bytes a write probe stores: a few pages, so a disk that cannot take them does not pass for healthy.
 PROBE_BYTES = 16 * 1024

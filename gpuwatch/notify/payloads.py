@@ -5,6 +5,9 @@
 * ``slack``: an incoming-webhook message (``text`` plus one attachment per alert);
 * ``alertmanager_api``: the list of alerts Alertmanager's own ``POST /api/v2/alerts`` takes (see
   :mod:`gpuwatch.notify.alertmanager_api`).
+
+The scheduled digest (:func:`digest_body`) goes to ``generic`` receivers as gpuwatch's JSON with
+``"kind": "digest"`` and to ``slack`` ones as a message.
 """
 
 from __future__ import annotations
@@ -100,4 +103,17 @@ BUILDERS: dict[str, Callable[..., Any]] = {"generic": generic, "alertmanager": a
 def build_body(kind: str, receiver: str, group_key: str, group_labels: Mapping[str, str],
                alerts: Sequence[Mapping[str, Any]], external_url: str) -> bytes:
     doc = BUILDERS[kind](receiver, group_key, group_labels, alerts, external_url)
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def digest_body(kind: str, receiver: str, markdown: str, report: Mapping[str, Any], since: float, until: float,
+                fmt: str) -> bytes:
+    """The digest for one receiver: Slack gets the Markdown as its message; a generic receiver gets it as
+    ``text`` (``fmt`` markdown) or the report's JSON as ``report`` (``fmt`` json), with the window."""
+    if kind == "slack":
+        doc: dict[str, Any] = {"text": markdown}
+    else:
+        doc = {"version": "1", "kind": "digest", "receiver": receiver, "since": rfc3339(since),
+               "until": rfc3339(until), "format": fmt}
+        doc.update({"text": markdown} if fmt == "markdown" else {"report": dict(report)})
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
