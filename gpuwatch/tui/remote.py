@@ -27,7 +27,7 @@ from gpuwatch.model.bodies import (
 from gpuwatch.model.codec import snapshot_from_dict
 from gpuwatch.model.finding import Finding
 from gpuwatch.sampler.history import History
-from gpuwatch.tui.feed import DiagnosisReady, FeedStatus, Mode, SnapshotReady
+from gpuwatch.tui.feed import DIAGNOSIS_WINDOW_S, DiagnosisReady, FeedStatus, Mode, SnapshotReady
 
 POLL_ALERTS_S = 2.0
 POLL_DIAGNOSIS_S = 5.0
@@ -56,6 +56,7 @@ class RemoteFeed:
         self.description = "connected to " + ", ".join(u.split("://", 1)[-1] for u in self.urls)
         #: The daemon's own default (30 s) unless asked for another window.
         self.diagnosis_path = "diagnosis" if diagnosis_window_s is None else f"diagnosis?window={diagnosis_window_s:g}"
+        self.diagnosis_window_s = DIAGNOSIS_WINDOW_S if diagnosis_window_s is None else diagnosis_window_s
         self.alerts_note = ""
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self.histories = {u: History(capacity=history_capacity) for u in self.urls}
