@@ -4,12 +4,15 @@ against the recording read with the codec), the marker, and the one key back to 
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import replay_app
 from synthetic import snapshot
+from tmux_pane import Tmux
 
 from gpuwatch.doctor import diagnose_current
 from gpuwatch.model.alert import Alert
@@ -18,6 +21,7 @@ from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.tui import timetravel
 from gpuwatch.tui.app import GpuWatchApp
+from gpuwatch.tui.format import num, pct
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane, FindingsText
 from gpuwatch.tui.widgets.gpu_panel import GpuPanel
@@ -159,3 +163,76 @@ async def test_single_steps_move_one_sample_and_stop_at_the_newest(bundled: Path
         assert any("oldest sample kept" in str(n.message) for n in app._notifications)
         await pilot.press("p")  # p resumes as well
         assert not app.dashboard.paused and app.dashboard.moment is None
+
+
+# -- the real program in tmux ---------------------------------------------------------------------------
+CLOCK = re.compile(r" · \d{4}-\d\d-\d\d (\d\d:\d\d:\d\d) UTC · ")
+
+
+def status_clock(screen: str) -> str:
+    found = CLOCK.search(screen.splitlines()[0])
+    assert found, screen.splitlines()[0]
+    return found.group(1)
+
+
+def seconds_of(clock: str) -> int:
+    h, m, s = (int(x) for x in clock.split(":"))
+    return h * 3600 + m * 60 + s
+
+
+def line_starting(screen: str, *words: str) -> str:
+    return next(line for line in screen.splitlines() if line.split()[:len(words)] == list(words))
+
+
+def numbers_shown(snap: Snapshot) -> tuple[str, ...]:
+    g = snap.gpus[0]
+    return (pct(g.gpu_util), pct(g.sm_active), num(g.power_w), *(pct(p.cpu_percent) for p in snap.processes))
+
+
+def test_tmux_a_paused_replay_goes_back_60_s_shows_that_moments_numbers_then_l_returns_to_live(
+        tmux: Tmux, bundled: Path) -> None:
+    recorded = {time.strftime("%H:%M:%S", time.gmtime(s.time)): s for s in iter_snapshots(bundled)}
+    assert len(recorded) == len(list(iter_snapshots(bundled))), "one snapshot per second: a clock names one"
+    first = seconds_of(min(recorded))
+    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
+    tmux.wait_screen("GPU-Util", "RECORDING", " 558 ", timeout=40)
+    deadline = time.monotonic() + 60
+    while seconds_of(status_clock(tmux.screen())) < first + 100:  # a minute back is well inside the history
+        assert time.monotonic() < deadline, tmux.screen()
+        time.sleep(0.2)
+
+    tmux("send-keys", "-t", "gw", "p")
+    paused_at = status_clock(tmux.wait_screen("PAUSED at"))
+    tmux("send-keys", "-t", "gw", "<")
+    screen = tmux.wait_screen("(−1 min", "Diagnosis at")
+    moment = status_clock(screen)
+    assert f"PAUSED at {moment} (−1 min" in screen.splitlines()[0]
+    assert seconds_of(paused_at) - seconds_of(moment) in (60, 61)  # the newest sample at or before 60 s back
+    then = recorded[moment]
+    gpu = then.gpus[0]
+
+    # the GPU panel and the process table: that moment's numbers, as the recording has them
+    assert pct(gpu.gpu_util).strip() in line_starting(screen, "GPU-Util").split("SM active")[0]
+    assert pct(gpu.sm_active).strip() in line_starting(screen, "GPU-Util").split("SM active")[1]
+    assert f"{num(gpu.power_w)}/{num(gpu.power_limit_w)} W" in line_starting(screen, "power")
+    for proc in then.processes:
+        row = line_starting(screen, str(proc.pid)).split()
+        assert (row[4], row[5]) == (pct(proc.sm_util).strip(), pct(proc.cpu_percent).strip()), row
+    # ... and the Diagnosis pane: the doctor's verdict on the window that ends at the moment
+    findings = diagnose_current([s for s in recorded.values() if s.time <= then.time], 30.0)
+    assert findings
+    title = next(line for line in screen.splitlines() if "Diagnosis at" in line)
+    assert f"Diagnosis at {moment} · {len(findings)} finding" in title, title
+    for finding in findings:
+        assert finding.title in screen, finding.title
+    # the paused (newest) moment reads differently, so the checks above tell the two apart
+    assert numbers_shown(recorded[paused_at]) != numbers_shown(then)
+
+    tmux("send-keys", "-t", "gw", "l")
+    deadline = time.monotonic() + 20
+    while "PAUSED" in (screen := tmux.screen()) or seconds_of(status_clock(screen)) <= seconds_of(paused_at):
+        assert time.monotonic() < deadline, screen
+        time.sleep(0.2)
+    assert "Diagnosis at" not in screen
+    tmux("send-keys", "-t", "gw", "q")
+    assert tmux.wait_exit() == 0
