@@ -103,16 +103,15 @@ class RemoteFeed:
 
     def _backfill(self, url: str) -> None:
         """What the daemon kept (``/api/v1/history``) and this ring lacks, before streaming: a dashboard can go
-        back in time as soon as it connects, and again over a reconnection's gap. A daemon without the endpoint
-        (404) leaves the ring to the stream."""
+        back in time as soon as it connects, and again over a reconnection's gap. A daemon that serves no history
+        leaves the ring to the stream."""
         history = self.histories[url]
         latest = history.latest()
         query = f"limit={min(history.capacity, HISTORY_LIMIT)}" + (f"&since={latest.time!r}" if latest else "")
         with requests.get(f"{url}/api/v1/history?{query}", stream=True, timeout=self.timeouts,
                           headers=self.headers) as resp:
-            if resp.status_code == 404:
+            if resp.status_code != 200:  # no history there (an older daemon: 404): the stream says the rest
                 return
-            resp.raise_for_status()
             for line in capped_lines(response_chunks(resp), MAX_LINE_BYTES, f"{url}/api/v1/history"):
                 if self._stop.is_set():
                     return
