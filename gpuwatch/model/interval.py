@@ -23,8 +23,8 @@ def describe_bounds() -> str:
     return f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}"
 
 #: Seconds of snapshots the sampler keeps: how far back a paused dashboard can go (``--history``) and what a
-#: daemon serves on ``/api/v1/history`` (``[sampler] history``). About 8 KB a snapshot per GPU with a few
-#: processes: ten minutes of 8 GPUs at 1 s is ~40 MB.
+#: daemon serves on ``/api/v1/history`` (``[sampler] history``). A snapshot of one GPU and two processes (the
+#: bundled recording) holds 5.2 KiB, so ten minutes at 1 s is ~3 MiB; it grows with the GPUs and processes.
 DEFAULT_HISTORY_S = 600.0
 MIN_HISTORY_S, MAX_HISTORY_S = 60.0, 86400.0
 #: The fewest snapshots kept whatever the interval (the alert rules' and the doctor's windows read them).

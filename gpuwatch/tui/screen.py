@@ -242,7 +242,8 @@ class DashboardView(Screen[None]):
             gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
             self.query_one(GpuPanel).show(gpu, snap.host, snap.time)
             if history is not None and self.selected_gpu is not None:
-                self.query_one(HistoryPlot).plot(history, self.selected_gpu)
+                end = "now" if self.moment is None else time.strftime("%H:%M:%S", time.gmtime(snap.time))
+                self.query_one(HistoryPlot).plot(history, self.selected_gpu, end)
             self.query_one(ProcessTable).show(snap.processes, snap.command_labels())
             self.query_one(AlertsPane).show(alerts, snap.time, self.feed.alerts_note)
 

@@ -22,6 +22,7 @@ from gpuwatch.sampler.history import History
 from gpuwatch.tui import timetravel
 from gpuwatch.tui.app import GpuWatchApp
 from gpuwatch.tui.format import num, pct
+from gpuwatch.tui.status import status_line
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane, FindingsText
 from gpuwatch.tui.widgets.gpu_panel import GpuPanel
@@ -77,6 +78,14 @@ def test_the_marker_says_the_moment_and_how_far_behind_the_newest_sample_it_is(b
     assert timetravel.marker(moment, moment + behind) == words
 
 
+def test_the_status_line_leads_with_the_marker_so_a_narrow_terminal_still_shows_it() -> None:
+    snap = snapshot(3)
+    line = status_line(snap, "", paused=True, sort="gmem", reverse=True, tree=False, gpu_filter=None,
+                       filter_text="", moment="PAUSED at 14:03:12 (−2 min 10 s)").plain
+    assert line.startswith(" gpuwatch  PAUSED at 14:03:12 (−2 min 10 s) · l live ")
+    assert "p resumes" not in line and snap.host.hostname in line
+
+
 def test_alerts_are_shown_as_they_stood_at_the_moment() -> None:
     def alert(name: str, state: str, active: float, fired: float | None = None,
               resolved: float | None = None) -> Alert:
@@ -126,6 +135,7 @@ async def test_going_back_a_minute_shows_that_moment_in_every_pane_and_l_returns
         # the history plot ends at the moment too
         plot = app.query_one(HistoryPlot)
         assert plot._source is not None and plot._source[0].latest().time == then.time  # type: ignore[union-attr]
+        assert plot.plain.rstrip().endswith(clock) and "now" not in plot.plain  # its time axis ends there
 
         # the Diagnosis pane: the doctor over the window that ends at the moment, named by its time
         window = app.feed.diagnosis_window_s
