@@ -175,6 +175,8 @@ class DashboardScreen(DashboardView):
     def _confirm_signal(self, offer: tuple[signal.Signals, ...]) -> None:
         """Refuse in one line, or ask which signal (or whether) to send, then check again and send it."""
         refusal = kill_refusal(self.feed.mode, self.feed.description)
+        if refusal is None and self.moment is not None:
+            refusal = "the table shows a past moment; press l for live and pick the process there"
         proc = self.query_one(ProcessTable).selected()
         if refusal is None and proc is None:
             refusal = "no process selected"
