@@ -125,11 +125,12 @@ class DashboardScreen(DashboardView):
         """Pause (if live) and show the moment ``ticks`` samples or ``seconds`` away from the one shown."""
         state = self.sources.get(self.selected_source or "")
         history = state.history if state is not None else None
-        shown = self.moment if self.moment is not None else (state.snapshot.time if state and state.snapshot else None)
-        if history is None or not len(history) or shown is None:
+        if history is None or not len(history) or state is None or state.snapshot is None:
             self.notify("no history yet", severity="warning", timeout=3)
             return
         self.paused = True
+        frozen = self.paused_at if self.paused_at is not None else state.snapshot.time
+        shown = self.moment if self.moment is not None else frozen
         moment = timetravel.step(history, shown, ticks=ticks, seconds=seconds)
         oldest, newest = next(iter(history)).time, history.latest()
         if moment == shown == oldest and (ticks < 0 or seconds < 0) and newest is not None:

@@ -86,6 +86,9 @@ class DashboardView(Screen[None]):
         self._shrinking_since: float | None = None
         #: The moment a paused dashboard shows (a snapshot's time; None: live, or paused at the newest).
         self.moment: float | None = None
+        #: The newest snapshot's time when ``p`` paused: what stays on screen (and where going back starts from)
+        #: though a tick already under way lands after it.
+        self.paused_at: float | None = None
 
     # -- widgets -----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -222,10 +225,11 @@ class DashboardView(Screen[None]):
 
     def _shown(self, state: SourceState) -> tuple[Snapshot | None, History | None, tuple[Alert, ...] | None]:
         """The snapshot, history and alerts to draw: the newest, or those of the moment gone back to."""
-        if self.moment is None or state.history is None or not len(state.history):
+        shown = self.moment if self.moment is not None else self.paused_at if self.paused else None
+        if shown is None or state.history is None or not len(state.history):
             return state.snapshot, state.history, state.alerts
-        return (timetravel.snapshot_at(state.history, self.moment),
-                timetravel.history_until(state.history, self.moment), timetravel.alerts_at(state.alerts, self.moment))
+        return (timetravel.snapshot_at(state.history, shown),
+                timetravel.history_until(state.history, shown), timetravel.alerts_at(state.alerts, shown))
 
     def _render_selected(self) -> None:
         state = self.sources.get(self.selected_source or "")
@@ -264,8 +268,9 @@ class DashboardView(Screen[None]):
         # A recording's name is on the banner already; the status line keeps its room for numbers.
         description = "" if self.feed.mode == "recording" else self.feed.description
         snap = state.snapshot
-        if self.moment is not None and state.history is not None and len(state.history):
-            snap = timetravel.snapshot_at(state.history, self.moment)
+        shown = self.moment if self.moment is not None else self.paused_at if self.paused else None
+        if shown is not None and state.history is not None and len(state.history):
+            snap = timetravel.snapshot_at(state.history, shown)
         newest = state.history.latest() if state.history is not None else None
         moment = timetravel.marker(snap.time, newest.time if newest else None) if self.paused and snap else ""
         text = status_line(snap, description, paused=self.paused, sort=self.sort.key,
@@ -296,10 +301,11 @@ class DashboardView(Screen[None]):
 
     def watch_paused(self, paused: bool) -> None:
         self.feed.pause(paused)
+        state = self.sources.get(self.selected_source or "")
+        self.paused_at = state.snapshot.time if paused and state is not None and state.snapshot is not None else None
         if not paused:
             if self.moment is not None:  # back to live: the live doctor's verdict again
                 self.moment = None
-                state = self.sources.get(self.selected_source or "")
                 if state is not None:
                     self.diagnosis_arrived(self.selected_source or "", state)
             self._render_selected()
