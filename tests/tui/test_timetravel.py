@@ -246,3 +246,22 @@ def test_tmux_a_paused_replay_goes_back_60_s_shows_that_moments_numbers_then_l_r
     assert "Diagnosis at" not in screen
     tmux("send-keys", "-t", "gw", "q")
     assert tmux.wait_exit() == 0
+
+
+async def test_a_tick_landing_after_p_stays_off_the_screen_and_going_back_starts_from_the_paused_moment(
+        bundled: Path) -> None:
+    recorded = list(iter_snapshots(bundled))
+    app = replay_app(bundled, 100)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        app.feed.sampler.tick()  # type: ignore[attr-defined]  # a tick already under way when p was pressed
+        await pilot.pause()
+        assert app.feed.sampler.history.latest().time == recorded[100].time  # type: ignore[attr-defined]
+        await pilot.resize_terminal(150, 50)  # every pane drawn again
+        await pilot.pause()
+        paused = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(recorded[99].time))
+        status = app.query_one("#status", TextLine).plain
+        assert f"PAUSED at {paused[11:]} (−1 s) · l live" in status and f"· {paused} UTC ·" in status, status
+        await pilot.press("left_square_bracket")
+        assert app.dashboard.moment == recorded[98].time
