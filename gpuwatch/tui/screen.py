@@ -2,7 +2,8 @@
 what the app heard from its sources.
 
 The app (:mod:`gpuwatch.tui.app`) owns the feed and the per-source state; this screen owns the widgets and
-the view state (sort, filter, tree, which GPU), and the keys that change it live in its subclass
+the view state (sort, filter, tree, which GPU, the moment shown while paused: :mod:`gpuwatch.tui.timetravel`),
+and the keys that change it live in its subclass
 (:class:`gpuwatch.tui.actions.DashboardScreen`). A new pane is one widget in :meth:`DashboardView.compose`,
 drawn in :meth:`DashboardView._render_selected` from the selected source's state; where it needs rows of
 its own, one more share in :func:`gpuwatch.tui.layout.plan`.
@@ -223,9 +224,14 @@ class DashboardView(Screen[None]):
         self._relayout(findings_changed=True)
         self._render_selected()
 
+    @property
+    def shown_moment(self) -> float | None:
+        """The moment on screen: the one gone back to, or the one ``p`` paused at; None: the newest."""
+        return self.moment if self.moment is not None else self.paused_at if self.paused else None
+
     def _shown(self, state: SourceState) -> tuple[Snapshot | None, History | None, tuple[Alert, ...] | None]:
-        """The snapshot, history and alerts to draw: the newest, or those of the moment gone back to."""
-        shown = self.moment if self.moment is not None else self.paused_at if self.paused else None
+        """The snapshot, history and alerts to draw: the newest, or those of the moment on screen."""
+        shown = self.shown_moment
         if shown is None or state.history is None or not len(state.history):
             return state.snapshot, state.history, state.alerts
         return (timetravel.snapshot_at(state.history, shown),
@@ -267,8 +273,7 @@ class DashboardView(Screen[None]):
             return
         # A recording's name is on the banner already; the status line keeps its room for numbers.
         description = "" if self.feed.mode == "recording" else self.feed.description
-        snap = state.snapshot
-        shown = self.moment if self.moment is not None else self.paused_at if self.paused else None
+        snap, shown = state.snapshot, self.shown_moment
         if shown is not None and state.history is not None and len(state.history):
             snap = timetravel.snapshot_at(state.history, shown)
         newest = state.history.latest() if state.history is not None else None
