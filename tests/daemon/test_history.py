@@ -20,6 +20,7 @@ from gpuwatch.daemon.app import HISTORY_LIMIT
 from gpuwatch.model.codec import snapshot_from_dict
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.runtime.build import SamplingOptions, open_sampler
+from gpuwatch.tui.remote import RemoteFeed
 
 
 def history(url: str, query: str = "") -> list[Snapshot]:
@@ -72,3 +73,18 @@ def test_a_history_shorter_than_a_minute_is_refused_naming_the_key(tmp_path: Pat
     config_file.write_text('[sampler]\nhistory = "10s"\n')
     with pytest.raises(ValueError, match=r"history.*between 1m and 1d"):
         load_config(config_file, env={})
+
+
+def test_a_connected_dashboard_fills_only_what_its_ring_lacks(running: RunningDaemon) -> None:
+    """After a reconnection the ring has the older part: the daemon's newer snapshots follow, none twice."""
+    running.wait_evaluated(120)
+    served = history(running.url)
+    feed = RemoteFeed([running.url])
+    ring = feed.histories[running.url]
+    for snap in served[:50]:
+        ring.append(snap)
+    feed._backfill(running.url)
+    assert [s.time for s in ring] == [s.time for s in served]
+    small = RemoteFeed([running.url], history_capacity=60)
+    small._backfill(running.url)  # a ring of 60 asks for the newest 60
+    assert [s.time for s in small.histories[running.url]] == [s.time for s in served[-60:]]
