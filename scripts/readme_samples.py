@@ -33,6 +33,8 @@ SAMPLES: dict[str, tuple[list[str], tuple[int, ...]]] = {
     "compare-runs": (["compare", "{out}/batched@206-1102.ndjson.gz", "{out}/compiled@206-1153.ndjson.gz"], (1,)),
     "rollouts": (["report", "--replay", "tests/efficiency/fixtures/rollout-slower.ndjson.gz", "--by", "gpu"], (0,)),
 }
+#: name -> the dashboard screen ``scripts/screenshots.py --text`` prints (headless, at a fixed point of the recording).
+SCREENS: dict[str, str] = {"tui-paused": "paused-4-min-back-120x34"}
 BLOCK = re.compile(r"(<!-- sample: (?P<name>[\w-]+) -->\n```\n)(?P<body>.*?)(```\n<!-- sample: end -->)", re.S)
 
 
@@ -56,6 +58,13 @@ def outputs() -> dict[str, str]:
                 raise SystemExit(f"sample {name}: gpuwatch {' '.join(args)} exited {done.returncode} "
                                  f"(expected {statuses}): {done.stderr.strip()}")
             texts[name] = done.stdout.rstrip("\n") + "\n"
+        for name, shot in SCREENS.items():
+            done = subprocess.run([sys.executable, str(ROOT / "scripts" / "screenshots.py"), "--text", shot],
+                                  capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TZ": "UTC"},
+                                  stdin=subprocess.DEVNULL, timeout=300, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"screen {name}: scripts/screenshots.py --text {shot} failed: {done.stderr.strip()}")
+            texts[name] = done.stdout
         return texts
 
 

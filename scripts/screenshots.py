@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/screenshots.py            # all screenshots
     .venv/bin/python scripts/screenshots.py --svg-only # no PNG conversion
+    .venv/bin/python scripts/screenshots.py --text NAME   # one of TEXT_SHOTS as plain text (README samples)
 
 The app is built by the same factory as ``gpuwatch tui --replay``; the recording is played up to a fixed
 point before the screen is taken, so the pictures are reproducible. PNGs are converted with
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import io
 import shutil
 import subprocess
 import sys
@@ -21,9 +23,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
 
 from gpuwatch.data import bundled_recording  # noqa: E402
 from gpuwatch.model.recording import iter_snapshots  # noqa: E402
@@ -54,6 +59,12 @@ SHOTS = (
     Shot("help-100x36", 130, (100, 36), ("question_mark",), what="the ? screen: keys and what the numbers mean"),
 )
 
+#: Screens the README shows as text (``--text NAME``), not pictures.
+TEXT_SHOTS = (
+    Shot("paused-4-min-back-120x34", 400, (120, 34), ("less_than_sign",) * 4,
+         what="after the fixes, paused and four minutes back: the naive service as it was, judged then"),
+)
+
 
 class RecordingProducer:
     """Snapshots of a recording, one per ``collect()``, labelled as a recording (origin)."""
@@ -70,7 +81,7 @@ class RecordingProducer:
         self._it = iter(())
 
 
-async def take(shot: Shot, recording: Path) -> str:
+async def take(shot: Shot, recording: Path, as_text: bool = False) -> str:
     feed = local_feed(Sampler(RecordingProducer(recording)), f"recording: {recording.name}", True, run_sampler=False)
     feed.prime(shot.ticks)
     app = make_app(feed)
@@ -79,7 +90,17 @@ async def take(shot: Shot, recording: Path) -> str:
         for key in shot.keys:
             await pilot.press(key)
         await pilot.pause(0.2)
-        return app.export_screenshot(title=f"gpuwatch · {shot.name}")
+        return screen_text(app) if as_text else app.export_screenshot(title=f"gpuwatch · {shot.name}")
+
+
+def screen_text(app: Any) -> str:
+    """The screen's characters, as a terminal capture has them (no colour, no trailing blanks); drawn as
+    ``export_screenshot`` draws the SVG."""
+    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(), record=True,
+                      color_system=None, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    lines = console.export_text().replace("\u00a0", " ").splitlines()
+    return "\n".join(line.rstrip() for line in lines).rstrip("\n") + "\n"
 
 
 def to_png(svg: Path, png: Path, rsvg: str) -> None:
@@ -94,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--svg-only", action="store_true", help="skip the PNG conversion")
     p.add_argument("--recording", type=Path, default=bundled_recording(), help="recording to show")
+    p.add_argument("--text", choices=[s.name for s in TEXT_SHOTS], help="print this screen as text, write nothing")
     args = p.parse_args(argv)
+    if args.text:
+        shot = next(s for s in TEXT_SHOTS if s.name == args.text)
+        sys.stdout.write(asyncio.run(take(shot, args.recording, as_text=True)))
+        return 0
     rsvg = shutil.which("rsvg-convert")
     if not args.svg_only and rsvg is None:
         print("screenshots: rsvg-convert not found; install librsvg2-bin (apt-get install librsvg2-bin) "

@@ -72,6 +72,7 @@ def _configure(args: argparse.Namespace) -> Config:
 def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOptions:
     """The daemon's road: its flags went into the Config (``_configure``); what to sample comes from there."""
     return dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
+                               history_s=config.sampler.history,
                                dcgm_url=config.sources.dcgm_url,
                                kubelet_socket=config.sources.kubelet_socket or None,
                                kubelet_interval=config.sources.kubelet_interval,

@@ -11,8 +11,12 @@ from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args, positive_float
 from gpuwatch.cli.paths import input_file, rule_path
+from gpuwatch.config import fields
+from gpuwatch.config.fields import FieldError
 from gpuwatch.config.model import DEFAULT_PORT
 from gpuwatch.model import files
+from gpuwatch.model.durations import format_duration
+from gpuwatch.model.interval import DEFAULT_HISTORY_S, MAX_HISTORY_S, MIN_HISTORY_S, history_capacity
 
 if TYPE_CHECKING:
     from gpuwatch.tui.feed import Feed
@@ -40,10 +44,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --connect: bearer token for daemons that require one for reads")
     p.add_argument("--rules", action="append", type=rule_path, metavar="FILE",
                    help="alert rule file (repeatable; default: the shipped rules)")
+    p.add_argument("--history", type=history_seconds, default=DEFAULT_HISTORY_S, metavar="DURATION",
+                   help=f"how far back a paused dashboard can go ([ and ] step, < and > a minute): 90s, 10m, 1h "
+                   f"(default {format_duration(DEFAULT_HISTORY_S)}); with --connect, how much each daemon sends of "
+                   "what it keeps")
     p.add_argument("--diagnosis-window", type=positive_float, default=None, metavar="S",
                    help="seconds the Diagnosis pane judges (default 30): a finding goes within one window "
                    "of the load changing")
     p.set_defaults(func=run)
+
+
+def history_seconds(text: str) -> float:
+    """``--history``: a duration as the config file writes one, within the limits the sampler keeps."""
+    try:
+        return fields.duration_between(MIN_HISTORY_S, MAX_HISTORY_S)(text)
+    except FieldError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_feed(args: argparse.Namespace) -> Feed:
@@ -59,7 +75,8 @@ def build_feed(args: argparse.Namespace) -> Feed:
         if args.replay is not None:
             raise CliError("--connect and --replay exclude each other: watch daemons, or play a file here")
         return RemoteFeed(list(args.connect), token=_read_token(getattr(args, "token_file", None)),
-                          diagnosis_window_s=getattr(args, "diagnosis_window", None))
+                          diagnosis_window_s=getattr(args, "diagnosis_window", None),
+                          history_capacity=history_capacity(args.history, args.interval))
     rules = getattr(args, "rules", None)
     if rules:  # rules the user named must load, checked before a source is opened
         from gpuwatch.tui.analysis import load_engine
@@ -68,7 +85,8 @@ def build_feed(args: argparse.Namespace) -> Feed:
         if engine is None:
             raise CliError(note)
     # the bundled recording's service starts after ~10 idle seconds: it plays from where its GPU gets busy
-    opened = open_options(dataclasses.replace(options_from_args(args, allow_bundled=True), skip_bundled_idle=True))
+    opened = open_options(dataclasses.replace(options_from_args(args, allow_bundled=True), skip_bundled_idle=True,
+                                              history_s=args.history))
     window = getattr(args, "diagnosis_window", None)
     return local_feed(opened.sampler, opened.description, opened.is_recording,
                       rule_paths=rules, **({"diagnosis_window_s": window} if window else {}))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwatch.config import fields as f
-from gpuwatch.model.interval import DEFAULT_INTERVAL_S, describe_bounds
+from gpuwatch.model.interval import DEFAULT_HISTORY_S, DEFAULT_INTERVAL_S, MAX_HISTORY_S, MIN_HISTORY_S, describe_bounds
 
 DEFAULT_PORT = 19464
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
@@ -24,6 +24,9 @@ def _opt(parse: Any, help: str, **kw: Any) -> Any:
 class SamplerConfig:
     interval: float = _opt(f.sampling_interval, f"seconds between samples ({describe_bounds()})",
                            default=DEFAULT_INTERVAL_S)
+    history: float = _opt(f.duration_between(MIN_HISTORY_S, MAX_HISTORY_S), "how far back the snapshots kept reach "
+                          "(/api/v1/history, a connected dashboard going back in time); each costs memory",
+                          default=DEFAULT_HISTORY_S)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
                               fill the window; the default question is the
                               daemon's one shared evaluation (the one /metrics serves), made at most once
                               per snapshot however many clients ask
+    GET  /api/v1/history      NDJSON: the Snapshots the daemon keeps ([sampler] history, 10 min by default),
+                              oldest first; ?since=T&until=T (Unix seconds, both ends included) and ?limit=N
+                              (the newest N of them; default and most: HISTORY_LIMIT); a remote dashboard
+                              goes back in time with them
     GET  /api/v1/efficiency   hourly GPU-second roll-ups over ?window=S (daemon/accounting.py)
     GET  /api/v1/rollouts     {"rollouts": [...]} judged since ?since= (Unix seconds or a duration back,
                               7d); each a workload replaced on a GPU, before against after (daemon/rollouts.py)
@@ -71,6 +75,9 @@ class Services:
 
 SERVICES = web.AppKey("services", Services)
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S
+#: Most Snapshots one /api/v1/history answer holds: an hour at 1 s. Sent in chunks of HISTORY_CHUNK, each
+#: encoded off the event loop, so a long answer neither holds the loop nor builds one large body.
+HISTORY_LIMIT, HISTORY_CHUNK = 3600, 100
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -164,6 +171,44 @@ async def diagnosis(request: web.Request) -> web.Response:
                   **({"watching": evaluation.watching} if evaluation.watching else {})})
 
 
+def _history_query(query: Any) -> tuple[float, float, int] | str:
+    """``(since, until, limit)`` from ``?since=&until=&limit=``, or what is wrong with them in words."""
+    try:
+        since, until = float(query.get("since", "-inf")), float(query.get("until", "inf"))
+        limit = int(query.get("limit", HISTORY_LIMIT))
+    except ValueError:
+        return "since and until must be Unix times in seconds and limit a whole number"
+    if math.isnan(since) or math.isnan(until) or since > until:
+        return "since must be a time at or before until"
+    if not 1 <= limit <= HISTORY_LIMIT:
+        return f"limit must be between 1 and {HISTORY_LIMIT}"
+    return since, until, limit
+
+
+def _ndjson(snapshots: Sequence[Snapshot]) -> bytes:
+    return b"".join((json.dumps(snapshot_to_dict(x), separators=(",", ":")) + "\n").encode() for x in snapshots)
+
+
+async def history(request: web.Request) -> web.StreamResponse:
+    s = request.app[SERVICES]
+    asked = _history_query(request.query)
+    if isinstance(asked, str):
+        return _json({"error": asked}, 400)
+    since, until, limit = asked
+    kept = [x for x in s.history() if since <= x.time <= until][-limit:]
+    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    loop = asyncio.get_running_loop()
+    try:
+        for at in range(0, len(kept), HISTORY_CHUNK):
+            chunk = await loop.run_in_executor(None, _ndjson, kept[at:at + HISTORY_CHUNK])
+            await asyncio.wait_for(resp.write(chunk), s.write_timeout)
+        await resp.write_eof()
+    except (ConnectionError, asyncio.TimeoutError):
+        pass  # the client went away or stopped reading
+    return resp
+
+
 async def reload(request: web.Request) -> web.Response:
     s = request.app[SERVICES]
     denied = _authorised(request, s.token)
@@ -195,6 +240,7 @@ INDEX_HTML = b"""<!doctype html>
 <li><a href="api/v1/stream">/api/v1/stream</a>: one snapshot per line (NDJSON)</li>
 <li><a href="api/v1/alerts">/api/v1/alerts</a>: pending, firing and recently resolved alerts</li>
 <li><a href="api/v1/diagnosis">/api/v1/diagnosis</a>: the doctor's findings</li>
+<li><a href="api/v1/history">/api/v1/history</a>: the snapshots kept, oldest first (NDJSON)</li>
 </ul>
 <p>POST /api/v1/reload re-reads config and rules (with the bearer token).</p>
 </body></html>
@@ -216,5 +262,6 @@ def build_app(services: Services, middlewares: Sequence[Middleware] = ()) -> web
     app.router.add_get("/api/v1/stream", stream, allow_head=False)  # HEAD would start a stream
     app.router.add_get("/api/v1/alerts", alerts)
     app.router.add_get("/api/v1/diagnosis", diagnosis)
+    app.router.add_get("/api/v1/history", history)
     app.router.add_post("/api/v1/reload", reload)
     return app

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwatch.data import bundled_recording, use_bundled_hint
-from gpuwatch.model.interval import DEFAULT_INTERVAL_S
+from gpuwatch.model.interval import DEFAULT_HISTORY_S, DEFAULT_INTERVAL_S, history_capacity
 from gpuwatch.sampler.collector import LiveCollector
+from gpuwatch.sampler.history import History
 from gpuwatch.sampler.sampler import Producer, Sampler
 from gpuwatch.sources.base import Source, SourceUnavailable
 from gpuwatch.sources.host import HostSource
@@ -57,6 +58,8 @@ class SamplingOptions:
     #: The bundled recording starts where its GPU gets busy (the dashboard and the daemon: live views of the
     #: demo), so no window, verdict or GPU-hour comes from the ~10 idle seconds nobody is shown.
     skip_bundled_idle: bool = False
+    #: Seconds of snapshots kept (how far back a paused dashboard goes; what a daemon's /api/v1/history serves).
+    history_s: float = DEFAULT_HISTORY_S
 
 
 @dataclass
@@ -76,7 +79,8 @@ class Opened:
 def open_sampler(opts: SamplingOptions) -> Opened:
     """Open the sources ``opts`` name and the Sampler over them, at ``opts.interval``."""
     producer, description, is_recording = _open_producer(opts)
-    return Opened(Sampler(producer, interval=opts.interval), description, is_recording)
+    history = History(capacity=history_capacity(opts.history_s, opts.interval))
+    return Opened(Sampler(producer, interval=opts.interval, history=history), description, is_recording)
 
 
 def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gpuwatch.model.interval import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
+from gpuwatch.model.interval import DEFAULT_HISTORY_S, DEFAULT_INTERVAL_S, MIN_INTERVAL_S, history_capacity
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
 
@@ -38,7 +38,10 @@ class Sampler:
             raise ValueError(f"interval must be at least {MIN_INTERVAL_S} s, got {interval}")
         self.producer = producer
         self.interval = interval
-        self.history = history or History(capacity=max(60, int(600 / interval)))
+        # an empty History is falsy (it has a length): test for None, or a caller's empty ring is replaced
+        if history is None:
+            history = History(capacity=history_capacity(DEFAULT_HISTORY_S, interval))
+        self.history = history
         self.latest: Snapshot | None = None
         self.last_tick_s: float = 0.0
         self.ticks = 0

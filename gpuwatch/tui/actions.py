@@ -15,7 +15,8 @@ from textual import on
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
-from gpuwatch.tui import signals
+from gpuwatch.model.durations import format_duration
+from gpuwatch.tui import signals, timetravel
 from gpuwatch.tui.screen import DashboardView
 from gpuwatch.tui.status import kill_refusal
 from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
@@ -42,6 +43,13 @@ KEYS: list[BindingType] = [
     Binding("K", "signal('SIGKILL')", "SIGKILL", show=False),
     Binding("I", "signal('SIGINT')", "SIGINT", show=False),
     Binding("p", "pause", "pause"),
+    Binding("left_square_bracket", "travel(-1, 0)", "one tick back", show=False),
+    Binding("right_square_bracket", "travel(1, 0)", "one tick forward", show=False),
+    Binding("left_curly_bracket", "travel(0, -10)", "10 s back", show=False),
+    Binding("right_curly_bracket", "travel(0, 10)", "10 s forward", show=False),
+    Binding("less_than_sign", "travel(0, -60)", "1 min back", show=False),
+    Binding("greater_than_sign", "travel(0, 60)", "1 min forward", show=False),
+    Binding("l", "live", "back to live", show=False),
     Binding("escape", "clear_filter", "clear filter", show=False),
     *[Binding(str(n), f"pick_gpu({n})", f"GPU {n - 1}", show=False) for n in range(1, 10)],
     Binding("0", "pick_gpu(0)", "all GPUs", show=False),
@@ -67,7 +75,9 @@ class DashboardScreen(DashboardView):
         if (source, gpu) != (self.selected_source, self.selected_gpu):
             self.selected_source = source
             state = self.sources.get(source)
-            if state is not None:
+            if state is not None and self.moment is not None:  # back in time: that source at the same moment
+                self.go_to(self.moment)
+            elif state is not None:
                 self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
             if gpu is not None and gpu != self.selected_gpu:
                 self.selected_gpu = gpu  # redraws through its watcher
@@ -111,6 +121,27 @@ class DashboardScreen(DashboardView):
     def action_pause(self) -> None:
         self.paused = not self.paused
 
+    def action_travel(self, ticks: int, seconds: float) -> None:
+        """Pause (if live) and show the moment ``ticks`` samples or ``seconds`` away from the one shown."""
+        state = self.sources.get(self.selected_source or "")
+        history = state.history if state is not None else None
+        if history is None or not len(history) or state is None or state.snapshot is None:
+            self.notify("no history yet", severity="warning", timeout=3)
+            return
+        self.paused = True
+        frozen = self.paused_at if self.paused_at is not None else state.snapshot.time
+        shown = self.moment if self.moment is not None else frozen
+        moment = timetravel.step(history, shown, ticks=ticks, seconds=seconds)
+        oldest, newest = next(iter(history)).time, history.latest()
+        if moment == shown == oldest and (ticks < 0 or seconds < 0) and newest is not None:
+            kept = format_duration(round(newest.time - oldest))
+            self.notify(f"this is the oldest sample kept ({kept} before the newest; --history keeps more)",
+                        timeout=3)
+        self.go_to(moment)
+
+    def action_live(self) -> None:
+        self.paused = False
+
     def action_pick_gpu(self, n: int) -> None:
         if n == 0:
             self.gpu_filter = None
@@ -145,6 +176,8 @@ class DashboardScreen(DashboardView):
     def _confirm_signal(self, offer: tuple[signal.Signals, ...]) -> None:
         """Refuse in one line, or ask which signal (or whether) to send, then check again and send it."""
         refusal = kill_refusal(self.feed.mode, self.feed.description)
+        if refusal is None and self.moment is not None:
+            refusal = "the table shows a past moment; press l for live and pick the process there"
         proc = self.query_one(ProcessTable).selected()
         if refusal is None and proc is None:
             refusal = "no process selected"

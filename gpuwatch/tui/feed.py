@@ -89,6 +89,8 @@ class Feed(Protocol):
     mode: Mode
     description: str
     alerts_note: str
+    #: Seconds the Diagnosis pane judges (also at a past moment of a paused dashboard).
+    diagnosis_window_s: float
 
     def start(self, target: MessagePump) -> None: ...
 

@@ -1,6 +1,7 @@
 """A feed from one or more gpuwatch daemons: the fleet view.
 
-Per daemon, one thread reads ``GET /api/v1/stream`` (NDJSON, one snapshot per line) and another polls
+Per daemon, one thread reads ``GET /api/v1/stream`` (NDJSON, one snapshot per line), after filling its
+history ring from ``GET /api/v1/history`` (so a paused dashboard can go back at once), and another polls
 ``/api/v1/alerts`` and ``/api/v1/diagnosis``. Both reconnect with back-off and report what went wrong
 as a :class:`FeedStatus` line instead of raising; the event loop never waits on the network.
 """
@@ -27,9 +28,11 @@ from gpuwatch.model.bodies import (
 from gpuwatch.model.codec import snapshot_from_dict
 from gpuwatch.model.finding import Finding
 from gpuwatch.sampler.history import History
-from gpuwatch.tui.feed import DiagnosisReady, FeedStatus, Mode, SnapshotReady
+from gpuwatch.tui.feed import DIAGNOSIS_WINDOW_S, DiagnosisReady, FeedStatus, Mode, SnapshotReady
 
 POLL_ALERTS_S = 2.0
+#: The most snapshots a daemon's /api/v1/history sends in one answer (its own cap).
+HISTORY_LIMIT = 3600
 POLL_DIAGNOSIS_S = 5.0
 T = TypeVar("T")
 
@@ -56,6 +59,7 @@ class RemoteFeed:
         self.description = "connected to " + ", ".join(u.split("://", 1)[-1] for u in self.urls)
         #: The daemon's own default (30 s) unless asked for another window.
         self.diagnosis_path = "diagnosis" if diagnosis_window_s is None else f"diagnosis?window={diagnosis_window_s:g}"
+        self.diagnosis_window_s = DIAGNOSIS_WINDOW_S if diagnosis_window_s is None else diagnosis_window_s
         self.alerts_note = ""
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self.histories = {u: History(capacity=history_capacity) for u in self.urls}
@@ -77,6 +81,7 @@ class RemoteFeed:
         backoff = 1.0
         while not self._stop.is_set():
             try:
+                self._backfill(url)
                 with requests.get(f"{url}/api/v1/stream", stream=True, timeout=self.timeouts,
                                   headers=self.headers) as resp:
                     resp.raise_for_status()
@@ -96,10 +101,32 @@ class RemoteFeed:
             self._stop.wait(backoff)
             backoff = min(backoff * 2, 30.0)
 
+    def _backfill(self, url: str) -> None:
+        """What the daemon kept (``/api/v1/history``) and this ring lacks, before streaming: a dashboard can go
+        back in time as soon as it connects, and again over a reconnection's gap. A daemon that serves no history
+        leaves the ring to the stream."""
+        history = self.histories[url]
+        latest = history.latest()
+        query = f"limit={min(history.capacity, HISTORY_LIMIT)}" + (f"&since={latest.time!r}" if latest else "")
+        with requests.get(f"{url}/api/v1/history?{query}", stream=True, timeout=self.timeouts,
+                          headers=self.headers) as resp:
+            if resp.status_code != 200:  # no history there (an older daemon: 404): the stream says the rest
+                return
+            for line in capped_lines(response_chunks(resp), MAX_LINE_BYTES, f"{url}/api/v1/history"):
+                if self._stop.is_set():
+                    return
+                snap = snapshot_from_dict(json.loads(line))
+                if latest is None or snap.time > latest.time:
+                    history.append(snap)
+
     def _on_line(self, url: str, line: bytes) -> None:
         snap = snapshot_from_dict(json.loads(line))
         history = self.histories[url]
-        history.append(snap)
+        latest = history.latest()
+        if latest is not None and snap.time < latest.time:  # the daemon's clock (or its recording) started over
+            history = self.histories[url] = History(capacity=history.capacity)
+        if latest is None or snap.time != latest.time:  # the stream's first line: the newest the history sent
+            history.append(snap)
         if not self._paused:
             self._post(SnapshotReady(url, snap, self._alerts[url], history))
 

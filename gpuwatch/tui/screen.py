@@ -2,7 +2,8 @@
 what the app heard from its sources.
 
 The app (:mod:`gpuwatch.tui.app`) owns the feed and the per-source state; this screen owns the widgets and
-the view state (sort, filter, tree, which GPU), and the keys that change it live in its subclass
+the view state (sort, filter, tree, which GPU, the moment shown while paused: :mod:`gpuwatch.tui.timetravel`),
+and the keys that change it live in its subclass
 (:class:`gpuwatch.tui.actions.DashboardScreen`). A new pane is one widget in :meth:`DashboardView.compose`,
 drawn in :meth:`DashboardView._render_selected` from the selected source's state; where it needs rows of
 its own, one more share in :func:`gpuwatch.tui.layout.plan`.
@@ -25,7 +26,9 @@ from textual.widgets import Footer, Input, Static
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.visible import visible, visible_fields
 from gpuwatch.sampler.history import History
+from gpuwatch.tui import timetravel
 from gpuwatch.tui.feed import Feed
 from gpuwatch.tui.layout import Plan, plan, settle
 from gpuwatch.tui.status import banner_text, status_line
@@ -82,6 +85,11 @@ class DashboardView(Screen[None]):
         self.layout_plan: Plan | None = None
         #: ``time.monotonic()`` since when the findings have needed fewer rows than their pane has (None: not).
         self._shrinking_since: float | None = None
+        #: The moment a paused dashboard shows (a snapshot's time; None: live, or paused at the newest).
+        self.moment: float | None = None
+        #: The newest snapshot's time when ``p`` paused: what stays on screen (and where going back starts from)
+        #: though a tick already under way lands after it.
+        self.paused_at: float | None = None
 
     # -- widgets -----------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -175,7 +183,7 @@ class DashboardView(Screen[None]):
             self._render_selected()
 
     def diagnosis_arrived(self, source: str, state: SourceState) -> None:
-        if source == self.selected_source:
+        if source == self.selected_source and self.moment is None:  # back in time: that moment's verdict stays
             self.query_one(DiagnosisPane).show(state.findings, state.diagnosis_note)
             self._relayout(findings_changed=True)
 
@@ -202,11 +210,40 @@ class DashboardView(Screen[None]):
             status = "ok" if not state.problem else state.status.removeprefix(f"{source}: ")
             fleet.show(source, host, snap, state.alerts, status)
 
+    def go_to(self, moment: float) -> None:
+        """Show ``moment`` (paused): every pane from the history as it stood then, and the doctor's verdict on
+        the window that ends there."""
+        self.moment = moment
+        state = self.sources.get(self.selected_source or "")
+        if state is None or state.history is None:
+            return
+        findings, note = timetravel.diagnose_at(state.history, moment, self.feed.diagnosis_window_s)
+        shown = timetravel.snapshot_at(state.history, moment)
+        at = timetravel.marker(shown.time, None).removeprefix("PAUSED ") if shown else ""
+        self.query_one(DiagnosisPane).show(visible_fields(findings), visible(note), at=at)
+        self._relayout(findings_changed=True)
+        self._render_selected()
+
+    @property
+    def shown_moment(self) -> float | None:
+        """The moment on screen: the one gone back to, or the one ``p`` paused at; None: the newest."""
+        return self.moment if self.moment is not None else self.paused_at if self.paused else None
+
+    def _shown(self, state: SourceState) -> tuple[Snapshot | None, History | None, tuple[Alert, ...] | None]:
+        """The snapshot, history and alerts to draw: the newest, or those of the moment on screen."""
+        shown = self.shown_moment
+        if shown is None or state.history is None or not len(state.history):
+            return state.snapshot, state.history, state.alerts
+        return (timetravel.snapshot_at(state.history, shown),
+                timetravel.history_until(state.history, shown), timetravel.alerts_at(state.alerts, shown))
+
     def _render_selected(self) -> None:
         state = self.sources.get(self.selected_source or "")
         if state is None or state.snapshot is None:
             return
-        snap = state.snapshot
+        snap, history, alerts = self._shown(state)
+        if snap is None:
+            return
         self.rendered += 1
         with self.app.batch_update():  # one frame for all the widgets a tick touches
             self._render_status()
@@ -214,10 +251,11 @@ class DashboardView(Screen[None]):
                 self._show_banner(f"recording on {snap.host.hostname}: {snap.origin.split(':', 1)[-1]}")
             gpu = snap.gpu(self.selected_gpu) if self.selected_gpu is not None else None
             self.query_one(GpuPanel).show(gpu, snap.host, snap.time)
-            if state.history is not None and self.selected_gpu is not None:
-                self.query_one(HistoryPlot).plot(state.history, self.selected_gpu)
+            if history is not None and self.selected_gpu is not None:
+                end = "now" if self.moment is None else time.strftime("%H:%M:%S", time.gmtime(snap.time))
+                self.query_one(HistoryPlot).plot(history, self.selected_gpu, end)
             self.query_one(ProcessTable).show(snap.processes, snap.command_labels())
-            self.query_one(AlertsPane).show(state.alerts, snap.time, self.feed.alerts_note)
+            self.query_one(AlertsPane).show(alerts, snap.time, self.feed.alerts_note)
 
     def _show_banner(self, description: str) -> None:
         self._banner_description = description
@@ -235,9 +273,15 @@ class DashboardView(Screen[None]):
             return
         # A recording's name is on the banner already; the status line keeps its room for numbers.
         description = "" if self.feed.mode == "recording" else self.feed.description
-        text = status_line(state.snapshot, description, paused=self.paused, sort=self.sort.key,
+        snap, shown = state.snapshot, self.shown_moment
+        if shown is not None and state.history is not None and len(state.history):
+            snap = timetravel.snapshot_at(state.history, shown)
+        newest = state.history.latest() if state.history is not None else None
+        moment = timetravel.marker(snap.time, newest.time if newest else None) if self.paused and snap else ""
+        text = status_line(snap, description, paused=self.paused, sort=self.sort.key,
                            reverse=self.sort.reverse, tree=self.tree_view, gpu_filter=self.gpu_filter,
-                           filter_text=self.filter_text, problem=state.status if state.problem else "")
+                           filter_text=self.filter_text, problem=state.status if state.problem else "",
+                           moment=moment)
         self.query_one("#status", TextLine).show(text)
 
     def on_screen_resume(self) -> None:
@@ -262,6 +306,12 @@ class DashboardView(Screen[None]):
 
     def watch_paused(self, paused: bool) -> None:
         self.feed.pause(paused)
+        state = self.sources.get(self.selected_source or "")
+        self.paused_at = state.snapshot.time if paused and state is not None and state.snapshot is not None else None
         if not paused:
+            if self.moment is not None:  # back to live: the live doctor's verdict again
+                self.moment = None
+                if state is not None:
+                    self.diagnosis_arrived(self.selected_source or "", state)
             self._render_selected()
         self._render_status()

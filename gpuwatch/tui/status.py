@@ -44,9 +44,13 @@ def kill_refusal(mode: str, description: str) -> str | None:
 
 
 def status_line(snap: Snapshot | None, description: str, *, paused: bool, sort: str, reverse: bool, tree: bool,
-                gpu_filter: int | None, filter_text: str, problem: str = "") -> Text:
-    """``host · time · what · counts · view`` with PAUSED, stale sources and connection problems marked."""
+                gpu_filter: int | None, filter_text: str, problem: str = "", moment: str = "") -> Text:
+    """``host · time · what · counts · view`` with PAUSED, stale sources and connection problems marked;
+    ``moment``: the paused moment in words (``PAUSED at 14:03:12 (−2 min 10 s)``)."""
     out = Text(" gpuwatch ", style="bold")
+    if paused and moment:  # first: a narrow terminal cuts the line's end, and this must stay readable
+        out.append(f" {moment} · l live ", style="bold reverse yellow")
+        out.append(" ")
     parts = [f"{snap.host.hostname} · {clock(snap.time)}"] if snap is not None else []
     if description:
         parts.append(description)
@@ -73,6 +77,6 @@ def status_line(snap: Snapshot | None, description: str, *, paused: bool, sort: 
     out.append(" · " + ", ".join(view), style="dim")
     if problem:
         out.append(f" · {problem}", style="bold red")
-    if paused:
+    if paused and not moment:
         out.append("  PAUSED (p resumes)", style="bold reverse yellow")
     return out

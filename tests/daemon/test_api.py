@@ -59,7 +59,8 @@ def test_the_root_is_a_page_linking_every_read_endpoint(running: RunningDaemon) 
     page = requests.get(running.url + "/", timeout=5)
     assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
     links = re.findall(r'href="([^"]+)"', page.text)
-    assert links == ["metrics", "healthz", "api/v1/snapshot", "api/v1/stream", "api/v1/alerts", "api/v1/diagnosis"]
+    assert links == ["metrics", "healthz", "api/v1/snapshot", "api/v1/stream", "api/v1/alerts", "api/v1/diagnosis",
+                     "api/v1/history"]
     for link in links:
         if link != "api/v1/stream":  # a stream never ends
             assert requests.get(f"{running.url}/{link}", timeout=5).status_code == 200, link

@@ -17,7 +17,7 @@ from gpuwatch.config import Config, DaemonConfig
 
 TOKEN = "s3cret-token-0123456789"
 ROUTES = ("/metrics", "/healthz", "/api/v1/snapshot", "/api/v1/stream", "/api/v1/alerts", "/api/v1/diagnosis",
-          "/api/v1/reload", "/no/such/route")
+          "/api/v1/history", "/api/v1/reload", "/no/such/route")
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND")
 
 

@@ -195,3 +195,16 @@ def test_send_refuses_a_process_that_exited_before_the_pin(child: subprocess.Pop
     child.wait(5)
     sent, message = signals.send(target, signal.SIGTERM)
     assert not sent and message == f"SIGTERM not sent: pid {child.pid} has exited"
+
+
+async def test_a_past_moment_sends_no_signal_until_back_to_live(child: subprocess.Popen[bytes]) -> None:
+    app = live_app(extra_pids=(child.pid,), ticks=5)
+    async with app.run_test(size=SIZE) as pilot:
+        await select_pid(pilot, app, child.pid)
+        await pilot.press("left_square_bracket", "k")
+        assert not isinstance(app.screen, KillDialog) and child.poll() is None
+        assert any("past moment" in str(n.message) and "press l" in str(n.message) for n in app._notifications)
+        await pilot.press("l")
+        await select_pid(pilot, app, child.pid)
+        await pilot.press("k")
+        assert isinstance(app.screen, KillDialog) and app.screen.proc.pid == child.pid

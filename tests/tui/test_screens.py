@@ -39,3 +39,9 @@ def test_filtered_tree_sorted_by_cpu(snap_compare: Callable[..., bool], recordin
 
 def test_two_gpus_with_the_second_picked(snap_compare: Callable[..., bool], recording_2gpu: Path) -> None:
     assert snap_compare(replay_app(recording_2gpu, 48), terminal_size=LARGE, press=["2"])
+
+
+def test_paused_four_minutes_back_in_the_incident(snap_compare: Callable[..., bool], bundled: Path) -> None:
+    """After the fixes (400 s in), back to the naive serving: its numbers, its process rows, and the doctor's
+    verdict on the window ending then, with the PAUSED marker on the status line."""
+    assert snap_compare(replay_app(bundled, 400), terminal_size=LARGE, press=["less_than_sign"] * 4)

@@ -108,13 +108,15 @@ class DiagnosisPane(VerticalScroll):
         shown = self._shown if self._shown is not None else Text("waiting")
         return len(shown.wrap(self.app.console, max(10, width - 4)))
 
-    def show(self, findings: Sequence[Finding] | None, note: str = "") -> None:
+    def show(self, findings: Sequence[Finding] | None, note: str = "", at: str = "") -> None:
+        """``at``: the past moment whose window was judged (``at 14:03:12``), said in the title."""
         theme = self.app.current_theme
         styles = {"ok": theme.success or "green", "warning": theme.warning or "yellow",
                   "error": theme.error or "red", "info": theme.primary}
         text = render_findings(findings, note, styles)
         count = len(group_findings(findings or ()))
-        title = f"Diagnosis · {count} finding{'s' if count != 1 else ''}" if findings else "Diagnosis"
+        name = f"Diagnosis {at}" if at else "Diagnosis"
+        title = f"{name} · {count} finding{'s' if count != 1 else ''}" if findings else name
         if title != self.border_title:  # setting a title repaints the whole pane, even to the same words
             self.border_title = title
         if text != self._shown:

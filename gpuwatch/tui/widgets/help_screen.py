@@ -18,6 +18,9 @@ HELP = """\
   r        reverse the sort            t        tree view by parent
   Enter    the selected process in full (whole command line, every field)
   ← →      scroll a long command       p        pause / resume
+  [ ]      one sample back / forward   { }      10 s back / forward
+  < >      1 min back / forward        l        back to live (p too)
+  [dim]Going back pauses; each pane then shows that moment, Diagnosis the window ending there.[/dim]
   k        SIGTERM or SIGKILL the selected process
   T K I    SIGTERM, SIGKILL or SIGINT to the selected process, after y
   1-9      GPU 0-8 and its processes   0        all GPUs

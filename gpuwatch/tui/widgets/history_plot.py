@@ -64,10 +64,10 @@ def draw(values: list[float | None], height: int, style: str) -> list[Text]:
     return rows
 
 
-def time_axis(width: int) -> str:
-    """The line under ``width`` columns of bars: ``5 min ago`` under the oldest, ``now`` under the newest,
-    and the middle marked where there is room (``2.5 min``)."""
-    left, right = f"{WINDOW_S / 60:g} min ago", "now"
+def time_axis(width: int, right: str = "now") -> str:
+    """The line under ``width`` columns of bars: ``5 min ago`` under the oldest, ``now`` (or the past moment
+    a paused dashboard shows) under the newest, and the middle marked where there is room (``2.5 min``)."""
+    left = f"{WINDOW_S / 60:g} min ago"
     middle = f"{WINDOW_S / 120:g} min"
     line = [" "] * width
     if width < len(left) + len(right) + 1:
@@ -130,28 +130,28 @@ class HistoryPlot(LinesWidget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._key: tuple[int, int, int, int] | None = None
-        self._source: tuple[History, int] | None = None
+        self._key: tuple[int, int, int, int, str] | None = None
+        self._source: tuple[History, int, str] | None = None
         self._points: deque[tuple[float, float | None, float | None, float | None]] = deque()
         self._points_of: tuple[int, int] | None = None
         self._rows: list[Text] = []
         self.redraws = 0
 
-    def plot(self, history: History, gpu_index: int) -> None:
+    def plot(self, history: History, gpu_index: int, end: str = "now") -> None:
         """Redraw the bars when a column completed or the GPU or the size changed, the legend's figures at
-        every tick; skipped while hidden."""
-        self._source = (history, gpu_index)
+        every tick; skipped while hidden. ``end``: what the axis calls the newest column."""
+        self._source = (history, gpu_index, end)
         if not self.display or not self.screen.is_current or not self.size.width:
             return
         latest = history.latest()
         if latest is None:
             return
-        start, end, column = complete_columns(latest.time, self._plot_width())
+        start, stop, column = complete_columns(latest.time, self._plot_width())
         self._take(history, latest, gpu_index)
-        key = (column, gpu_index, self.size.width, self.size.height)
+        key = (column, gpu_index, self.size.width, self.size.height, end)
         if key != self._key:
             self._key = key
-            self._rows = self._compute(start, end)
+            self._rows = self._compute(start, stop, end)
             self.redraws += 1
         means, span = window_means(self._points, latest.time)
         self.set_lines([legend(means, self._styles(), self.size.width, span), *self._rows])
@@ -191,7 +191,7 @@ class HistoryPlot(LinesWidget):
         theme = self.app.current_theme
         return {UTIL: theme.primary, SM: theme.accent or theme.primary, MEM: theme.success or theme.primary}
 
-    def _compute(self, start: float, end: float) -> list[Text]:
+    def _compute(self, start: float, end: float, end_label: str = "now") -> list[Text]:
         """The plot's rows, for the complete columns between ``start`` and ``end``."""
         width = self._plot_width()
         rows_left = max(4, self.size.height) - 2  # the legend above, the time axis below
@@ -207,5 +207,5 @@ class HistoryPlot(LinesWidget):
                 gutter = Text((label if i == height - 1 else "").rjust(4) + "  ", style="dim")
                 gutter.append_text(row)
                 lines.append(gutter)
-        lines.append(Text(" " * 6 + time_axis(width), style="dim", no_wrap=True))
+        lines.append(Text(" " * 6 + time_axis(width, end_label), style="dim", no_wrap=True))
         return lines
