@@ -96,3 +96,15 @@ def test_findings_that_need_more_rows_get_them_at_once_and_give_them_back_only_o
     assert settle(large, small, since, 100.0 + SHRINK_AFTER_S) == (small, None)  # it lasted: given back
     moved = plan(36, 160, 9, 1, lambda w: 6, plot_shown=True)  # a process more: everything moves anyway
     assert settle(large, moved, since, 101.0) == (moved, None)
+
+
+def test_findings_that_grow_but_still_fit_their_pane_move_nothing() -> None:
+    """The GPU panel takes the spare rows, so every new line of findings would shrink it and move every pane
+    (a whole-terminal repaint) even when the diagnosis pane had blank rows for it."""
+    small = plan(36, 160, 4, 1, lambda w: 6, plot_shown=True)
+    grown = plan(36, 160, 4, 1, lambda w: 12, plot_shown=True)
+    assert grown.diagnosis > small.diagnosis and grown.diagnosis_need <= small.diagnosis
+    assert settle(small, grown, None, 0.0) == (small, None)
+    too_long = plan(36, 160, 4, 1, lambda w: 20, plot_shown=True)
+    assert too_long.diagnosis_need > small.diagnosis
+    assert settle(small, too_long, None, 0.0) == (too_long, None)
