@@ -12,7 +12,7 @@ process list keeps at least a third of the rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: Rows a bordered pane spends on its border.
 BORDER = 2
@@ -43,6 +43,8 @@ class Plan:
     diagnosis: int
     stacked: bool
     top_extra: int = 0
+    #: Rows the diagnosis pane needs to show every finding (border included): what :func:`settle` weighs.
+    diagnosis_need: int = field(default=0, compare=False)
 
     @property
     def bottom(self) -> int:
@@ -60,12 +62,14 @@ def plan(rows: int, width: int, process_rows: int, alert_rows: int,
     if stacked_need <= rows:
         spare = rows - stacked_need
         extra = min(spare, max(TOP_GROW, min(TOP_GROW_PLOT, spare // 2)) if plot_shown else TOP_GROW)
-        return Plan(procs_need, alerts_need, rows - extra - procs_need - alerts_need, stacked=True, top_extra=extra)
+        return Plan(procs_need, alerts_need, rows - extra - procs_need - alerts_need, stacked=True, top_extra=extra,
+                    diagnosis_need=BORDER + diagnosis_lines(width))
     side_lines = diagnosis_lines(width // 2)
     stacked_rows = rows - procs_need - alerts_need - BORDER  # diagnosis lines on screen if stacked anyway
     if stacked_rows >= DIAGNOSIS_MIN and stacked_rows / max(1, diagnosis_lines(width)) >= (
             rows - procs_need - BORDER) / max(1, side_lines):
-        return Plan(procs_need, alerts_need, rows - procs_need - alerts_need, stacked=True)
+        return Plan(procs_need, alerts_need, rows - procs_need - alerts_need, stacked=True,
+                    diagnosis_need=BORDER + diagnosis_lines(width))
     bottom_need = max(alerts_need, BORDER + side_lines)
     if procs_need + bottom_need <= rows:
         procs = procs_need
@@ -75,16 +79,19 @@ def plan(rows: int, width: int, process_rows: int, alert_rows: int,
         procs = rows - bottom
     procs = max(1, procs)
     bottom = max(0, rows - procs)
-    return Plan(procs, bottom, bottom, stacked=False)
+    return Plan(procs, bottom, bottom, stacked=False, diagnosis_need=BORDER + side_lines)
 
 
 def settle(current: Plan | None, new: Plan, shrinking_since: float | None, now: float) -> tuple[Plan, float | None]:
     """The plan to show after the findings changed, and since when they have needed fewer rows: ``new`` at
-    once when they need more rows (or anything else moved), ``current`` until a smaller diagnosis has
-    lasted SHRINK_AFTER_S (its pane keeps some blank rows meanwhile)."""
-    shrinks = current is not None and new.diagnosis < current.diagnosis and (
-        new.procs, new.alerts, new.stacked) == (current.procs, current.alerts, current.stacked)
-    if not shrinks or current is None:
+    once when they need more rows than their pane has (or anything else moved), ``current`` while they
+    still fit in it (the GPU panel does not give up rows it holds to findings that fit without them), and
+    ``current`` until a smaller diagnosis has lasted SHRINK_AFTER_S (its pane keeps some blank rows)."""
+    if current is None or (new.procs, new.alerts, new.stacked) != (current.procs, current.alerts, current.stacked):
         return new, None
-    since = now if shrinking_since is None else shrinking_since
+    if new.diagnosis > current.diagnosis:
+        return (current, None) if new.diagnosis_need <= current.diagnosis else (new, None)
+    if new.diagnosis == current.diagnosis:
+        return new, None
+    since = now if shrinking_since is None else shrinking_since  # new.diagnosis < current.diagnosis
     return (new, None) if now - since >= SHRINK_AFTER_S else (current, since)

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import replay_app
 
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load
 from gpuwatch.tui.layout import SHRINK_AFTER_S, TOP_GROW, Plan, plan, settle
 from gpuwatch.tui.widgets.alerts_pane import AlertsPane
-from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane
+from gpuwatch.tui.widgets.diagnosis_pane import DiagnosisPane, FindingsText
 from gpuwatch.tui.widgets.gpu_panel import GpuPanel
 from gpuwatch.tui.widgets.history_plot import HistoryPlot
 from gpuwatch.tui.widgets.process_table import ProcessTable
@@ -96,3 +97,44 @@ def test_findings_that_need_more_rows_get_them_at_once_and_give_them_back_only_o
     assert settle(large, small, since, 100.0 + SHRINK_AFTER_S) == (small, None)  # it lasted: given back
     moved = plan(36, 160, 9, 1, lambda w: 6, plot_shown=True)  # a process more: everything moves anyway
     assert settle(large, moved, since, 101.0) == (moved, None)
+
+
+def test_findings_that_grow_but_still_fit_their_pane_move_nothing() -> None:
+    """The GPU panel takes the spare rows, so every new line of findings would shrink it and move every pane
+    (a whole-terminal repaint) even when the diagnosis pane had blank rows for it."""
+    small = plan(36, 160, 4, 1, lambda w: 6, plot_shown=True)
+    grown = plan(36, 160, 4, 1, lambda w: 12, plot_shown=True)
+    assert grown.diagnosis > small.diagnosis and grown.diagnosis_need <= small.diagnosis
+    assert settle(small, grown, None, 0.0) == (small, None)
+    too_long = plan(36, 160, 4, 1, lambda w: 20, plot_shown=True)
+    assert too_long.diagnosis_need > small.diagnosis
+    assert settle(small, too_long, None, 0.0) == (too_long, None)
+
+
+async def test_a_finding_that_gains_or_loses_a_line_within_its_pane_moves_nothing(bundled: Path) -> None:
+    """A new height lays the screen out (twice) and repaints the pane: evidence that gains or loses a line
+    while the findings fit the pane changes only those lines; past the pane, every line can be scrolled
+    to, and no further than the last."""
+    def finding(lines: int) -> list[Finding]:
+        return [Finding("Probe", "A probe finding", "warning", 10.0, 0, None,
+                        tuple(f"evidence {i}" for i in range(lines)), "fix it")]
+
+    app = replay_app(bundled, 130)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        pane, text = app.query_one(DiagnosisPane), app.query_one(FindingsText)
+        pane.show(finding(4))
+        await pilot.pause()
+        regions = [w.region for w in (text, pane, app.query_one(GpuPanel), app.query_one(AlertsPane))]
+        for lines in (3, 5, 2):
+            pane.show(finding(lines))
+            await pilot.pause()
+            assert f"evidence {lines - 1}" in text.plain and f"evidence {lines}" not in text.plain
+            assert [w.region for w in (text, pane, app.query_one(GpuPanel), app.query_one(AlertsPane))] == regions
+            assert pane.max_scroll_y == 0
+        pane.show(finding(80))
+        await pilot.pause()
+        assert pane.max_scroll_y == 1 + 80 + 1 - pane.scrollable_content_region.height  # title, evidence, fix
+        pane.show(finding(2))
+        await pilot.pause()
+        assert pane.max_scroll_y == 0

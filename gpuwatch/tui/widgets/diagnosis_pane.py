@@ -71,9 +71,14 @@ class FindingsText(LinesWidget):
     def _wrap(self) -> None:
         width = self.size.width or (self.parent.size.width if isinstance(self.parent, Widget) else 0)
         lines = list(self.text.wrap(self.app.console, width) if width else self.text.split("\n"))
-        if len(lines) != self._height:  # a new height lays the pane out again: only when the count changes
-            self._height = len(lines)
-            self.styles.height = len(lines)
+        # A new height lays the pane out again (twice: the new size refreshes the layout once more), so the
+        # height changes only where it must: to show every line, or to stop scrolling past the last one.
+        # Findings that gain or lose a line within the rows the pane shows lay nothing out.
+        viewport = self.parent.scrollable_content_region.height if isinstance(self.parent, Widget) else 0
+        height = min(max(self._height, len(lines)), max(len(lines), viewport))
+        if height != self._height:
+            self._height = height
+            self.styles.height = height
         self.set_lines(lines)
 
     def on_mount(self) -> None:  # LinesWidget's own on_mount runs too (Textual calls each class's handler)
@@ -102,6 +107,9 @@ class DiagnosisPane(VerticalScroll):
         self._shown: Text | None = None
         # this pane's scrollbar only (Textual's documented way; mypy refuses assigning its ClassVar on an instance)
         setattr(self.vertical_scrollbar, "renderer", SolidScrollBar)  # noqa: B010
+
+    def on_resize(self) -> None:  # taller or shorter, the findings fill it again (see FindingsText._wrap)
+        self.query_one(FindingsText).on_resize()
 
     def lines_at(self, width: int) -> int:
         """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""
