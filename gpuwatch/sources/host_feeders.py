@@ -128,6 +128,8 @@ class FeederTracker:
         self._links: dict[int, _Links] = {}
         self._feeders: dict[int, _Feeder] = {}
         self._view = SocketLinks()
+        #: (feeder, fed) -> (the reading it was made from, the reading as that process's feeder).
+        self._shaped: dict[tuple[int, int], tuple[FeederSample, FeederSample]] = {}
 
     def poll(self, now: float, details: dict[int, dict[str, Any]]) -> tuple[list[FeederSample], dict[int, str]]:
         """Feeders of the GPU processes in ``details`` (pid -> its host fields this tick), and their upstream."""
@@ -151,12 +153,23 @@ class FeederTracker:
                     read[feeder_pid] = self._read(feeder_pid, pid, relation, now)
                 sample = read[feeder_pid]
                 if sample is not None:
-                    out.append(dataclasses.replace(sample, feeds=pid, relation=relation))
+                    out.append(self._as_feeding(sample, pid, relation))
         wanted = set(read)
         for gone in set(self._feeders) - wanted:
             del self._feeders[gone]
         self._view.prune(now, set(self._links))
+        self._shaped = {k: v for k, v in self._shaped.items() if k[0] in wanted}
         return out, {pid: found.upstream for pid, found in self._links.items()}
+
+    def _as_feeding(self, sample: FeederSample, feeds: int, relation: Relation) -> FeederSample:
+        """``sample`` as the feeder of ``feeds``: made once per reading (a reading is held for several ticks,
+        and copying a dataclass every tick for every feeder was a tenth of the source's cost)."""
+        known = self._shaped.get((sample.pid, feeds))
+        if known is not None and known[0] is sample and known[1].relation == relation:
+            return known[1]
+        shaped = dataclasses.replace(sample, feeds=feeds, relation=relation)
+        self._shaped[(sample.pid, feeds)] = (sample, shaped)
+        return shaped
 
     def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
         known = self._feeders.get(pid)
