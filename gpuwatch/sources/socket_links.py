@@ -7,7 +7,7 @@ process's sockets are classified again only when its socket inodes (or those of 
 most every SOCKETS_CHANGED_EVERY_S, and otherwise every SOCKETS_EVERY_S; the /proc/net tables are read once
 per network namespace for every process classified within TABLES_TTL_S; and the process holding the other end
 of a loopback connection outside the tree is looked for in /proc only for an inode not looked for in the last
-OWNERS_EVERY_S.
+OWNERS_EVERY_S, in one search every SEARCH_EVERY_S at most.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ SOCKETS_EVERY_S = 30.0
 SOCKETS_CHANGED_EVERY_S = 10.0
 TABLES_TTL_S = 1.0
 OWNERS_EVERY_S = 30.0
+#: A search reads every process's fd table: at most one this often, whatever the number of new connections
+#: (a server accepting local clients all the time must not search every scan).
+SEARCH_EVERY_S = 10.0
 #: At most this many processes are read looking for the holder of a socket.
 MAX_OWNER_PROCS = 8192
 #: Socket holders remembered (a long-lived peer is not searched for again).
@@ -49,6 +52,8 @@ class SocketLinks:
         self._tables: dict[str, tuple[float, list[netfds.InetSocket]]] = {}
         self._owners: dict[int, int] = {}
         self._looked: dict[int, float] = {}
+        self._searched_at = float("-inf")
+        self._deferred = False
 
     def fds(self, pid: int, now: float) -> netfds.Fds | None:
         """``netfds.read_fds``, without the readlinks when the fd numbers are those of the last read."""
@@ -83,8 +88,10 @@ class SocketLinks:
             age = now - last.at
             if age < (SOCKETS_EVERY_S if last.key == key else SOCKETS_CHANGED_EVERY_S):
                 return last.upstream, list(last.peers)
+        self._deferred = False
         upstream, peers = self._classify(pid, own, held, linked, exclude, now)
-        self._classified[pid] = _Classified(key, now, upstream, peers)
+        # a search put off (another ran moments ago) is made at the next scan after SOCKETS_CHANGED_EVERY_S
+        self._classified[pid] = _Classified(frozenset({-1}) if self._deferred else key, now, upstream, peers)
         return upstream, list(peers)
 
     def _classify(self, pid: int, own: netfds.Fds, held: dict[int, int], linked: list[int], exclude: set[int],
@@ -138,7 +145,8 @@ class SocketLinks:
     def _holders(self, inodes: list[int], exclude: set[int], now: float) -> dict[int, int]:
         """The process holding each of ``inodes`` (sockets of this host outside the tree): remembered from an
         earlier search while that process still holds it, else searched in /proc at most every
-        OWNERS_EVERY_S per inode. gpuwatch itself and the processes in ``exclude`` are not searched."""
+        OWNERS_EVERY_S per inode and SEARCH_EVERY_S in all. gpuwatch itself and the processes in ``exclude``
+        are not searched."""
         found: dict[int, int] = {}
         wanted: set[int] = set()
         for inode in inodes:
@@ -147,7 +155,9 @@ class SocketLinks:
                 found[inode] = pid
             elif now - self._looked.get(inode, float("-inf")) >= OWNERS_EVERY_S:
                 wanted.add(inode)
-        if wanted:
+        self._deferred = bool(wanted) and now - self._searched_at < SEARCH_EVERY_S
+        if wanted and not self._deferred:
+            self._searched_at = now
             for inode in wanted:
                 self._looked[inode] = now
             found.update(netfds.find_holders(frozenset(wanted), {os.getpid(), *exclude}, MAX_OWNER_PROCS))

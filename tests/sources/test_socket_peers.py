@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +148,28 @@ def test_an_unchanged_fd_table_is_not_read_again(gpu_and_peer: Any, monkeypatch:
     for _ in range(4):
         assert any(f.relation == "peer" for f in source.poll(0.0, [gpu]).feeders)  # a scan on every tick
     assert reads.count(gpu) == 1, reads
+
+
+def test_one_search_for_socket_holders_at_a_time_and_a_put_off_one_is_made_later(
+        gpu_and_peer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding a peer outside the tree reads every process's fd table: two GPU processes with new peers in
+    one tick get one search; the other's is made at a later scan, and then both peers are known."""
+    import gpuwatch.sources.host_feeders as feeders_module
+    import gpuwatch.sources.socket_links as links_module
+
+    pairs = [gpu_and_peer("127.0.0.1", "127.0.0.1", "accept") for _ in range(2)]
+    searches: list[frozenset[int]] = []
+    real = netfds.find_holders
+    monkeypatch.setattr(netfds, "find_holders", lambda inodes, *a: searches.append(inodes) or real(inodes, *a))
+    monkeypatch.setattr(feeders_module, "FEEDERS_EVERY_S", 0.0)
+    monkeypatch.setattr(feeders_module, "FEEDERS_QUIET_EVERY_S", 0.0)
+    monkeypatch.setattr(links_module, "SEARCH_EVERY_S", 0.5)
+    monkeypatch.setattr(links_module, "SOCKETS_CHANGED_EVERY_S", 0.5)
+    source = HostSource()
+    gpus = [gpu for gpu, _ in pairs]
+    first = source.poll(0.0, gpus).feeders
+    source.poll(0.0, gpus)
+    assert len(searches) == 1 and len([f for f in first if f.relation == "peer"]) == 1, (searches, first)
+    time.sleep(0.6)
+    found = {(f.feeds, f.pid) for f in source.poll(0.0, gpus).feeders if f.relation == "peer"}
+    assert found == set(pairs) and len(searches) == 2, (found, searches)
