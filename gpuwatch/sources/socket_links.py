@@ -2,7 +2,8 @@
 
 Reading ``/proc/net/tcp`` makes the kernel walk its connection table, and reading an fd table is one
 readlink per fd: done for every waiting GPU process at every scan, they were a quarter of the daemon's time.
-So an fd table whose fd numbers have not changed is not read again (for up to FD_TABLE_MAX_AGE_S); a
+So the fd table of a tree process whose fd numbers have not changed is not read again (for up to
+FD_TABLE_MAX_AGE_S; the GPU process's own is read at every scan, a new connection may reuse an fd number); a
 process's sockets are classified again only when its socket inodes (or those of its front ends) changed, at
 most every SOCKETS_CHANGED_EVERY_S, and otherwise every SOCKETS_EVERY_S; the /proc/net tables are read once
 per network namespace for every process classified within TABLES_TTL_S; and the process holding the other end

@@ -19,7 +19,7 @@ import pytest
 from gpuwatch.sources import netfds
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.procfs import read_children
-from tests.sources.test_host_feeders import watch
+from tests.sources.test_host_feeders import PIPELINE, SLEEP_CHILD, _kill_tree, watch
 
 #: The GPU process starts the peer detached (its intermediate parent exits at once, as a daemonised service
 #: does), then either accepts the peer's connection or connects to the peer's listening socket, and reads what
@@ -134,20 +134,27 @@ def test_both_ends_of_a_dual_stack_connection_read_alike() -> None:
     assert all(len(r.local) == len("0100007F:1F90") for r in rows), rows
 
 
-def test_an_unchanged_fd_table_is_not_read_again(gpu_and_peer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A scan lists a process's fd numbers; it reads their targets (one readlink each) only when they changed."""
+def test_an_unchanged_fd_table_of_a_feeder_is_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan lists each tree process's fd numbers and reads their targets (one readlink each) only when they
+    changed; the GPU process's own table is read whole every scan (a new connection may reuse an fd number)."""
     import gpuwatch.sources.host_feeders as feeders_module
 
-    gpu, _ = gpu_and_peer("127.0.0.1", "127.0.0.1", "accept")
-    reads: list[int] = []
-    real = netfds.read_fds
-    monkeypatch.setattr(netfds, "read_fds", lambda pid, names=None: reads.append(pid) or real(pid, names))
-    monkeypatch.setattr(feeders_module, "FEEDERS_EVERY_S", 0.0)
-    monkeypatch.setattr(feeders_module, "FEEDERS_QUIET_EVERY_S", 0.0)
-    source = HostSource()
-    for _ in range(4):
-        assert any(f.relation == "peer" for f in source.poll(0.0, [gpu]).feeders)  # a scan on every tick
-    assert reads.count(gpu) == 1, reads
+    parent = subprocess.Popen([sys.executable, "-c", PIPELINE.format(child=SLEEP_CHILD)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+        (child,) = read_children(parent.pid)
+        reads: list[int] = []
+        real = netfds.read_fds
+        monkeypatch.setattr(netfds, "read_fds", lambda pid, names=None: reads.append(pid) or real(pid, names))
+        monkeypatch.setattr(feeders_module, "FEEDERS_EVERY_S", 0.0)
+        monkeypatch.setattr(feeders_module, "FEEDERS_QUIET_EVERY_S", 0.0)
+        source = HostSource()
+        for _ in range(4):
+            assert [f.pid for f in source.poll(0.0, [parent.pid]).feeders] == [child]  # a scan on every tick
+        assert reads.count(child) == 1 and reads.count(parent.pid) == 4, reads
+    finally:
+        _kill_tree(parent)
 
 
 def test_one_search_for_socket_holders_at_a_time_and_a_put_off_one_is_made_later(
