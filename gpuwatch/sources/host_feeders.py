@@ -1,10 +1,13 @@
 """Follow the wait: the processes that feed a GPU process whose threads wait, and where its work comes from.
 
 A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
-processes, a socket. Every FEEDERS_EVERY_S (only for such processes) its links are read: its children and
+processes, a socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that
+thread sleeps in a timer or waits on the GPU) its links are read: its children and
 grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
 share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
-sock_diag) or loopback TCP connections; its sockets and those of the tree processes it is linked to say
+sock_diag) or loopback TCP connections (a process outside the tree at the other end of one, such as a
+detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those
+of the tree processes it is linked to say
 whether work comes from outside its process tree (a listening socket, or an accepted connection whose other
 end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
 from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
@@ -23,11 +26,12 @@ from gpuwatch.model.feeders import FeederSample, Relation, Upstream
 from gpuwatch.sources import netfds
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.procfs import read_children, read_process_io, read_process_stat
+from gpuwatch.sources.socket_links import SocketLinks
 
 FEEDERS_EVERY_S = 5.0
-#: The kernel builds /proc/net/tcp afresh at each read (~40 ms for 300 connections): a process's sockets are
-#: classified at most this often (where work comes from changes rarely), and only when it has sockets.
-SOCKETS_EVERY_S = 30.0
+#: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver waits for no other process:
+#: its links are read again this seldom (a scan reads every sibling's fd table).
+FEEDERS_QUIET_EVERY_S = 30.0
 #: A feeder is read at most this often (its rates over that span); the ticks between give the last reading.
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
@@ -58,7 +62,6 @@ class _Links:
     upstream: Upstream
     relations: dict[int, Relation] = field(default_factory=dict)
     peers: list[int] = field(default_factory=list)
-    sockets_at: float = float("-inf")
 
 
 def waiting(details: dict[str, Any]) -> bool:
@@ -69,28 +72,35 @@ def waiting(details: dict[str, Any]) -> bool:
     return top is not None and top < WAITING_THREAD_CPU
 
 
-def links(pid: int, ppid: int | None, gpu_pids: set[int],
-          sockets: tuple[Upstream, list[int]] | None = None) -> tuple[Upstream, dict[int, Relation], list[int]]:
+def quiet(details: dict[str, Any]) -> bool:
+    """Whether a GPU process's busiest thread waits on something no other process feeds (a timer, the GPU)."""
+    waits: tuple[str, ...] = tuple(details.get("thread_waits") or ())
+    return bool(waits) and waits[0] in ("sleep", "gpu")
+
+
+def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
+          now: float) -> tuple[Upstream, dict[int, Relation], list[int]]:
     """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
-    tree processes at the other end of its TCP connections (``sockets``: those two from an earlier read,
-    reused instead of reading /proc/net again)."""
-    kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c != pid]
+    processes at the other end of its sockets (``view`` keeps what did not change since the last scan).
+    gpuwatch itself is never a feeder."""
+    me = os.getpid()
+    kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c not in (pid, me)]
     sibs: list[int] = []
-    if ppid == os.getpid():  # started by gpuwatch itself (validate): its other children are gpuwatch's (py-spy)
+    if ppid == me:  # started by gpuwatch itself (validate): its other children are gpuwatch's (py-spy)
         ppid = None
     if ppid is not None and ppid > 1:
-        sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s != pid][:MAX_SIBLINGS]
-    own = netfds.read_fds(pid)
+        sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s not in (pid, me)][:MAX_SIBLINGS]
+    own = netfds.read_fds(pid)  # read whole every scan: a new connection may reuse a closed one's fd number
     relations: dict[int, Relation] = {}
     linked: list[int] = []
     if own is not None:
-        members = {**{s: "sibling" for s in sibs}, **{k: "child" for k in kids}}
+        members: dict[int, Relation] = {**{s: "sibling" for s in sibs}, **{k: "child" for k in kids}}
         if ppid is not None and ppid > 1 and ppid not in gpu_pids:
             members.setdefault(ppid, "peer")
         held: dict[int, int] = {}
         by_socket: list[int] = []
         for member in members:
-            fds = netfds.read_fds(member)
+            fds = view.fds(member, now)
             if fds is None:
                 continue
             held.update((inode, member) for inode in fds.sockets)
@@ -98,9 +108,11 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
                 linked.append(member)
             if fds.sockets & own.sockets:
                 by_socket.append(member)
-        upstream, peers = sockets if sockets is not None else _sockets(pid, own, held, by_socket)
-        linked += [p for p in peers if p not in linked and p in members]
-        relations.update((m, members[m]) for m in linked)  # type: ignore[misc]
+        upstream, peers = view.classify(pid, own, held, by_socket, gpu_pids | {pid}, now)
+        for p in peers:
+            members.setdefault(p, "peer")  # a process outside the tree at the other end of a connection
+        linked += [p for p in peers if p not in linked]
+        relations.update((m, members[m]) for m in linked)
     else:
         upstream, peers = "unknown", []
     for group, relation in ((kids, "child"), (sibs, "sibling")):
@@ -109,42 +121,15 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int],
     return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
 
 
-def _sockets(pid: int, own: netfds.Fds, held: dict[int, int], linked: list[int]) -> tuple[Upstream, list[int]]:
-    """The tree processes at the other end of ``pid``'s connected unix sockets and loopback TCP connections,
-    and where its work comes from: ``external`` when it, or a tree process at the other end of one of its
-    sockets (a front end that hands it requests: ``linked`` share a socket with it), listens (TCP, bound UDP, a
-    unix server socket) or holds an accepted connection whose other end no process of the tree holds; else
-    ``tree``. A parent that only reads its output through a pipe (a launcher) is not a front end."""
-    peers = [m for inode, peer in netfds.unix_peers(own.sockets).items() if (m := held.get(peer)) is not None]
-    front = {pid, *linked, *peers}
-    sockets = own.sockets | frozenset(inode for inode, m in held.items() if m in front)
-    if not sockets:
-        return "tree", peers
-    rows = netfds.read_inet(pid, sockets)
-    mine = [r for r in rows if r.inode in sockets]
-    listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
-    external = bool(listening) or netfds.read_unix_listening(pid, sockets) > 0
-    external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote) for r in mine)
-    mirror = {(r.local, r.remote): r.inode for r in rows if r.state == netfds.TCP_ESTABLISHED}
-    for r in mine:
-        if r.udp or r.state != netfds.TCP_ESTABLISHED:
-            continue
-        other = mirror.get((r.remote, r.local))
-        holder = held.get(other) if other is not None else None
-        if holder is not None:
-            if r.inode in own.sockets:
-                peers.append(holder)
-        elif r.local_port in listening and other not in own.sockets:
-            external = True  # an accepted connection from outside the tree
-    return ("external" if external else "tree"), list(dict.fromkeys(peers))
-
-
 class FeederTracker:
     """The links of each waiting GPU process (read every FEEDERS_EVERY_S) and its feeders' readings each tick."""
 
     def __init__(self) -> None:
         self._links: dict[int, _Links] = {}
         self._feeders: dict[int, _Feeder] = {}
+        self._view = SocketLinks()
+        #: (feeder, fed) -> (the reading it was made from, the reading as that process's feeder).
+        self._shaped: dict[tuple[int, int], tuple[FeederSample, FeederSample]] = {}
 
     def poll(self, now: float, details: dict[int, dict[str, Any]]) -> tuple[list[FeederSample], dict[int, str]]:
         """Feeders of the GPU processes in ``details`` (pid -> its host fields this tick), and their upstream."""
@@ -153,16 +138,13 @@ class FeederTracker:
             del self._links[pid]
         for pid, d in details.items():
             known = self._links.get(pid)
-            if known is not None and now - known.at < FEEDERS_EVERY_S:
+            if known is not None and now - known.at < (FEEDERS_QUIET_EVERY_S if quiet(d) else FEEDERS_EVERY_S):
                 continue
             if not waiting(d):
                 self._links.pop(pid, None)
                 continue
-            fresh = known is None or now - known.sockets_at >= SOCKETS_EVERY_S
-            upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids,
-                                               None if fresh or known is None else (known.upstream, known.peers))
-            self._links[pid] = _Links(now, upstream, relations, peers,
-                                      now if fresh or known is None else known.sockets_at)
+            upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids, self._view, now)
+            self._links[pid] = _Links(now, upstream, relations, peers)
         out: list[FeederSample] = []
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():
@@ -171,11 +153,23 @@ class FeederTracker:
                     read[feeder_pid] = self._read(feeder_pid, pid, relation, now)
                 sample = read[feeder_pid]
                 if sample is not None:
-                    out.append(dataclasses.replace(sample, feeds=pid, relation=relation))
+                    out.append(self._as_feeding(sample, pid, relation))
         wanted = set(read)
         for gone in set(self._feeders) - wanted:
             del self._feeders[gone]
+        self._view.prune(now, set(self._links))
+        self._shaped = {k: v for k, v in self._shaped.items() if k[0] in wanted}
         return out, {pid: found.upstream for pid, found in self._links.items()}
+
+    def _as_feeding(self, sample: FeederSample, feeds: int, relation: Relation) -> FeederSample:
+        """``sample`` as the feeder of ``feeds``: made once per reading (a reading is held for several ticks,
+        and copying a dataclass every tick for every feeder was a tenth of the source's cost)."""
+        known = self._shaped.get((sample.pid, feeds))
+        if known is not None and known[0] is sample and known[1].relation == relation:
+            return known[1]
+        shaped = dataclasses.replace(sample, feeds=feeds, relation=relation)
+        self._shaped[(sample.pid, feeds)] = (sample, shaped)
+        return shaped
 
     def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
         known = self._feeders.get(pid)

@@ -38,7 +38,8 @@ def parse_cpu_jiffies(raw: bytes) -> list[CpuJiffies]:
     Fields: user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is counted
     in user already, so the total stops at steal."""
     out = []
-    for line in raw.split(b"\n"):
+    end = raw.find(b"\nintr ")  # the cpu lines come first; a VM's intr line holds thousands of counters
+    for line in (raw if end < 0 else raw[:end]).split(b"\n"):
         if not line.startswith(b"cpu") or line.startswith(b"cpu "):
             continue
         values = list(map(int, line.split()[1:9]))

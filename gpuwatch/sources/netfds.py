@@ -43,16 +43,25 @@ class InetSocket:
         return self.local.rsplit(":", 1)[-1]
 
 
-def read_fds(pid: int) -> Fds | None:
-    """Pipe and socket inodes of ``pid`` from ``/proc/PID/fd`` (None: not readable, or gone)."""
-    base = f"/proc/{pid}/fd/"
+def fd_names(pid: int) -> list[str] | None:
+    """The fd numbers of ``pid`` (at most MAX_FDS), as ``/proc/PID/fd`` lists them (None: not readable)."""
     try:
-        names = os.listdir(base)
+        return os.listdir(f"/proc/{pid}/fd/")[:MAX_FDS]
     except OSError:
         return None
+
+
+def read_fds(pid: int, names: list[str] | None = None) -> Fds | None:
+    """Pipe and socket inodes of ``pid`` from ``/proc/PID/fd`` (None: not readable, or gone); ``names``: its
+    fd numbers when already listed."""
+    base = f"/proc/{pid}/fd/"
+    if names is None:
+        names = fd_names(pid)
+        if names is None:
+            return None
     pipes: set[int] = set()
     sockets: set[int] = set()
-    for name in names[:MAX_FDS]:
+    for name in names:
         try:
             target = os.readlink(base + name)
         except OSError:
@@ -65,9 +74,32 @@ def read_fds(pid: int) -> Fds | None:
     return Fds(frozenset(pipes), frozenset(sockets))
 
 
-def read_inet(pid: int, inodes: frozenset[int]) -> list[InetSocket]:
-    """The TCP and UDP sockets (IPv4 and IPv6) of ``pid``'s network namespace whose inode is in ``inodes``,
-    plus every established TCP socket of that namespace (a loopback connection's other end is among them)."""
+def find_holders(inodes: frozenset[int], skip: set[int], max_procs: int) -> dict[int, int]:
+    """For each of the socket ``inodes``, a process of this host that holds it (not one in ``skip``): reads
+    the fd tables of up to ``max_procs`` processes, stopping once every inode is found."""
+    found: dict[int, int] = {}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids[:max_procs]:
+        if pid in skip:
+            continue
+        fds = read_fds(pid)
+        if fds is None:
+            continue
+        for inode in fds.sockets & inodes:
+            found.setdefault(inode, pid)
+        if len(found) == len(inodes):
+            break
+    return found
+
+
+def read_inet(pid: int, inodes: frozenset[int] | None) -> list[InetSocket]:
+    """The TCP and UDP sockets (IPv4 and IPv6) of ``pid``'s network namespace whose inode is in ``inodes``
+    (every one when None), plus every established TCP socket of that namespace (a loopback connection's other
+    end is among them). An IPv4 address mapped into IPv6 (``::ffff:127.0.0.1``, an IPv4 client of a
+    dual-stack server) is written as IPv4, so the two ends of one connection mirror each other."""
     out: list[InetSocket] = []
     for table in ("tcp", "tcp6", "udp", "udp6"):
         try:
@@ -75,14 +107,25 @@ def read_inet(pid: int, inodes: frozenset[int]) -> list[InetSocket]:
                 lines = f.read().decode("ascii", "replace").splitlines()[1:]
         except OSError:
             continue
+        udp, v6 = table.startswith("udp"), table.endswith("6")
         for line in lines:
             cols = line.split()
             if len(cols) < 10 or not cols[9].isdigit():
                 continue
-            inode, udp = int(cols[9]), table.startswith("udp")
-            if inode in inodes or (not udp and cols[3] == TCP_ESTABLISHED):
-                out.append(InetSocket(cols[1], cols[2], cols[3], inode, udp))
+            inode = int(cols[9])
+            if inodes is None or inode in inodes or (not udp and cols[3] == TCP_ESTABLISHED):
+                local, remote = (_unmap(cols[1]), _unmap(cols[2])) if v6 else (cols[1], cols[2])
+                out.append(InetSocket(local, remote, cols[3], inode, udp))
     return out
+
+
+#: How /proc/net/tcp6 writes ``::ffff:a.b.c.d``: four 32-bit words in host order, the last one the IPv4 address.
+_MAPPED = "0" * 16 + "FFFF0000"
+
+
+def _unmap(address: str) -> str:
+    """``ADDR:PORT`` of /proc/net/*6, with an IPv4-mapped address written as /proc/net/tcp writes IPv4."""
+    return address[len(_MAPPED):] if address.upper().startswith(_MAPPED) and len(address) == 37 else address
 
 
 def read_unix_listening(pid: int, inodes: frozenset[int]) -> int:
