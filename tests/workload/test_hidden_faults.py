@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from tools import require_torch
 
+from workload.running import started
+
 torch = require_torch()
 
-from gpuwatch.workload.config import READY_LINE  # noqa: E402
 from gpuwatch.workload.fault_hidden import _session_cache, build_request_tree  # noqa: E402
 
 pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
@@ -47,22 +45,7 @@ def test_the_gc_churn_gets_full_collections_nobody_asked_for() -> None:
 
 
 def _started(fault: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "workload", "--fault", fault, "--device", "cpu",
-                             "--duration", "8"], stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith(READY_LINE):
-            return proc
-    raise AssertionError(f"{fault} exited before it was ready: {proc.wait()}")
-
-
-@pytest.fixture
-def stop() -> Iterator[list[subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return started(fault, 8)
 
 
 def _majflt(pid: int) -> int:

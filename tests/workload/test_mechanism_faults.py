@@ -3,20 +3,17 @@ feeders have the process tree they claim (children, or a peer that is no descend
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 
 import psutil
 import pytest
 from tools import require_torch
 
+from workload.running import started
+
 torch = require_torch()
 
-from gpuwatch.workload.config import READY_LINE  # noqa: E402
 from gpuwatch.workload.faults import run_fault  # noqa: E402
 from gpuwatch.workload.faults_catalogue import MECHANISM_FAULTS  # noqa: E402
 
@@ -42,22 +39,7 @@ def test_each_compile_variant_compiles_on_the_cpu(fault: str) -> None:
 
 
 def _started(fault: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwatch", "workload", "--fault", fault, "--device", "cpu",
-                             "--duration", "6"], stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith(READY_LINE):
-            return proc
-    raise AssertionError(f"{fault} exited before it was ready: {proc.wait()}")
-
-
-@pytest.fixture
-def stop() -> Iterator[list[subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return started(fault, 6)
 
 
 def test_the_storage_feeders_are_children_of_the_gpu_process(stop: list[subprocess.Popen[str]]) -> None:
