@@ -12,7 +12,11 @@ whether work comes from outside its process tree (a listening socket, or an acce
 end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
 from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
 are kept, and every feeder is read like a GPU process's host side (CPU, busiest thread, thread wait classes,
-run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S.
+run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S, or every
+FEEDER_QUIET_READ_EVERY_S when every GPU process it feeds is quiet (its busiest thread sleeps in a timer or
+waits on the GPU: it waits for no feeder, so the doctor has little use for their readings; reading each
+feeder's threads was the largest part of the host source's cost beside such processes). A feeder found stays
+listed every tick, with its last reading.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ FEEDERS_QUIET_EVERY_S = 30.0
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
 FEEDER_READ_EVERY_S = 2.0
+#: A feeder of quiet GPU processes only (see ``quiet``) is read this seldom (its rates over that span).
+FEEDER_QUIET_READ_EVERY_S = 10.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
 #: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
@@ -146,11 +152,16 @@ class FeederTracker:
             upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids, self._view, now)
             self._links[pid] = _Links(now, upstream, relations, peers)
         out: list[FeederSample] = []
+        every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
+        for pid, found in self._links.items():
+            cadence = FEEDER_QUIET_READ_EVERY_S if quiet(details.get(pid, {})) else FEEDER_READ_EVERY_S
+            for feeder_pid in found.relations:
+                every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():
             for feeder_pid, relation in found.relations.items():
                 if feeder_pid not in read:
-                    read[feeder_pid] = self._read(feeder_pid, pid, relation, now)
+                    read[feeder_pid] = self._read(feeder_pid, pid, relation, now, every[feeder_pid])
                 sample = read[feeder_pid]
                 if sample is not None:
                     out.append(self._as_feeding(sample, pid, relation))
@@ -171,10 +182,12 @@ class FeederTracker:
         self._shaped[(sample.pid, feeds)] = (sample, shaped)
         return shaped
 
-    def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
+    def _read(self, pid: int, feeds: int, relation: Relation, now: float,
+              every_s: float = FEEDER_READ_EVERY_S) -> FeederSample | None:
+        """The feeder's reading: the held one while it is under ``every_s`` old (and has rates), else a new one."""
         known = self._feeders.get(pid)
         if known is not None and known.held is not None and known.held.cpu_percent is not None \
-                and now - known.last_time < FEEDER_READ_EVERY_S:
+                and now - known.last_time < every_s:
             return known.held
         stat = read_process_stat(pid)
         if stat is None:

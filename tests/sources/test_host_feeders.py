@@ -287,3 +287,27 @@ def test_a_feeder_is_read_at_most_every_few_seconds_and_held_between(start: Any,
     assert reads.count(child) <= 2 + 8 * 0.25 / feeders_module.FEEDER_READ_EVERY_S + 1
     rated = [f for f in samples if f.cpu_percent is not None]
     assert any(a == b for a, b in itertools.pairwise(rated)), samples  # held between reads
+
+
+@pytest.mark.parametrize("wait", ["sleep", "pipe"])
+def test_the_feeders_of_a_gpu_process_waiting_in_a_timer_are_read_seldom_and_still_listed_every_tick(
+        start: Any, monkeypatch: pytest.MonkeyPatch, wait: str) -> None:
+    """A GPU process whose busiest thread sleeps in a timer waits for no feeder: its feeders are read every
+    FEEDER_QUIET_READ_EVERY_S; one waiting on a pipe has them read every FEEDER_READ_EVERY_S. Both list
+    the feeder on every tick."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    reads: list[int] = []
+    real = feeders_module.read_process_stat
+    monkeypatch.setattr(feeders_module, "read_process_stat", lambda pid: reads.append(pid) or real(pid))
+    tracker = feeders_module.FeederTracker()
+    details = {parent.pid: {"top_thread_cpu_percent": 0.0, "thread_waits": (wait,), "ppid": os.getppid()}}
+    span = 4 * feeders_module.FEEDER_QUIET_READ_EVERY_S
+    ticks = [float(t) for t in range(int(span) + 1)]
+    listed = [any(f.pid == child for f in tracker.poll(1000.0 + t, details)[0]) for t in ticks]
+    assert all(listed[1:]), listed  # from the tick that gave it rates on
+    every = feeders_module.FEEDER_QUIET_READ_EVERY_S if wait == "sleep" else feeders_module.FEEDER_READ_EVERY_S
+    # the first read sets the baseline, the second gives rates; then one read per cadence
+    assert 1 + span / every <= reads.count(child) <= 2 + span / every, (wait, reads.count(child))
