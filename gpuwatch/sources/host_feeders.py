@@ -12,11 +12,12 @@ whether work comes from outside its process tree (a listening socket, or an acce
 end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
 from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
 are kept, and every feeder is read like a GPU process's host side (CPU, busiest thread, thread wait classes,
-run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S, or every
-FEEDER_QUIET_READ_EVERY_S when every GPU process it feeds is quiet (its busiest thread sleeps in a timer or
-waits on the GPU: it waits for no feeder, so the doctor has little use for their readings; reading each
-feeder's threads was the largest part of the host source's cost beside such processes). A feeder found stays
-listed every tick, with its last reading.
+run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S while a GPU process
+it feeds has waited on something a feeder can supply (a pipe, a socket, a lock, I/O) in the last
+FEEDER_QUIET_READ_EVERY_S, else every FEEDER_QUIET_READ_EVERY_S (a process whose busiest thread runs, sleeps
+in a timer or waits on the GPU waits for no feeder, so the doctor has little use for finer readings; reading
+each feeder's threads was the largest part of the host source's cost beside such processes). A feeder found
+stays listed every tick, with its last reading.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ FEEDERS_QUIET_EVERY_S = 30.0
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
 FEEDER_READ_EVERY_S = 2.0
-#: A feeder of quiet GPU processes only (see ``quiet``) is read this seldom (its rates over that span).
+#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``) is read this
+#: seldom (its rates over that span).
 FEEDER_QUIET_READ_EVERY_S = 10.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
@@ -82,6 +84,13 @@ def quiet(details: dict[str, Any]) -> bool:
     """Whether a GPU process's busiest thread waits on something no other process feeds (a timer, the GPU)."""
     waits: tuple[str, ...] = tuple(details.get("thread_waits") or ())
     return bool(waits) and waits[0] in ("sleep", "gpu")
+
+
+def waits_on_feeder(details: dict[str, Any]) -> bool:
+    """Whether a GPU process's busiest thread waits on something another process can supply (not running,
+    not sleeping in a timer, not waiting on the GPU); unknown waits count as such."""
+    waits: tuple[str, ...] = tuple(details.get("thread_waits") or ())
+    return not waits or waits[0] not in ("cpu", "sleep", "gpu")
 
 
 def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
@@ -136,12 +145,19 @@ class FeederTracker:
         self._view = SocketLinks()
         #: (feeder, fed) -> (the reading it was made from, the reading as that process's feeder).
         self._shaped: dict[tuple[int, int], tuple[FeederSample, FeederSample]] = {}
+        #: GPU process -> when its busiest thread last waited on something a feeder can supply.
+        self._fed_at: dict[int, float] = {}
 
     def poll(self, now: float, details: dict[int, dict[str, Any]]) -> tuple[list[FeederSample], dict[int, str]]:
         """Feeders of the GPU processes in ``details`` (pid -> its host fields this tick), and their upstream."""
         gpu_pids = set(details)
         for pid in set(self._links) - gpu_pids:
             del self._links[pid]
+        for pid in set(self._fed_at) - gpu_pids:
+            del self._fed_at[pid]
+        for pid, d in details.items():
+            if waits_on_feeder(d):
+                self._fed_at[pid] = now
         for pid, d in details.items():
             known = self._links.get(pid)
             if known is not None and now - known.at < (FEEDERS_QUIET_EVERY_S if quiet(d) else FEEDERS_EVERY_S):
@@ -154,7 +170,8 @@ class FeederTracker:
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():
-            cadence = FEEDER_QUIET_READ_EVERY_S if quiet(details.get(pid, {})) else FEEDER_READ_EVERY_S
+            fed = now - self._fed_at.get(pid, float("-inf")) < FEEDER_QUIET_READ_EVERY_S
+            cadence = FEEDER_READ_EVERY_S if fed else FEEDER_QUIET_READ_EVERY_S
             for feeder_pid in found.relations:
                 every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
