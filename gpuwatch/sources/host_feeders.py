@@ -2,8 +2,8 @@
 
 A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
 processes, a socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that
-thread sleeps in a timer or waits on the GPU) its links are read: its children and
-grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
+thread sleeps in a timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its
+children and grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
 share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
 sock_diag) or loopback TCP connections (a process outside the tree at the other end of one, such as a
 detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those
@@ -34,8 +34,9 @@ from gpuwatch.sources.procfs import read_children, read_process_io, read_process
 from gpuwatch.sources.socket_links import SocketLinks
 
 FEEDERS_EVERY_S = 5.0
-#: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver waits for no other process:
-#: its links are read again this seldom (a scan reads every sibling's fd table).
+#: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver, or has not waited on a
+#: feeder lately, waits for no other process: its links are read again this seldom (a scan reads every
+#: sibling's fd table).
 FEEDERS_QUIET_EVERY_S = 30.0
 #: A feeder is read at most this often (its rates over that span); the ticks between give the last reading.
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
@@ -160,7 +161,8 @@ class FeederTracker:
                 self._fed_at[pid] = now
         for pid, d in details.items():
             known = self._links.get(pid)
-            if known is not None and now - known.at < (FEEDERS_QUIET_EVERY_S if quiet(d) else FEEDERS_EVERY_S):
+            every = FEEDERS_EVERY_S if self._fed(pid, now) and not quiet(d) else FEEDERS_QUIET_EVERY_S
+            if known is not None and now - known.at < every:
                 continue
             if not waiting(d):
                 self._links.pop(pid, None)
@@ -170,8 +172,7 @@ class FeederTracker:
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():
-            fed = now - self._fed_at.get(pid, float("-inf")) < FEEDER_QUIET_READ_EVERY_S
-            cadence = FEEDER_READ_EVERY_S if fed else FEEDER_QUIET_READ_EVERY_S
+            cadence = FEEDER_READ_EVERY_S if self._fed(pid, now) else FEEDER_QUIET_READ_EVERY_S
             for feeder_pid in found.relations:
                 every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
@@ -188,6 +189,11 @@ class FeederTracker:
         self._view.prune(now, set(self._links))
         self._shaped = {k: v for k, v in self._shaped.items() if k[0] in wanted}
         return out, {pid: found.upstream for pid, found in self._links.items()}
+
+    def _fed(self, pid: int, now: float) -> bool:
+        """Whether GPU process ``pid`` waited on something a feeder can supply in the last
+        FEEDER_QUIET_READ_EVERY_S (one instant's wait flickers between running and waiting)."""
+        return now - self._fed_at.get(pid, float("-inf")) < FEEDER_QUIET_READ_EVERY_S
 
     def _as_feeding(self, sample: FeederSample, feeds: int, relation: Relation) -> FeederSample:
         """``sample`` as the feeder of ``feeds``: made once per reading (a reading is held for several ticks,

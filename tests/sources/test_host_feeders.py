@@ -344,3 +344,24 @@ def test_a_gpu_process_that_waited_on_input_a_moment_ago_keeps_its_feeders_read_
     assert len(early) >= 4 and all(b - a == fine for a, b in itertools.pairwise(early[1:])), reads  # [0]: baseline
     assert any(b - a >= hold for a, b in itertools.pairwise(reads)), reads  # quiet in between: the slow pace
     assert any(1000.0 + 2 * hold < r <= 1000.0 + 2 * hold + fine for r in reads), reads  # fine again at once
+
+
+@pytest.mark.parametrize(("wait", "fed"), [("cpu", False), ("sleep", False), ("input", True)])
+def test_the_links_of_a_gpu_process_that_waits_on_no_feeder_are_scanned_seldom(
+        start: Any, monkeypatch: pytest.MonkeyPatch, wait: str, fed: bool) -> None:
+    """The scan (every sibling's fd table) comes every FEEDERS_EVERY_S while the process waits on input, and
+    every FEEDERS_QUIET_EVERY_S while its busiest thread runs or sleeps; its feeders stay listed between."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    scans: list[int] = []
+    real = feeders_module.links
+    monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(pid) or real(pid, *a))
+    tracker = feeders_module.FeederTracker()
+    details = {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,), "ppid": os.getppid()}}
+    span = 2 * feeders_module.FEEDERS_QUIET_EVERY_S
+    listed = [any(f.pid == child for f in tracker.poll(1000.0 + t, details)[0]) for t in range(int(span))]
+    assert all(listed), listed
+    every = feeders_module.FEEDERS_EVERY_S if fed else feeders_module.FEEDERS_QUIET_EVERY_S
+    assert len(scans) == span / every, (wait, len(scans))
