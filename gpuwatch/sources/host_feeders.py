@@ -161,8 +161,8 @@ class FeederTracker:
                 self._fed_at[pid] = now
         for pid, d in details.items():
             known = self._links.get(pid)
-            every = FEEDERS_EVERY_S if self._fed(pid, now) and not quiet(d) else FEEDERS_QUIET_EVERY_S
-            if known is not None and now - known.at < every:
+            scan_every = FEEDERS_EVERY_S if self._fed(pid, now) and not quiet(d) else FEEDERS_QUIET_EVERY_S
+            if known is not None and now - known.at < scan_every:
                 continue
             if not waiting(d):
                 self._links.pop(pid, None)
