@@ -47,7 +47,8 @@ class ExporterConfig:
                       "dcgm-exporter's (its units and labels, for dashboards and rules written for it), or both",
                       default="gpuwatch")
     diagnosis_interval: float = _opt(f.duration, "how often the doctor's findings on /metrics "
-                                     "(gpuwatch_diagnosis_finding) are refreshed", default=15.0)
+                                     "(gpuwatch_diagnosis_finding) are refreshed (the doctor's window: each "
+                                     "snapshot judged once when nobody asks sooner)", default=30.0)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
 processes, a socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that
-thread sleeps in a timer or waits on the GPU) its links are read: its children and
-grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
+thread sleeps in a timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its
+children and grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
 share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
 sock_diag) or loopback TCP connections (a process outside the tree at the other end of one, such as a
 detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those
@@ -12,7 +12,12 @@ whether work comes from outside its process tree (a listening socket, or an acce
 end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
 from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
 are kept, and every feeder is read like a GPU process's host side (CPU, busiest thread, thread wait classes,
-run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S.
+run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S while a GPU process
+it feeds has waited on something a feeder can supply (a pipe, a socket, a lock, I/O) in the last
+FEEDER_QUIET_READ_EVERY_S, else every FEEDER_QUIET_READ_EVERY_S (a process whose busiest thread runs, sleeps
+in a timer or waits on the GPU waits for no feeder, so the doctor has little use for finer readings; reading
+each feeder's threads was the largest part of the host source's cost beside such processes). A feeder found
+stays listed every tick, with its last reading.
 """
 
 from __future__ import annotations
@@ -29,13 +34,17 @@ from gpuwatch.sources.procfs import read_children, read_process_io, read_process
 from gpuwatch.sources.socket_links import SocketLinks
 
 FEEDERS_EVERY_S = 5.0
-#: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver waits for no other process:
-#: its links are read again this seldom (a scan reads every sibling's fd table).
+#: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver, or has not waited on a
+#: feeder lately, waits for no other process: its links are read again this seldom (a scan reads every
+#: sibling's fd table).
 FEEDERS_QUIET_EVERY_S = 30.0
 #: A feeder is read at most this often (its rates over that span); the ticks between give the last reading.
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
 FEEDER_READ_EVERY_S = 2.0
+#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``) is read this
+#: seldom (its rates over that span).
+FEEDER_QUIET_READ_EVERY_S = 10.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
 #: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
@@ -76,6 +85,13 @@ def quiet(details: dict[str, Any]) -> bool:
     """Whether a GPU process's busiest thread waits on something no other process feeds (a timer, the GPU)."""
     waits: tuple[str, ...] = tuple(details.get("thread_waits") or ())
     return bool(waits) and waits[0] in ("sleep", "gpu")
+
+
+def waits_on_feeder(details: dict[str, Any]) -> bool:
+    """Whether a GPU process's busiest thread waits on something another process can supply (not running,
+    not sleeping in a timer, not waiting on the GPU); unknown waits count as such."""
+    waits: tuple[str, ...] = tuple(details.get("thread_waits") or ())
+    return not waits or waits[0] not in ("cpu", "sleep", "gpu")
 
 
 def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
@@ -130,15 +146,23 @@ class FeederTracker:
         self._view = SocketLinks()
         #: (feeder, fed) -> (the reading it was made from, the reading as that process's feeder).
         self._shaped: dict[tuple[int, int], tuple[FeederSample, FeederSample]] = {}
+        #: GPU process -> when its busiest thread last waited on something a feeder can supply.
+        self._fed_at: dict[int, float] = {}
 
     def poll(self, now: float, details: dict[int, dict[str, Any]]) -> tuple[list[FeederSample], dict[int, str]]:
         """Feeders of the GPU processes in ``details`` (pid -> its host fields this tick), and their upstream."""
         gpu_pids = set(details)
         for pid in set(self._links) - gpu_pids:
             del self._links[pid]
+        for pid in set(self._fed_at) - gpu_pids:
+            del self._fed_at[pid]
+        for pid, d in details.items():
+            if waits_on_feeder(d):
+                self._fed_at[pid] = now
         for pid, d in details.items():
             known = self._links.get(pid)
-            if known is not None and now - known.at < (FEEDERS_QUIET_EVERY_S if quiet(d) else FEEDERS_EVERY_S):
+            scan_every = FEEDERS_EVERY_S if self._fed(pid, now) and not quiet(d) else FEEDERS_QUIET_EVERY_S
+            if known is not None and now - known.at < scan_every:
                 continue
             if not waiting(d):
                 self._links.pop(pid, None)
@@ -146,11 +170,16 @@ class FeederTracker:
             upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids, self._view, now)
             self._links[pid] = _Links(now, upstream, relations, peers)
         out: list[FeederSample] = []
+        every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
+        for pid, found in self._links.items():
+            cadence = FEEDER_READ_EVERY_S if self._fed(pid, now) else FEEDER_QUIET_READ_EVERY_S
+            for feeder_pid in found.relations:
+                every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():
             for feeder_pid, relation in found.relations.items():
                 if feeder_pid not in read:
-                    read[feeder_pid] = self._read(feeder_pid, pid, relation, now)
+                    read[feeder_pid] = self._read(feeder_pid, pid, relation, now, every[feeder_pid])
                 sample = read[feeder_pid]
                 if sample is not None:
                     out.append(self._as_feeding(sample, pid, relation))
@@ -160,6 +189,11 @@ class FeederTracker:
         self._view.prune(now, set(self._links))
         self._shaped = {k: v for k, v in self._shaped.items() if k[0] in wanted}
         return out, {pid: found.upstream for pid, found in self._links.items()}
+
+    def _fed(self, pid: int, now: float) -> bool:
+        """Whether GPU process ``pid`` waited on something a feeder can supply in the last
+        FEEDER_QUIET_READ_EVERY_S (one instant's wait flickers between running and waiting)."""
+        return now - self._fed_at.get(pid, float("-inf")) < FEEDER_QUIET_READ_EVERY_S
 
     def _as_feeding(self, sample: FeederSample, feeds: int, relation: Relation) -> FeederSample:
         """``sample`` as the feeder of ``feeds``: made once per reading (a reading is held for several ticks,
@@ -171,10 +205,12 @@ class FeederTracker:
         self._shaped[(sample.pid, feeds)] = (sample, shaped)
         return shaped
 
-    def _read(self, pid: int, feeds: int, relation: Relation, now: float) -> FeederSample | None:
+    def _read(self, pid: int, feeds: int, relation: Relation, now: float,
+              every_s: float = FEEDER_READ_EVERY_S) -> FeederSample | None:
+        """The feeder's reading: the held one while it is under ``every_s`` old (and has rates), else a new one."""
         known = self._feeders.get(pid)
         if known is not None and known.held is not None and known.held.cpu_percent is not None \
-                and now - known.last_time < FEEDER_READ_EVERY_S:
+                and now - known.last_time < every_s:
             return known.held
         stat = read_process_stat(pid)
         if stat is None:

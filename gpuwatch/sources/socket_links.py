@@ -20,8 +20,10 @@ from gpuwatch.model.feeders import Upstream
 from gpuwatch.sources import netfds
 
 FD_TABLE_MAX_AGE_S = 60.0
-#: Where work comes from changes rarely: sockets that did not change are classified this often.
-SOCKETS_EVERY_S = 30.0
+#: Where work comes from follows from the socket inodes alone (an inode is one socket for its whole life):
+#: sockets that did not change are classified again only this seldom (reading /proc/net is the cost, and a
+#: host with many short connections has long tables).
+SOCKETS_EVERY_S = 300.0
 #: Changed sockets (a connection accepted, a peer connected) are classified again this soon at most.
 SOCKETS_CHANGED_EVERY_S = 10.0
 TABLES_TTL_S = 1.0

@@ -39,8 +39,10 @@ RATE_HZ = 10
 EVERY_S = 15.0
 DOCTOR_EVERY_S = float(WINDOW_S)
 #: py-spy's CPU, as a share of one core: the daemon's and the dashboard's, and the doctor's (watching on
-#: purpose, for a short while). A round that cost more than its share delays the next one.
-BUDGET = 0.002
+#: purpose, for a short while). A round that cost more than its share delays the next one. A round of two torch
+#: processes costs about 0.16 CPU-s (native symbols loaded once per window): at the daemon's share one round
+#: every ~160 s, which keeps py-spy below half of an always-on daemon's own CPU.
+BUDGET = 0.001
 DOCTOR_BUDGET = 0.008
 MAX_CONCURRENT = 2
 #: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too.

@@ -287,3 +287,81 @@ def test_a_feeder_is_read_at_most_every_few_seconds_and_held_between(start: Any,
     assert reads.count(child) <= 2 + 8 * 0.25 / feeders_module.FEEDER_READ_EVERY_S + 1
     rated = [f for f in samples if f.cpu_percent is not None]
     assert any(a == b for a, b in itertools.pairwise(rated)), samples  # held between reads
+
+
+@pytest.mark.parametrize(("wait", "fed"), [("sleep", False), ("gpu", False), ("cpu", False), ("input", True),
+                                           ("lock", True)])
+def test_the_feeders_of_a_gpu_process_that_waits_on_no_feeder_are_read_seldom_and_still_listed_every_tick(
+        start: Any, monkeypatch: pytest.MonkeyPatch, wait: str, fed: bool) -> None:
+    """A GPU process whose busiest thread sleeps in a timer, waits on the GPU or runs waits for no feeder:
+    its feeders are read every FEEDER_QUIET_READ_EVERY_S; one waiting on input or a lock has them read every
+    FEEDER_READ_EVERY_S. Both list the feeder on every tick."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    reads: list[int] = []
+    real = feeders_module.read_process_stat
+    monkeypatch.setattr(feeders_module, "read_process_stat", lambda pid: reads.append(pid) or real(pid))
+    tracker = feeders_module.FeederTracker()
+    details = {parent.pid: {"top_thread_cpu_percent": 0.0, "thread_waits": (wait,), "ppid": os.getppid()}}
+    span = 4 * feeders_module.FEEDER_QUIET_READ_EVERY_S
+    ticks = [float(t) for t in range(int(span) + 1)]
+    listed = [any(f.pid == child for f in tracker.poll(1000.0 + t, details)[0]) for t in ticks]
+    assert all(listed[1:]), listed  # from the tick that gave it rates on
+    every = feeders_module.FEEDER_READ_EVERY_S if fed else feeders_module.FEEDER_QUIET_READ_EVERY_S
+    # the first read sets the baseline, the second gives rates; then one read per cadence
+    assert 1 + span / every <= reads.count(child) <= 2 + span / every, (wait, reads.count(child))
+
+
+def test_a_gpu_process_that_waited_on_input_a_moment_ago_keeps_its_feeders_read_at_the_fine_pace(
+        start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One tick waiting on input holds the fine pace for FEEDER_QUIET_READ_EVERY_S, whatever the ticks after
+    say (the busiest thread's wait sampled at one instant flickers between running and waiting)."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    reads: list[float] = []
+    real = feeders_module.read_process_stat
+    tracker = feeders_module.FeederTracker()
+    now = 1000.0
+
+    def counting(pid: int) -> Any:
+        if pid == child:
+            reads.append(now)
+        return real(pid)
+
+    monkeypatch.setattr(feeders_module, "read_process_stat", counting)
+    hold = feeders_module.FEEDER_QUIET_READ_EVERY_S
+    for t in range(int(3 * hold) + 1):
+        now = 1000.0 + t
+        wait = "input" if t in (0, 2 * hold) else "cpu"
+        tracker.poll(now, {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,),
+                                        "ppid": os.getppid()}})
+    fine = feeders_module.FEEDER_READ_EVERY_S
+    early = [r for r in reads if r <= 1000.0 + hold]
+    assert len(early) >= 4 and all(b - a == fine for a, b in itertools.pairwise(early[1:])), reads  # [0]: baseline
+    assert any(b - a >= hold for a, b in itertools.pairwise(reads)), reads  # quiet in between: the slow pace
+    assert any(1000.0 + 2 * hold < r <= 1000.0 + 2 * hold + fine for r in reads), reads  # fine again at once
+
+
+@pytest.mark.parametrize(("wait", "fed"), [("cpu", False), ("sleep", False), ("input", True)])
+def test_the_links_of_a_gpu_process_that_waits_on_no_feeder_are_scanned_seldom(
+        start: Any, monkeypatch: pytest.MonkeyPatch, wait: str, fed: bool) -> None:
+    """The scan (every sibling's fd table) comes every FEEDERS_EVERY_S while the process waits on input, and
+    every FEEDERS_QUIET_EVERY_S while its busiest thread runs or sleeps; its feeders stay listed between."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    (child,) = read_children(parent.pid)
+    scans: list[int] = []
+    real = feeders_module.links
+    monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(pid) or real(pid, *a))
+    tracker = feeders_module.FeederTracker()
+    details = {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,), "ppid": os.getppid()}}
+    span = 2 * feeders_module.FEEDERS_QUIET_EVERY_S
+    listed = [any(f.pid == child for f in tracker.poll(1000.0 + t, details)[0]) for t in range(int(span))]
+    assert all(listed), listed
+    every = feeders_module.FEEDERS_EVERY_S if fed else feeders_module.FEEDERS_QUIET_EVERY_S
+    assert len(scans) == span / every, (wait, len(scans))
