@@ -65,8 +65,8 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("d2h_copies", None, "device-to-host copies over PCIe fill the GPU's time while its SMs idle",
        explains_idle=True, thread=True, mechanisms=("gpu_wait",)),
     _c("long_kernels", long_kernels, "a few long kernels: GPU-Util ~100 %, SM activity low, the host waiting "
-       "in synchronize (a kernel that does not finish, a stuck collective)", explains_idle=True, thread=True,
-       mechanisms=("gpu_wait", "collective")),
+       "for them (synchronize, a collective, polling an event): a kernel that does not finish, a stuck collective",
+       explains_idle=True, thread=True, mechanisms=("gpu_wait", "collective", "sleep")),
     _c("launch_bound", launch_bound, "tiny kernels, one CPU thread launching them as fast as it can",
        explains_idle=True, thread=True, mechanisms=("launch", "python")),
     _c("host_cpu_contention", host_cpu_contention, "the feeding thread waits for a core on an oversubscribed host",

@@ -38,15 +38,39 @@ def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = 
     return p is not None and p.stacks is not None and p.stacks.share(*mechanisms) >= share
 
 
+#: What a host thread does while a kernel it issued runs and it issues nothing else: it blocks in
+#: synchronize, waits in a collective, or sleeps between polls of an event (``while not ev.query(): sleep``).
+GPU_PACED = ("gpu_wait", "collective", "sleep")
+
+
 def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
-    """The process whose feeding thread mostly waits for the GPU (synchronize, .item(), a collective): from its
-    stacks, or without stacks from /proc (asleep in the GPU driver most of the time)."""
-    return next((p for p in g.processes if stacks_say(p, "gpu_wait", "collective")
-                 or (p.stacks is None and time_split(p).get("gpu", 0.0) >= 100 * STACK_MAJORITY)), None)
+    """The process whose feeding thread mostly waits while the GPU works, rather than launching or computing:
+    from its stacks (synchronize, a collective, a sleep between polls), or without stacks from /proc (asleep in
+    the GPU driver or on a timer most of the time). Behind a GPU that always has a kernel in flight, such a
+    host is not what paces the GPU: the kernels are. The GPU's busiest such process first."""
+    def paced(p: ProcessWindow) -> bool:
+        if p.stacks is not None:
+            return stacks_say(p, *GPU_PACED)
+        split = time_split(p)
+        return split.get("gpu", 0.0) + split.get("sleep", 0.0) >= 100 * STACK_MAJORITY
+    return max((p for p in g.processes if paced(p)), key=lambda p: p.sm_util_mean or 0.0, default=None)
+
+
+def _how_host_waits(p: ProcessWindow) -> str:
+    """The title's half about the host, as its evidence says it."""
+    if p.stacks is None:
+        split = time_split(p)
+        return "the host sleeps between polls" if split.get("sleep", 0.0) > split.get("gpu", 0.0) else \
+            "the host waits for them"
+    top = max(GPU_PACED, key=lambda m: p.stacks.share(m) if p.stacks else 0.0)
+    return {"gpu_wait": "the host waits for them in synchronize", "collective": "the host waits in a collective",
+            "sleep": "the host sleeps between polls until they finish"}[top]
 
 
 def long_kernels(g: GpuWindow) -> Finding | None:
-    """The GPU always busy, its SMs mostly empty, the host waiting in synchronize: a few long kernels."""
+    """The GPU always busy, its SMs mostly empty, the host waiting for it (not launching, not computing): a few
+    long kernels set the pace. Launch-bound work and small kernels fed one request at a time keep the host
+    thread busy instead."""
     if g.util is None or g.sm_active is None or g.util < LONG_UTIL or g.sm_active >= LONG_SM:
         return None
     p = waits_on_gpu(g)
@@ -55,8 +79,8 @@ def long_kernels(g: GpuWindow) -> Finding | None:
     coll = p.stacks is not None and p.stacks.share("collective") > p.stacks.share("gpu_wait")
     how = p.stacks.line(f"{p.label}, feeding thread") if p.stacks else attribution_line(p)
     return finding(
-        "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, the host waits "
-        "for them", "warning", LONG_KERNELS(100.0 - g.sm_active), g,
+        "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, "
+        + _how_host_waits(p), "warning", LONG_KERNELS(100.0 - g.sm_active), g,
         gpu_evidence(g, f"GPU-Util {g.util:.0f}% with SM activity {g.sm_active:.1f}%: a kernel is always in "
                      "flight, on few SMs", how),
         ("A collective waits for a peer that does not arrive: find the straggling or stuck rank (NCCL_DEBUG=INFO, "

@@ -78,9 +78,13 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
     if f.code == "dataloader_bound" and (_share(p, "compile") >= MAJORITY
                                          or any(x.bound == "compile" for x in p.feeders)):
         out.append("claims a data loader while the stacks compile")
-    in_driver = time_split(p).get("gpu", 0.0) / 100 if p.stacks is None else 0.0
-    if f.code == "long_kernels" and max(waits_gpu, in_driver) < MAJORITY:
-        out.append("claims long kernels while the host does not wait on the GPU")
+    # a host that waits for the kernels in flight: in synchronize or a collective, or asleep between polls
+    split = time_split(p)
+    in_driver = (split.get("gpu", 0.0) + split.get("sleep", 0.0)) / 100 if p.stacks is None else 0.0
+    if f.code == "long_kernels" and max(waits_gpu + _share(p, "sleep"), in_driver) < MAJORITY:
+        out.append("claims long kernels while the host does not wait for the GPU (it launches or computes)")
+    if f.code == "long_kernels" and "synchronize" in title and _share(p, "gpu_wait") < MAJORITY:
+        out.append("says the host waits in synchronize while its stacks are mostly elsewhere")
     if f.code == "feeder_bound" and not any(x.bound is not None for x in p.feeders):
         out.append("claims its feeders are the bottleneck while none is busy or blocked")
     if f.code == "off_cpu_wait" and (p.top_thread_cpu or 0.0) >= PEGGED:

@@ -152,3 +152,27 @@ def test_an_under_used_gpu_names_the_mechanism_and_the_users_function_its_feedin
     assert f.locations[0] == (where, 1.0)
     if f.code == "idle_breakdown":
         assert where in f.title and advice(mechanism)[:30].lower() in f.fix.lower()
+
+
+POLL = thread(native("libc.so.6", "clock_nanosleep"), py(f"{STDLIB}/time.py", "sleep"), py("bench.py", "wait_done"),
+              count=20, idle=True)
+
+
+def test_a_host_that_sleeps_between_polls_behind_a_full_gpu_waits_for_long_kernels_not_small_ones() -> None:
+    """Polling an event with sleeps is waiting for the GPU as much as synchronize is: the kernels set the pace."""
+    found = diagnose(window(Load(util=100.0, sm=1.0, thread=2.0, stacks=(POLL,))))
+    f = top_problem(found)
+    assert f is not None and f.code == "long_kernels" and f.mechanism == "sleep", codes(found)
+    assert "sleeps between polls" in f.title and "synchronize" not in f.title
+    assert "small_kernels" not in [x.code for x in found]
+
+
+def test_without_stacks_a_host_asleep_on_a_timer_behind_a_full_gpu_is_long_kernels() -> None:
+    f = top(Load(util=100.0, sm=1.0, thread=2.0, waits=("sleep",), channel="hrtimer_nanosleep"))
+    assert f.code == "long_kernels" and "sleeps between polls" in f.title
+
+
+def test_a_busy_host_thread_behind_a_full_gpu_on_few_sms_is_not_long_kernels() -> None:
+    """The host on a core most of the time paces the GPU (launches, one request at a time): not long kernels."""
+    for load in (Load(util=100.0, sm=2.0, thread=100.0), Load(util=100.0, sm=2.0, thread=100.0, stacks=(LAUNCH,))):
+        assert "long_kernels" not in [x.code for x in diagnose(window(load))], load
