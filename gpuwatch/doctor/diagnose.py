@@ -84,6 +84,19 @@ def rules_out(found: Finding, other: Finding) -> bool:
     return False
 
 
+def awaits_stacks(snapshots: Sequence[Snapshot], f: Finding) -> bool:
+    """``f`` is about a thread judged from /proc alone while the stack sampler is on and has not sampled that
+    process yet in the window: the stacks are about to settle it, and may say otherwise (a lock, not the
+    GIL; children, not a wait off the CPU). The GPU-hour accounting holds such a verdict back, as it holds a
+    missing one, so the seconds it charges go to the cause the evidence names."""
+    if f.pid is None or f.code not in THREAD_FINDINGS or not snapshots:
+        return False
+    status = snapshots[-1].source("stacks")
+    if status is None or status.state != "ok":
+        return False  # no sampler, or one that cannot sample (no ptrace): /proc is all there will be
+    return not any(st.pid == f.pid for s in snapshots for st in s.stacks)
+
+
 def top_problem(findings: Sequence[Finding]) -> Finding | None:
     """The finding to act on first, about any GPU (:func:`~gpuwatch.doctor.verdict.verdict`)."""
     return verdict(findings)

@@ -194,6 +194,20 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
                    fix, pid=p.pid)
 
 
+def not_the_gil(p: ProcessWindow) -> bool:
+    """The stacks contradict Python threads taking turns on the GIL: the feeding thread's time goes mostly
+    to something other than Python or a lock (a native op, the GPU, I/O), or it waits on a lock (a
+    ``threading`` lock or queue, not the GIL) held by threads that run native code. Without stacks nothing
+    is contradicted. (A thread waiting for the GIL shows Python frames, or ``take_gil``: Python.)"""
+    ev = p.stacks
+    if ev is None:
+        return False
+    if ev.share("python", "lock", None) < STACK_MAJORITY:
+        return True
+    held = ev.holders
+    return ev.share("lock") >= STACK_MAJORITY and held is not None and held.share("python", None) < STACK_MAJORITY
+
+
 def mostly_waiting(p: ProcessWindow | None) -> bool:
     """The feeding thread's stacks say it waits (GPU, lock, storage, network...), not computes."""
     return p is not None and p.stacks is not None and is_waiting(p.stacks.mechanism) and \

@@ -22,7 +22,7 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
-from gpuwatch.doctor.rules_evidence import stacks_say
+from gpuwatch.doctor.rules_evidence import not_the_gil, stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
@@ -49,7 +49,9 @@ def host_contended(g: GpuWindow) -> list[ProcessWindow]:
 
 
 def gil_contended(g: GpuWindow) -> list[ProcessWindow]:
-    return sorted((p for p in g.processes if gil_bound(p)), key=lambda p: -(p.threads_cpu or 0.0))
+    """Processes whose threads take turns on the GIL, as /proc shows it and the stacks do not contradict."""
+    return sorted((p for p in g.processes if gil_bound(p) and not not_the_gil(p)),
+                  key=lambda p: -(p.threads_cpu or 0.0))
 
 
 def host_cpu_contention(g: GpuWindow) -> Finding | None:

@@ -11,6 +11,8 @@ from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.mechanisms import classify, location
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
+from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.model.stacks import ThreadStack
 
 from .synthetic import SITE, Load, native, py, thread, window
 from .test_evidence_rules import HOST_OP, PEGGED_LAUNCH_LOOKALIKE, QUEUE
@@ -88,3 +90,28 @@ def test_a_busy_compile_worker_child_is_a_compiler_not_a_data_loader() -> None:
     assert f.code == "feeder_bound" and "compile" in f.title, f
     plain = dataclasses.replace(worker, cmdline="python3 tokenise_worker.py")
     assert top(dataclasses.replace(load, feeders=(plain,))).code == "dataloader_bound"
+
+
+RLOCK = thread(native("libc.so.6", "futex_wait"), py("threading.py", "RLock.acquire"), py("app/model.py", "forward"),
+               count=20, idle=True)
+RELOADING = thread(native("libtorch_cpu.so", "at::native::copy_"), py("app/model.py", "reload_weights"), tid=472,
+                   count=20)
+GIL_WAIT = thread(native("libpython3.11.so", "take_gil"), py("app/model.py", "tokenise"), count=20, idle=True)
+
+
+def _two_threads_sharing_a_core(*stacks: ThreadStack) -> list[Snapshot]:
+    """Two working threads at about half a core each, none pegged: what /proc shows of threads taking turns on the
+    GIL, and as much of two threads taking turns on any lock."""
+    snaps = window(Load(util=1.0, sm=0.5, thread=50.0, waits=("cpu",), stacks=stacks))
+    return [dataclasses.replace(s, processes=tuple(dataclasses.replace(
+        p, thread_cpu_percents=(50.0, 48.0), thread_waits=("cpu", "lock"), thread_run_wait_percents=(0.0, 0.0))
+        for p in s.processes)) for s in snaps]
+
+
+def test_threads_taking_turns_on_a_lock_held_by_a_native_op_are_not_gil_contention() -> None:
+    assert top_problem(diagnose(_two_threads_sharing_a_core())).code == "gil_contention"  # /proc alone
+    assert top_problem(diagnose(_two_threads_sharing_a_core(GIL_WAIT))).code == "gil_contention"
+    found = diagnose(_two_threads_sharing_a_core(RLOCK, RELOADING))
+    assert "gil_contention" not in [f.code for f in found], [f.code for f in found]
+    f = top_problem(found)
+    assert f is not None and f.mechanism == "lock" and any("a torch/numpy op on the CPU" in e for e in f.evidence)
