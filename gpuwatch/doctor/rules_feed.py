@@ -174,15 +174,17 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     mech = p.stacks.mechanism if p.stacks is not None else None
     doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
     said = advice(mech)
+    # compiling is not preprocessing: moving it into workers does not help, compiling once does
+    offload = "" if mech == "compile" else (
+        "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
+        "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
+        "should only batch, copy and launch. ")
     return finding(
         "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
         "critical" if busy < CRITICAL_BUSY else "warning", INPUT((100.0 - busy) * min(1.0, top / 100.0)),
         g, gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
-        (said[0].upper() + said[1:] + ". " if said else "") +
-        "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
-        "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
-        f"should only batch, copy and launch. See where it spends its time: py-spy dump --pid {p.pid} "
-        "(or gpuwatch doctor --stacks).", pid=p.pid)
+        (said[0].upper() + said[1:] + ". " if said else "") + offload +
+        f"See where it spends its time: py-spy dump --pid {p.pid} (or gpuwatch doctor --stacks).", pid=p.pid)
 
 
 def dataloader_bound(g: GpuWindow) -> Finding | None:
@@ -232,6 +234,21 @@ def _waiting(p: ProcessWindow, busy: float) -> list[str]:
     return signs
 
 
+def _what_holds(p: ProcessWindow) -> str:
+    """What the process waits on, as far as its evidence says: its stacks' waiting mechanism; else storage when
+    its reads come from storage or its threads sit in D state; else what moves bytes without storage."""
+    mech = p.stacks.mechanism if p.stacks is not None else None
+    if mech in ("storage", "network", "lock") and stacks_say(p, mech):
+        return {"storage": "storage", "network": "the network", "lock": "a lock or a queue"}[mech]
+    disk, read = p.io_read_bytes_s or 0.0, max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0)
+    if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE or (p.io_write_bytes_s or 0.0) >= IO_RATE \
+            or (read >= IO_RATE and disk >= FROM_STORAGE * read):
+        return "storage"
+    if read >= IO_RATE:
+        return "reads from sockets or pipes"
+    return "storage, network or a lock"
+
+
 def off_cpu_wait(g: GpuWindow) -> Finding | None:
     """GPU underused, its process mostly asleep (not computing), and busy with I/O while it sleeps."""
     busy = g.busy
@@ -252,7 +269,7 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             f"{p.label}: no thread running in {100 * p.sleeping_share:.0f}% of samples, CPU {p.cpu or 0:.0f}%"
         where = f"main thread waits in {p.wait_channel}" if p.wait_channel else None
         return finding(
-            "off_cpu_wait", "Waiting off the CPU: storage, network or a lock holds the GPU back", "warning",
+            "off_cpu_wait", f"Waiting off the CPU: {_what_holds(p)} holds the GPU back", "warning",
             OFF_CPU(100.0 - busy), g, gpu_evidence(g, asleep, *signs, where),
             "Take the wait out of the request path: read ahead asynchronously (a prefetch thread or "
             "DataLoader workers), cache inputs and models in memory or on local SSD at start, batch small reads "

@@ -87,6 +87,11 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
         out.append("says the host waits in synchronize while its stacks are mostly elsewhere")
     if f.code == "feeder_bound" and not any(x.bound is not None for x in p.feeders):
         out.append("claims its feeders are the bottleneck while none is busy or blocked")
+    said = {"storage": "storage holds", "network": "the network holds", "lock": "a lock or a queue holds"}
+    named = [m for m, words in said.items() if words in title]
+    if f.code == "off_cpu_wait" and named and _share(p, *named) < MAJORITY and \
+            (p.stacks.mechanism if p.stacks else None) in said:
+        out.append(f"says it waits on {named[0]} while its stacks wait on {p.stacks.mechanism if p.stacks else None}")
     if f.code == "off_cpu_wait" and (p.top_thread_cpu or 0.0) >= PEGGED:
         out.append("claims a wait off the CPU while the feeding thread is pegged")
     if p.stacks is not None and f.mechanism != p.stacks.mechanism:
@@ -121,6 +126,8 @@ SYNTHETIC |= {
     "sync_loop": dataclasses.replace(rules.PEGGED_LAUNCH_LOOKALIKE, stacks=(rules.SYNC,)),
     "long_kernels": Load(util=100.0, sm=2.0, thread=100.0, stacks=(rules.SYNC,)),
     "long_kernels_proc": Load(util=100.0, sm=2.0, thread=5.0, waits=("gpu",)),
+    "long_kernels_polled": Load(util=100.0, sm=1.0, thread=2.0, stacks=(rules.POLL,)),
+    "off_cpu_network": Load(util=5.0, sm=4.0, thread=5.0, io_wait_threads=1, stacks=(rules.RECV,)),
     "native_op": Load(util=15.0, sm=12.0, thread=100.0, stacks=(rules.HOST_OP, rules.LAUNCH)),
     "server_fed_by_tree": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,)),
     "idle_server_external": dataclasses.replace(rules.IDLE_SERVER, upstream="external", stacks=(rules.EPOLL,)),

@@ -176,3 +176,15 @@ def test_a_busy_host_thread_behind_a_full_gpu_on_few_sms_is_not_long_kernels() -
     """The host on a core most of the time paces the GPU (launches, one request at a time): not long kernels."""
     for load in (Load(util=100.0, sm=2.0, thread=100.0), Load(util=100.0, sm=2.0, thread=100.0, stacks=(LAUNCH,))):
         assert "long_kernels" not in [x.code for x in diagnose(window(load))], load
+
+
+RECV = thread(native("libc.so.6", "recv"), py(f"{STDLIB}/socket.py", "recv_into"), py("loader.py", "fetch"),
+              count=20, idle=True)
+
+
+def test_a_wait_off_the_cpu_says_what_it_waits_on_as_its_evidence_does() -> None:
+    """Threads in D state alone say storage; the same process whose stacks sit in recv waits on the network."""
+    blocked = Load(util=5.0, sm=4.0, thread=5.0, io_wait_threads=1)
+    assert top(blocked).code == "off_cpu_wait" and "storage holds" in top(blocked).title
+    f = top(dataclasses.replace(blocked, stacks=(RECV,)))
+    assert f.code == "off_cpu_wait" and "the network holds" in f.title and "storage" not in f.title, f.title
