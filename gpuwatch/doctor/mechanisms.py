@@ -56,8 +56,10 @@ class Mechanism:
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
               r"|cuStreamSynchronize|cuEventSynchronize|cuCtxSynchronize|cudaMemcpy(?!Async)|_local_scalar_dense"
-              r"|^item$|Tensor\.item|^tolist$|Tensor\.cpu|^cpu$",
-              words="waiting for the GPU (synchronize, .item(), .cpu())", waiting=True,
+              r"|^item$|Tensor\.item|^tolist$|Tensor\.cpu|^cpu$|cudaEventQuery|cuEventQuery|cudaStreamQuery"
+              r"|cuStreamQuery",
+              calls=r"torch/cuda/streams\.py:(Event\.|Stream\.)?query$",
+              words="waiting for the GPU (synchronize, .item(), .cpu(), polling an event)", waiting=True,
               advice="the thread blocks until the GPU finishes: drop per-step synchronize/.item()/.cpu() calls, "
                      "keep results on the GPU and read them back once per batch, or overlap the wait with the next "
                      "step's work"),

@@ -262,7 +262,13 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             continue  # the loader workers are what it waits for
         if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
             continue  # its stacks say it waits for the GPU or a child process, or computes: not storage
+        if any(f.bound is not None for f in p.feeders):
+            continue  # it waits on its feeders, busy or blocked (``feeder_bound``, ``dataloader_bound``)
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
+        if stacks_say(p, "network") and p.upstream != "external" and p.stacks is not None:
+            # a client awaiting a remote service (an accepted connection from outside would be demand)
+            signs.append(f"its feeding thread waits in network calls in {100 * p.stacks.share('network'):.0f}% "
+                         "of its stack samples, with no connection accepted from outside")
         if not signs:
             continue
         asleep = None if p.sleeping_share is None else \

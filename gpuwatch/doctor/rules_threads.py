@@ -96,9 +96,13 @@ def _moves_data(p: ProcessWindow) -> bool:
 
 def demand_evidence(p: ProcessWindow) -> bool:
     """Nothing contradicts outside demand: the work does not come from its own tree, no feeder is busy or
-    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing."""
+    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing; a
+    thread mostly in network calls counts as waiting for work only where a connection from outside was
+    accepted (else it is a client waiting on a remote service, ``off_cpu_wait``)."""
     if p.upstream == "tree" or any(f.bound is not None for f in p.feeders):
         return False
+    if p.upstream != "external" and stacks_say(p, "network"):
+        return False  # in network calls with no connection accepted from outside: a client awaiting a service
     return p.stacks is None or stacks_say(p, *WAITING_FOR_WORK)
 
 

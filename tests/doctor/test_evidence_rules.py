@@ -188,3 +188,15 @@ def test_a_wait_off_the_cpu_says_what_it_waits_on_as_its_evidence_does() -> None
     assert top(blocked).code == "off_cpu_wait" and "storage holds" in top(blocked).title
     f = top(dataclasses.replace(blocked, stacks=(RECV,)))
     assert f.code == "off_cpu_wait" and "the network holds" in f.title and "storage" not in f.title, f.title
+
+
+def test_a_client_waiting_on_a_remote_service_is_a_wait_off_the_cpu_not_an_idle_server() -> None:
+    """In recv on connections it opened (none accepted from outside), the process awaits a service: the wait
+    holds the GPU back. The same thread with a connection accepted from outside is a server awaiting requests."""
+    client = Load(util=5.0, sm=4.0, thread=3.0, channel="sk_wait_data", waits=("input",), stacks=(RECV,))
+    found = diagnose(window(client))
+    f = top_problem(found)
+    assert f is not None and f.code == "off_cpu_wait" and "the network holds" in f.title, codes(found)
+    assert "demand_bound" not in [x.code for x in found]
+    server = top(dataclasses.replace(client, upstream="external"))
+    assert server.code == "demand_bound" and server.severity == "info", server
