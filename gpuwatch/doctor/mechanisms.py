@@ -52,6 +52,12 @@ class Mechanism:
                     or (self.modules and f.module and re.search(self.modules, f.module)))
 
 
+#: The allocator's frames that page-lock host memory (cudaHostRegister, pinned allocations): the driver's work,
+#: but no GPU memory comes or goes (``pins_host_memory``).
+HOST_PINNING = re.compile(r"cudaHostRegister|cudaHostUnregister|cuMemHostRegister|cuMemHostUnregister|cudaHostAlloc"
+                          r"|cudaMallocHost|cudaFreeHost|cuMemHostAlloc|cuMemAllocHost|cuMemFreeHost|HostAllocator"
+                          r"|_pin_memory")
+
 #: Highest priority first: a stack is the first mechanism any of its frames matches.
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
@@ -77,9 +83,10 @@ MECHANISMS: tuple[Mechanism, ...] = (
                      "pad to a few fixed shapes so nothing recompiles (torch._dynamo recompile logs say why), and "
                      "cache compiled kernels (TORCHINDUCTOR_CACHE_DIR)"),
     Mechanism("allocator", functions=r"cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|CUDACachingAllocator|empty_cache"
-              r"|cuMemCreate|cuMemMap",
-              words="in the CUDA allocator (cudaMalloc/cudaFree, empty_cache)",
-              advice="allocations reach the driver: do not call torch.cuda.empty_cache() in the loop, reuse "
+              r"|cuMemCreate|cuMemMap|" + HOST_PINNING.pattern,
+              words="in the CUDA allocator (cudaMalloc/cudaFree, empty_cache, pinning host memory)",
+              advice="allocations reach the driver: pin host buffers once and reuse them (no cudaHostRegister or "
+                     "pin_memory() per batch), do not call torch.cuda.empty_cache() in the loop, reuse "
                      "buffers, pad to bucketed shapes, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
     Mechanism("launch", functions=r"cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperative|cuGraphLaunch"
               r"|launch_kernel|cudaGetLastError", modules=r"libtorch_cuda|libcudart|libcuda\.so|libc10_cuda",
@@ -156,6 +163,11 @@ def advice(mechanism: str | None) -> str:
 
 def is_waiting(mechanism: str | None) -> bool:
     return mechanism in BY_NAME and BY_NAME[mechanism].waiting
+
+
+def pins_host_memory(stack: ThreadStack) -> bool:
+    """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
+    return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
 
 
 @lru_cache(maxsize=4096)  # a live window re-reads the same few dozen stacks at every call

@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuwatch.doctor.mechanisms import classify, location, words
+from gpuwatch.doctor.mechanisms import classify, location, pins_host_memory, words
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.stacks import StackSample
 
@@ -53,6 +53,8 @@ class StackEvidence:
     shares: tuple[tuple[str | None, float], ...]
     locations: tuple[tuple[str, float, str | None], ...]
     holders: StackEvidence | None = None
+    #: Share of the samples in the allocator that page-locks host memory (no GPU memory comes or goes).
+    pinning: float = 0.0
 
     def share(self, *mechanisms: str | None) -> float:
         return sum(s for m, s in self.shares if m in mechanisms)
@@ -85,6 +87,7 @@ class _Row:
     location: str
     count: int
     idle: bool
+    pinning: bool = False
 
 
 #: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
@@ -99,7 +102,8 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
     if hit is not None and hit[0] is sample:
         _ROWS.move_to_end(id(sample))
         return hit[1]
-    out = tuple(_Row(t.tid, classify(t), location(t) or "?", t.count, t.idle) for t in sample.stacks)
+    out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
+                     m == "allocator" and pins_host_memory(t)) for t in sample.stacks)
     _ROWS[id(sample)] = (sample, out)
     if len(_ROWS) > ROWS_CACHED:
         _ROWS.popitem(last=False)
@@ -121,7 +125,8 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         pid=pid, tids=tuple(sorted({s.tid for s in stacks})), samples=n,
         shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
-                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))))
+                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
+        pinning=sum(s.count for s in stacks if s.pinning) / n)
 
 
 def feeding_threads(stacks: Sequence[_Row], pid: int, top_tid: int | None) -> set[int]:
@@ -149,7 +154,7 @@ def process_stacks(samples: Iterable[StackSample], pid: int, top_tid: int | None
         others = [s for s in stacks if s.tid not in feeding and not s.idle]
         holders = _reduce(pid, others)
         if holders is not None:
-            ev = StackEvidence(ev.pid, ev.tids, ev.samples, ev.shares, ev.locations, holders)
+            ev = dataclasses.replace(ev, holders=holders)
     return ev
 
 

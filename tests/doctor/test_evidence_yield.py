@@ -115,3 +115,20 @@ def test_threads_taking_turns_on_a_lock_held_by_a_native_op_are_not_gil_contenti
     assert "gil_contention" not in [f.code for f in found], [f.code for f in found]
     f = top_problem(found)
     assert f is not None and f.mechanism == "lock" and any("a torch/numpy op on the CPU" in e for e in f.evidence)
+
+
+PINNING = thread(native("libcuda.so.1", "cuMemHostRegister_v2"), native("libcudart.so.12", "cudaHostRegister"),
+                 py("app/stage.py", "register_staging"), py("app/main.py", "loop"), count=20)
+
+
+def test_page_locking_host_memory_per_batch_is_the_allocator_but_not_gpu_memory_churn() -> None:
+    """A thread pinning host buffers every batch is in the allocator (the driver's work), yet no GPU memory
+    comes or goes: the general finding names it, with the advice to pin once; memory churn does not fire."""
+    assert classify(PINNING) == "allocator"
+    found = diagnose(window(Load(util=10.0, sm=8.0, thread=90.0, stacks=(PINNING,))))
+    assert "memory_churn" not in [f.code for f in found], [f.code for f in found]
+    f = top_problem(found)
+    assert f is not None and f.mechanism == "allocator" and f.locations[0][0] == "stage.py:register_staging", f
+    assert "pin host buffers once" in f.fix
+    churning = diagnose(window(Load(util=10.0, sm=8.0, thread=90.0, stacks=(ALLOCATING,))))
+    assert "memory_churn" in [f.code for f in churning]
