@@ -47,6 +47,9 @@ class DoctorClass:
     #: The bottleneck is the process's feeders: the finding's code locations are its busiest bound feeder's
     #: (where sampled), the code that keeps the GPU waiting.
     feeders: bool = False
+    #: Where the GPU thread awaits a producer thread of its own process (a future, a queue), the finding's code
+    #: locations are that producer's: the code that keeps the GPU waiting.
+    producer: bool = False
 
 
 def _c(code: str, rule: Rule | None, doc: str, **kw: object) -> DoctorClass:
@@ -74,7 +77,7 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("gil_contention", gil_contention, "Python threads take turns on the GIL", explains_idle=True, thread=True,
        mechanisms=("python", "lock")),
     _c("input_cpu_bound", input_cpu_bound, "the thread that feeds the GPU is busy on the CPU (Python, or a "
-       "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True,
+       "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True, producer=True,
        severity="critical under 20 % GPU-Util, else warning (live: held until the score moves 2 points past "
                 "the cut, 5 points of GPU-Util)", mechanisms=("python", "host_op", "serialization", "compile")),
     _c("dataloader_bound", dataloader_bound, "data-loader workers are the bottleneck", explains_idle=True,
@@ -96,7 +99,8 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("memory_idle", memory_idle, "memory held by an idle process, or occupied while compute idles",
        explains_idle=True),
     _c("idle_breakdown", idle_breakdown, "the general finding: no class explains the GPU's idle time, so where "
-       "the feeding thread's time goes, by mechanism and code location", thread=True, closing="unexplained"),
+       "the feeding thread's time goes, by mechanism and code location", thread=True, producer=True,
+       closing="unexplained"),
     _c(HEALTHY, healthy, "saturated and using tensor cores: nothing to fix", severity="info", info=True,
        closing="all_info"),
 )
@@ -130,6 +134,10 @@ def info_causes(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
 
 def feeder_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
     return frozenset(c.code for c in classes if c.feeders)
+
+
+def producer_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
+    return frozenset(c.code for c in classes if c.producer)
 
 
 def excludes(classes: Sequence[DoctorClass] = CLASSES) -> dict[str, tuple[str, ...]]:

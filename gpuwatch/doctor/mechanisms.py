@@ -58,6 +58,12 @@ HOST_PINNING = re.compile(r"cudaHostRegister|cudaHostUnregister|cuMemHostRegiste
                           r"|cudaMallocHost|cudaFreeHost|cuMemHostAlloc|cuMemAllocHost|cuMemFreeHost|HostAllocator"
                           r"|_pin_memory")
 
+#: The lock waits that await another thread's result (a condition or event, a queue, a future), rather than a
+#: mutex another thread holds: the thread consumes what a producer makes (``awaits_result``).
+AWAITS_RESULT = re.compile(r"threading\.py:((Condition|Event)\.)?wait$|queue\.py:(Queue\.)?get$"
+                           r"|concurrent/futures/_base\.py:((Future\.)?result|wait|as_completed)$"
+                           r"|multiprocessing/(queues\.py:(Queue\.)?get|connection\.py:\w*recv\w*)$")
+
 #: Highest priority first: a stack is the first mechanism any of its frames matches.
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
@@ -168,6 +174,11 @@ def is_waiting(mechanism: str | None) -> bool:
 def pins_host_memory(stack: ThreadStack) -> bool:
     """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
     return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
+
+
+def awaits_result(stack: ThreadStack) -> bool:
+    """The stack waits for a result another thread or process hands over (a queue, a future, an event)."""
+    return any(AWAITS_RESULT.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
 
 
 @lru_cache(maxsize=4096)  # a live window re-reads the same few dozen stacks at every call

@@ -208,6 +208,19 @@ def not_the_gil(p: ProcessWindow) -> bool:
     return ev.share("lock") >= STACK_MAJORITY and held is not None and held.share("python", None) < STACK_MAJORITY
 
 
+#: What a thread that computes shows in its stacks (a producer the GPU thread waits on, say).
+COMPUTES = ("python", "host_op", "serialization", "compile")
+
+
+def waits_on_producer(p: ProcessWindow | None) -> bool:
+    """The GPU thread mostly awaits a result another thread of its process hands over (a future, a queue, an
+    event: not a mutex held over other work), and the threads that run meanwhile compute: the GPU is fed at
+    that producer's pace, and the producer's code is what keeps it waiting."""
+    ev = p.stacks if p is not None else None
+    return ev is not None and ev.share("lock") >= STACK_MAJORITY and ev.awaits >= STACK_MAJORITY \
+        and ev.holders is not None and ev.holders.share(*COMPUTES) >= STACK_MAJORITY
+
+
 def mostly_waiting(p: ProcessWindow | None) -> bool:
     """The feeding thread's stacks say it waits (GPU, lock, storage, network...), not computes."""
     return p is not None and p.stacks is not None and is_waiting(p.stacks.mechanism) and \

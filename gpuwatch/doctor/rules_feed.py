@@ -20,7 +20,13 @@ from gpuwatch.doctor.attribution import (
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
+from gpuwatch.doctor.rules_evidence import (
+    WORKERS_CPU,
+    loader_workers_bound,
+    mostly_waiting,
+    stacks_say,
+    waits_on_producer,
+)
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -167,12 +173,19 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     # workers (inductor's subprocesses) part of the time: not pegged, but at half a core or more, compiling
     pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")
                and (p.top_thread_cpu or 0.0) >= WAITING_CPU and not starved(p)]
+    # the GPU thread awaits what another thread of its process makes (a future, a queue), and that producer is
+    # pegged on a core: in effect the producer is the thread that feeds the GPU
+    pegged += [p for p in g.processes if p not in pegged and waits_on_producer(p)
+               and (p.top_thread_cpu or 0.0) >= PEGGED_THREAD and not starved(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
     top = p.top_thread_cpu or 0.0
-    mech = p.stacks.mechanism if p.stacks is not None else None
+    producer = p.stacks.holders if waits_on_producer(p) and p.stacks is not None else None
+    mech = (producer or p.stacks).mechanism if p.stacks is not None else None
     doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
+    if producer is not None:
+        doing += " (a thread of its own that the GPU thread waits on)"
     said = advice(mech)
     # compiling is not preprocessing: moving it into workers does not help, compiling once does
     offload = "" if mech == "compile" else (
@@ -192,10 +205,12 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     if busy is None or busy >= BUSY_UTIL:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
+    # nor are the peers of a collective (the feeding thread in gloo/NCCL waits on ranks, not on batches)
     # storage-bound children are feeders (``feeder_bound``), not busy loader workers
     # nor workers starved of a core on a saturated host (``host_cpu_contention``: they oversubscribe it)
     feeding = [p for p in g.processes if loader_workers_bound(p)
                and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
+               and not stacks_say(p, "collective")
                and not (host_saturated(g) and feeders_starved(p))]
     if not feeding:
         return None

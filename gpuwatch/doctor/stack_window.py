@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuwatch.doctor.mechanisms import classify, location, pins_host_memory, words
+from gpuwatch.doctor.mechanisms import awaits_result, classify, location, pins_host_memory, words
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.stacks import StackSample
 
@@ -55,6 +55,8 @@ class StackEvidence:
     holders: StackEvidence | None = None
     #: Share of the samples in the allocator that page-locks host memory (no GPU memory comes or goes).
     pinning: float = 0.0
+    #: Share of the samples waiting for a result another thread hands over (a queue, a future, an event).
+    awaits: float = 0.0
 
     def share(self, *mechanisms: str | None) -> float:
         return sum(s for m, s in self.shares if m in mechanisms)
@@ -88,6 +90,7 @@ class _Row:
     count: int
     idle: bool
     pinning: bool = False
+    awaits: bool = False
 
 
 #: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
@@ -103,7 +106,8 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
         _ROWS.move_to_end(id(sample))
         return hit[1]
     out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
-                     m == "allocator" and pins_host_memory(t)) for t in sample.stacks)
+                     m == "allocator" and pins_host_memory(t), m == "lock" and awaits_result(t))
+                for t in sample.stacks)
     _ROWS[id(sample)] = (sample, out)
     if len(_ROWS) > ROWS_CACHED:
         _ROWS.popitem(last=False)
@@ -126,7 +130,7 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
                         for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
-        pinning=sum(s.count for s in stacks if s.pinning) / n)
+        pinning=sum(s.count for s in stacks if s.pinning) / n, awaits=sum(s.count for s in stacks if s.awaits) / n)
 
 
 def feeding_threads(stacks: Sequence[_Row], pid: int, top_tid: int | None) -> set[int]:

@@ -19,7 +19,7 @@ from gpuwatch.data import bundled_recording
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.current import window
-from gpuwatch.doctor.mechanisms import is_waiting
+from gpuwatch.doctor.mechanisms import is_waiting, words
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
@@ -27,6 +27,7 @@ from gpuwatch.model.recording import load
 from gpuwatch.model.snapshot import Snapshot
 
 from . import test_evidence_rules as rules
+from . import test_evidence_yield as yields
 from .synthetic import Load
 from .synthetic import window as synthetic
 from .test_mechanisms import STACKS
@@ -61,9 +62,15 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
         out.append(f"claims launches while the stacks are mostly {p.stacks.mechanism}")
     if "python" in title and _share(p, "host_op") >= MAJORITY:
         out.append("claims Python while the stacks run a native op")
+    # (unless it awaits a result that a thread of its own computes meanwhile: that producer is what feeds the GPU)
+    producer = p.stacks.holders if p.stacks is not None and p.stacks.awaits >= MAJORITY else None
+    computing = producer is not None and producer.share("python", "host_op", "serialization", "compile") >= MAJORITY
     if f.code == "input_cpu_bound" and p.stacks is not None and is_waiting(p.stacks.mechanism) \
-            and _share(p, p.stacks.mechanism or "") >= MAJORITY:
+            and _share(p, p.stacks.mechanism or "") >= MAJORITY and not computing:
         out.append(f"claims a busy thread while its stacks wait ({p.stacks.mechanism})")
+    if f.code == "input_cpu_bound" and computing and producer is not None and producer.mechanism is not None \
+            and words(producer.mechanism) not in f.title:
+        out.append(f"blames a producer thread without naming what it does ({producer.mechanism})")
     if f.code == "input_cpu_bound" and (p.top_thread_cpu or 0.0) < 50:
         out.append(f"claims a busy thread at {p.top_thread_cpu or 0:.0f}% of a core")
     if f.code == "demand_bound":
@@ -128,6 +135,8 @@ SYNTHETIC |= {
     "long_kernels_proc": Load(util=100.0, sm=2.0, thread=5.0, waits=("gpu",)),
     "long_kernels_polled": Load(util=100.0, sm=1.0, thread=2.0, stacks=(rules.POLL,)),
     "off_cpu_network": Load(util=5.0, sm=4.0, thread=5.0, io_wait_threads=1, stacks=(rules.RECV,)),
+    "producer_thread": Load(util=3.0, sm=2.0, thread=100.0, stacks=(yields.FUTURE, yields.LAUNCHING, yields.PRODUCING)),
+    "pinning": Load(util=10.0, sm=8.0, thread=90.0, stacks=(yields.PINNING,)),
     "native_op": Load(util=15.0, sm=12.0, thread=100.0, stacks=(rules.HOST_OP, rules.LAUNCH)),
     "server_fed_by_tree": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,)),
     "idle_server_external": dataclasses.replace(rules.IDLE_SERVER, upstream="external", stacks=(rules.EPOLL,)),

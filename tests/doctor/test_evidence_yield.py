@@ -132,3 +132,37 @@ def test_page_locking_host_memory_per_batch_is_the_allocator_but_not_gpu_memory_
     assert "pin host buffers once" in f.fix
     churning = diagnose(window(Load(util=10.0, sm=8.0, thread=90.0, stacks=(ALLOCATING,))))
     assert "memory_churn" in [f.code for f in churning]
+
+
+FUTURE = thread(native("libc.so.6", "futex_wait"), py("threading.py", "Condition.wait"),
+                py("concurrent/futures/_base.py", "Future.result"), py("app/serve.py", "next_batch"),
+                count=20, idle=True)
+PRODUCING = thread(py("app/prep.py", "tokenise"), py("concurrent/futures/thread.py", "_WorkItem.run"), tid=472,
+                   count=22)
+LAUNCHING = thread(native("libcuda.so.1", "cuLaunchKernel"), py("app/serve.py", "forward"), count=2)
+
+
+def test_a_gpu_thread_awaiting_a_pegged_producer_thread_is_input_bound_on_the_producers_code() -> None:
+    """The thread that launches waits on a future a pool thread computes in Python at a full core: the producer
+    feeds the GPU, so the GPU is input-bound on its code; a mutex held by a busy thread is not that."""
+    found = diagnose(window(Load(util=3.0, sm=2.0, thread=100.0, stacks=(FUTURE, LAUNCHING, PRODUCING))))
+    f = top_problem(found)
+    assert f is not None and f.code == "input_cpu_bound", [x.code for x in found]
+    assert "Python code" in f.title and "waits on" in f.title and f.locations[0][0] == "prep.py:tokenise"
+    mutex = diagnose(window(Load(util=3.0, sm=2.0, thread=100.0, stacks=(RLOCK, LAUNCHING, RELOADING))))
+    assert "input_cpu_bound" not in [x.code for x in mutex], [x.code for x in mutex]
+
+
+GLOO = thread(native("libtorch_cpu.so", "gloo::AllreduceOptions::run"),
+              py("torch/distributed/distributed_c10d.py", "all_reduce"), py("app/train.py", "sync_gradients"),
+              count=20, idle=True)
+
+
+def test_busy_children_of_a_thread_in_a_collective_are_its_peers_not_a_data_loader() -> None:
+    """A rank child summing its share of an all-reduce is busy on a core, like a loader worker: the feeding
+    thread's stacks in the collective say what it waits for."""
+    loader = Load(util=20.0, sm=15.0, thread=20.0, workers=1, workers_cpu=95.0)
+    assert top(loader).code == "dataloader_bound"
+    found = diagnose(window(dataclasses.replace(loader, stacks=(GLOO,))))
+    assert "dataloader_bound" not in [f.code for f in found], [f.code for f in found]
+    assert top_problem(found) is not None and top_problem(found).mechanism == "collective"
