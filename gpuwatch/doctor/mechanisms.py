@@ -138,7 +138,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
               advice="the thread waits for another thread or process to hand it work: find what fills the queue "
                      "or holds the lock; that is the bottleneck"),
     Mechanism("host_op", functions=r"at::native|at::cpu|mkl_|cblas_|gemm|GOMP_|__kmp|dnnl|mkldnn|PyArray|npy_"
-              r"|ufunc", files=r"(^|/)(numpy|scipy|sklearn)/",
+              r"|ufunc|torch::utils::|internal_new_from_data|recursive_store",  # Python data made a tensor
+              files=r"(^|/)(numpy|scipy|sklearn)/",
               modules=r"libtorch_cpu|_multiarray_umath|libopenblas|libmkl|libgomp|libiomp|libdnnl|libscipy",
               words="a torch/numpy op on the CPU", runs=True,
               advice="a tensor op runs on the CPU in the thread that feeds the GPU: move the tensor (and the op) "

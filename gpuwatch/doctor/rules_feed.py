@@ -17,6 +17,7 @@ from gpuwatch.doctor.attribution import (
     host_saturated,
     spare_cores,
     starved,
+    time_split,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
@@ -59,6 +60,9 @@ FROM_STORAGE = 0.9
 #: Share of samples with no thread running from which a process with a storage wait channel is off the CPU
 #: (the same as ``attribution.MAIN_WAITING_SHARE``'s idea: asleep in most samples, with margin).
 ASLEEP_SHARE = 0.7
+#: Share of the feeding thread's wall time in D state (uninterruptible: storage) from which it waits on storage
+#: whatever frames it shows (a majority, as ``rules_evidence.STACK_MAJORITY``).
+ASLEEP_SHARE_IO = 0.5
 #: Kernel wait channels that mean storage (``/proc/PID/wchan``). Sockets, pipes, poll and futex waits
 #: without data moving are a server waiting for work (``demand_bound``), not storage.
 WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs", "jbd2")
@@ -275,8 +279,12 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
             continue
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
-        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
-            continue  # its stacks say it waits for the GPU or a child process, or computes: not storage
+        # its stacks say it waits for the GPU or a child process, or computes: not storage; unless the kernel has
+        # its feeding thread in D state most of the time (page faults on a mapped file: the frames of the code
+        # that touched the page, the wait in storage)
+        faulting = time_split(p).get("io", 0.0) >= 100 * ASLEEP_SHARE_IO
+        if not faulting and stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
+            continue
         if any(f.bound is not None for f in p.feeders):
             continue  # it waits on its feeders, busy or blocked (``feeder_bound``, ``dataloader_bound``)
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])

@@ -166,3 +166,13 @@ def test_busy_children_of_a_thread_in_a_collective_are_its_peers_not_a_data_load
     found = diagnose(window(dataclasses.replace(loader, stacks=(GLOO,))))
     assert "dataloader_bound" not in [f.code for f in found], [f.code for f in found]
     assert top_problem(found) is not None and top_problem(found).mechanism == "collective"
+
+
+def test_a_thread_in_d_state_most_of_the_time_waits_on_storage_whatever_frames_it_shows() -> None:
+    """Page faults on a memory-mapped file: the stacks show the numpy gather that touched the page, the kernel
+    shows the thread blocked on storage (D state) most of the time: a wait off the CPU, on storage."""
+    faulting = Load(util=5.0, sm=4.0, thread=30.0, io_wait_threads=1, waits=("io",), stacks=(HOST_OP,))
+    f = top(faulting)
+    assert f.code == "off_cpu_wait" and "storage holds" in f.title, f
+    computing = dataclasses.replace(faulting, thread=100.0, io_wait_threads=0, waits=("cpu",))
+    assert top(computing).code == "input_cpu_bound"

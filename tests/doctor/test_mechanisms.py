@@ -114,3 +114,11 @@ def test_polling_an_event_or_a_stream_is_waiting_for_the_gpu() -> None:
     stream = thread(native("libcuda.so.1", "cuStreamQuery"), py("loop.py", "wait_done"))
     assert [classify(s) for s in (python, native_, stream)] == ["gpu_wait"] * 3
     assert location(python) == "loop.py:wait_done"
+
+
+def test_python_data_made_into_a_tensor_is_a_host_op() -> None:
+    """torch.tensor(list of floats): torch's native conversion walks the Python objects on the CPU."""
+    stack = thread(native("libtorch_python.so", "torch::utils::(anonymous namespace)::recursive_store"),
+                   native("libtorch_python.so", "torch::utils::internal_new_from_data"),
+                   py("app/collate.py", "collate_rows"))
+    assert classify(stack) == "host_op" and location(stack) == "collate.py:collate_rows"
