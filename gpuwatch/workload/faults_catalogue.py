@@ -4,7 +4,10 @@ chose the doctor's thresholds (no torch here: the CLI, validate and the tests re
 Every class has at least three variants that differ in structure. The thresholds were chosen on the
 ``fit`` half only; the ``check`` half reports how the doctor does on work it was not fitted to.
 
-The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``) also name
+The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``, and
+``fault_hidden``, ``fault_hidden_peers``, ``fault_hidden_waits``: the garbage collector, Python data to tensors,
+host memory pinned per batch, page faults on a mapped file, a network round trip, a slow log collector, a gloo
+collective, a busy poll on an event, a thread pool waited on) also name
 the mechanism the evidence should show (the vocabulary of the doctor's frame table) and the function of the
 fault's own code that does the injected work, which should be among the evidence's top code locations; so do
 the earlier variants whose injected work runs on the host in a function of their own. The mechanism
@@ -158,6 +161,44 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
                          "fit", "host_op", "featurize_on_cpu"),
     "host_op_fft": _m("input_cpu_bound", "numpy FFT spectrograms on the CPU before an FP16 GPU layer", "check",
                       "host_op", "spectrogram"),
+    # -- host mechanisms no variant showed before (fault_hidden, fault_hidden_peers) --
+    # the garbage collector is the interpreter's work on the feeding thread: busy on the CPU, in Python
+    "gc_collect_per_batch": _m("input_cpu_bound", "gc.collect() after every batch beside a 600 000-record "
+                               "cache", "fit", "python", "release_batch"),
+    "gc_gen2_churn": _m("input_cpu_bound", "request trees with parent links outlive a few requests: automatic "
+                        "full collections walk a large cache", "check", "python", "build_request_tree"),
+    "tensor_from_nested_list": _m("input_cpu_bound", "torch.tensor of 512 x 2048 Python floats per batch",
+                                  "fit", "host_op", "collate_rows"),
+    "tensor_from_ndarray_list": _m("input_cpu_bound", "torch.tensor of a list of 256 numpy rows per batch (BF16)",
+                                   "check", "host_op", "stack_features"),
+    # page-locking host memory per batch: the driver's work, no GPU memory churn and no preprocessing to move
+    # to workers, so no class fits; the general finding names the allocator (pin once, reuse)
+    "pin_register_per_batch": _m("idle_breakdown", "a 256 MiB staging buffer cudaHostRegister-ed and "
+                                 "unregistered around every copy", "fit", "allocator", "register_staging"),
+    "pin_checkpoint_staging": _m("idle_breakdown", "each step's weights staged into freshly page-locked buffers "
+                                 "(BF16)", "check", "allocator", "stage_state_dict"),
+    # major page faults on a mapped file: the thread waits in D state for storage, with no read() call
+    "mmap_embedding_lookup": _m("off_cpu_wait", "random rows of a memory-mapped 512 MiB embedding table, its "
+                                "pages dropped between batches", "fit", "storage", "lookup_rows"),
+    "mmap_strided_weights": _m("off_cpu_wait", "column blocks of np.save-d weights, memory-mapped, pages "
+                               "dropped between steps (FP16)", "check", "storage", "read_weight_columns"),
+    # the peer (a detached process) is asleep, not bound on anything: the wait is the network round trip or
+    # the socket's back-pressure, and the GPU process is the client, so it is no idle server either
+    "http_feature_lookup": _m("off_cpu_wait", "an HTTP request per item to a feature store on 127.0.0.1 "
+                              "answering in 20 ms", "fit", "network", "fetch_features"),
+    "log_socket_backpressure": _m("off_cpu_wait", "45 KB of debug log per step to a TCP log collector that "
+                                  "drains 400 KB/s (BF16)", "check", "network", "log_batch"),
+    # a CPU collective: the GPU idle (not long_kernels' busy GPU), both ranks in gloo, neither one a feeder
+    "gloo_allreduce_grads": _m("idle_breakdown", "a 64 MiB CPU embedding gradient all-reduced over gloo with a "
+                               "second rank every step", "fit", "collective", "sync_gradients"),
+    "gloo_broadcast_params": _m("idle_breakdown", "64 MiB of parameters broadcast over gloo from a CPU "
+                                "parameter server every step (FP16)", "check", "collective", "pull_parameters"),
+    # the thread that launches waits on a future; the pool's one thread, the GPU's feeder, is busy in Python
+    "pool_future_wait": _m("input_cpu_bound", "each batch preprocessed in Python by a one-thread pool, its "
+                           "future waited on at once", "fit", "python", "preprocess_batch"),
+    # a core at 100 % polling an event is waiting for the GPU, not launching: a long kernel, not launch-bound
+    "event_spin_long_kernel": _m("long_kernels", "one 0.4 s kernel per step whose end the host busy-polls with "
+                                 "Event.query() (BF16)", "check", "gpu_wait", "spin_on_event"),
 }
 
 FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}
