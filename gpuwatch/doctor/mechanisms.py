@@ -64,6 +64,11 @@ AWAITS_RESULT = re.compile(r"threading\.py:((Condition|Event)\.)?wait$|queue\.py
                            r"|concurrent/futures/_base\.py:((Future\.)?result|wait|as_completed)$"
                            r"|multiprocessing/(queues\.py:(Queue\.)?get|connection\.py:\w*recv\w*)$")
 
+#: Network frames of a client library awaiting a reply to a request it sent (HTTP, gRPC): the process called a
+#: service, it is not a server awaiting requests (``calls_service``).
+SERVICE_CALL = re.compile(r"http/client\.py:|urllib/request\.py:|urllib3/|requests/|httpx/|aiohttp/client"
+                          r"|grpc/_channel\.py:")
+
 #: Highest priority first: a stack is the first mechanism any of its frames matches.
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
@@ -175,6 +180,11 @@ def is_waiting(mechanism: str | None) -> bool:
 def pins_host_memory(stack: ThreadStack) -> bool:
     """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
     return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
+
+
+def calls_service(stack: ThreadStack) -> bool:
+    """The stack awaits the reply of a service it called (an HTTP or gRPC client)."""
+    return any(SERVICE_CALL.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
 
 
 def awaits_result(stack: ThreadStack) -> bool:

@@ -63,7 +63,7 @@ def _how_host_waits(p: ProcessWindow) -> str:
         return "the host sleeps between polls" if split.get("sleep", 0.0) > split.get("gpu", 0.0) else \
             "the host waits for them"
     top = max(GPU_PACED, key=lambda m: p.stacks.share(m) if p.stacks else 0.0)
-    return {"gpu_wait": "the host waits for them in synchronize", "collective": "the host waits in a collective",
+    return {"gpu_wait": "the host waits on the GPU until they finish", "collective": "the host waits in a collective",
             "sleep": "the host sleeps between polls until they finish"}[top]
 
 

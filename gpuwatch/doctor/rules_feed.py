@@ -22,6 +22,7 @@ from gpuwatch.doctor.attribution import (
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.rules_evidence import (
+    STACK_MAJORITY,
     WORKERS_CPU,
     loader_workers_bound,
     mostly_waiting,
@@ -60,9 +61,9 @@ FROM_STORAGE = 0.9
 #: Share of samples with no thread running from which a process with a storage wait channel is off the CPU
 #: (the same as ``attribution.MAIN_WAITING_SHARE``'s idea: asleep in most samples, with margin).
 ASLEEP_SHARE = 0.7
-#: Share of the feeding thread's wall time in D state (uninterruptible: storage) from which it waits on storage
-#: whatever frames it shows (a majority, as ``rules_evidence.STACK_MAJORITY``).
-ASLEEP_SHARE_IO = 0.5
+#: Share of the feeding thread's time off a core spent in D state (uninterruptible: storage) from which it
+#: waits on storage whatever frames it shows (a majority, as ``rules_evidence.STACK_MAJORITY``).
+STORAGE_OF_WAITS = 0.5
 #: Kernel wait channels that mean storage (``/proc/PID/wchan``). Sockets, pipes, poll and futex waits
 #: without data moving are a server waiting for work (``demand_bound``), not storage.
 WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs", "jbd2")
@@ -91,6 +92,8 @@ def copy_direction(g: GpuWindow) -> str | None:
     if pegged and pegged[0].stacks is not None and stacks_say(pegged[0], *COMPUTING) \
             and stacks_say(pegged[0], "host_op", "serialization", "compile", share=COMPUTING_NATIVE):
         return None
+    if pegged and stacks_say(pegged[0], "allocator"):
+        return None  # its time goes to allocating or page-locking memory, not to staging copies
     return "h2d" if rx >= tx else "d2h"
 
 
@@ -280,18 +283,26 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
             continue  # the loader workers are what it waits for
         # its stacks say it waits for the GPU or a child process, or computes: not storage; unless the kernel has
-        # its feeding thread in D state most of the time (page faults on a mapped file: the frames of the code
-        # that touched the page, the wait in storage)
-        faulting = time_split(p).get("io", 0.0) >= 100 * ASLEEP_SHARE_IO
+        # its feeding thread (not pegged: under half a core, above) in D state for most of its time off a core,
+        # and a real share of all its time (page faults on a mapped file: the frames of the code that touched
+        # the page, the wait in storage)
+        split = time_split(p)
+        off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+        faulting = split.get("io", 0.0) >= max(100 * IO_WAIT_SHARE, STORAGE_OF_WAITS * off_core)
         if not faulting and stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
             continue
         if any(f.bound is not None for f in p.feeders):
             continue  # it waits on its feeders, busy or blocked (``feeder_bound``, ``dataloader_bound``)
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
-        if stacks_say(p, "network") and p.upstream != "external" and p.stacks is not None:
-            # a client awaiting a remote service (an accepted connection from outside would be demand)
-            signs.append(f"its feeding thread waits in network calls in {100 * p.stacks.share('network'):.0f}% "
-                         "of its stack samples, with no connection accepted from outside")
+        if stacks_say(p, "network") and p.stacks is not None:
+            # a client awaiting a remote service (a connection accepted from outside would be demand, unless its
+            # stacks await the reply of a service it called)
+            if p.stacks.calls >= STACK_MAJORITY:
+                signs.append(f"its feeding thread awaits the reply of a service it called (an HTTP or gRPC client) "
+                             f"in {100 * p.stacks.calls:.0f}% of its stack samples")
+            elif p.upstream != "external":
+                signs.append(f"its feeding thread waits in network calls in {100 * p.stacks.share('network'):.0f}% "
+                             "of its stack samples, with no connection accepted from outside")
         if not signs:
             continue
         asleep = None if p.sleeping_share is None else \

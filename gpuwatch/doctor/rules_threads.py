@@ -22,7 +22,7 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
-from gpuwatch.doctor.rules_evidence import not_the_gil, stacks_say
+from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, not_the_gil, stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
@@ -101,8 +101,10 @@ def demand_evidence(p: ProcessWindow) -> bool:
     accepted (else it is a client waiting on a remote service, ``off_cpu_wait``)."""
     if p.upstream == "tree" or any(f.bound is not None for f in p.feeders):
         return False
-    if p.upstream != "external" and stacks_say(p, "network"):
-        return False  # in network calls with no connection accepted from outside: a client awaiting a service
+    if stacks_say(p, "network") and (p.upstream != "external"
+                                     or (p.stacks is not None and p.stacks.calls >= STACK_MAJORITY)):
+        return False  # in network calls with no connection accepted from outside, or awaiting the reply of a
+        # service it called (an HTTP client): a client awaiting a service, not a server awaiting requests
     return p.stacks is None or stacks_say(p, *WAITING_FOR_WORK)
 
 

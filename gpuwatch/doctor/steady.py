@@ -24,6 +24,9 @@ disappear, at every call. An alert has ``for`` for this; a finding has :class:`S
   not the next.) The same closing verdict about another process replaces the old one at once: there
   is one per GPU, and the newer one speaks.
 
+- the **top** finding of a GPU (the verdict) gives way to another of the same or a lower severity only once
+  that one has been found at every call for ``dwell_s`` and ``min_calls``; a more severe one takes it at once.
+
 Noise around a cut-off therefore moves nothing: only a figure that stays on the other side does.
 """
 
@@ -45,6 +48,8 @@ class _Shown:
     change: tuple[Severity, float, int] | None = None
     #: (first call's time, calls) it has been missing for
     missing: tuple[float, int] | None = None
+    #: (first call's time, calls) it has been found at every call for
+    found: tuple[float, int] | None = None
     #: the score of the last call that found the shown severity
     edge: float = 0.0
 
@@ -63,10 +68,13 @@ class Steady:
         self._shown: dict[Hashable, _Shown] = {}
         #: (first call's time, calls) of new findings waiting to displace a shown one they rule out
         self._challengers: dict[Hashable, tuple[float, int]] = {}
+        #: the key of the top finding shown per GPU at the last call
+        self._top: dict[int | None, Hashable] = {}
 
     def reset(self) -> None:
         self._shown.clear()
         self._challengers.clear()
+        self._top.clear()
 
     def _held(self, first: float, calls: int, now: float) -> bool:
         return now - first >= self.dwell_s and calls >= self.min_calls
@@ -84,6 +92,7 @@ class Steady:
                 self._shown[k] = s = _Shown(f, f.severity, edge=f.score)
                 new.append(k)
             s.missing = None
+            s.found = (s.found[0], s.found[1] + 1) if s.found else (now, 1)
             if f.severity == s.severity:
                 s.change, s.edge = None, f.score
             else:
@@ -99,7 +108,7 @@ class Steady:
         for k in [k for k in self._shown if k not in keyed]:
             s = self._shown[k]
             first, calls = (s.missing[0], s.missing[1] + 1) if s.missing else (now, 1)
-            s.missing, s.change = (first, calls), None
+            s.missing, s.change, s.found = (first, calls), None, None
             if self._held(first, calls, now) or self._ruled_out(s.finding, out):
                 del self._shown[k]
             else:
@@ -108,7 +117,29 @@ class Steady:
             if self._ruled_out(keyed[k], kept):
                 del self._shown[k]
                 out.remove(keyed[k])
-        return sorted(out + kept, key=lambda f: f.rank_key)
+        return self._top_holds(sorted(out + kept, key=lambda f: f.rank_key), now, key)
+
+    def _top_holds(self, ranked: list[Finding], now: float, key: Callable[[Finding], Hashable]) -> list[Finding]:
+        """The top finding of each GPU (the verdict) changes only once the new top has been found at every
+        call for the dwell, unless it is more severe: a finding of the same severity that outranks the shown
+        top in one window and not the next does not swap the verdict back and forth."""
+        out = list(ranked)
+        tops: dict[int | None, Hashable] = {}
+        for gpu in dict.fromkeys(f.gpu_index for f in ranked):
+            mine = [f for f in out if f.gpu_index == gpu]
+            first = mine[0]
+            held = self._top.get(gpu)
+            incumbent = next((f for f in mine if key(f) == held), None)
+            s = self._shown.get(key(first))
+            if incumbent is not None and incumbent is not first and \
+                    severity_rank(first.severity) >= severity_rank(incumbent.severity) and \
+                    not (s is not None and s.found is not None and self._held(*s.found, now)):
+                out.remove(incumbent)
+                out.insert(out.index(first), incumbent)
+                first = incumbent
+            tops[gpu] = key(first)
+        self._top = tops
+        return out
 
     def _challenging(self, k: Hashable, f: Finding, found: dict[Hashable, Finding], now: float) -> bool:
         """``f`` is new and would displace a shown finding it rules out (another code: a cause where the idle

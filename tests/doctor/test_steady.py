@@ -129,3 +129,17 @@ def test_the_idle_breakdown_is_said_once_per_gpu_when_the_process_it_names_chang
     steady = Steady(15.0, rules_out=rules_out)
     steady([first], 0.0, key)
     assert [(f.code, f.pid) for f in steady([second], 5.0, key)] == [("idle_breakdown", 603)]
+
+
+def test_the_top_finding_gives_way_to_one_of_the_same_severity_only_once_it_holds() -> None:
+    """Two warnings about one GPU, the second found in every other window with a higher score: the verdict
+    stays the first; found at every call for the dwell, it takes the top; a critical one takes it at once."""
+    copies = dataclasses.replace(found("warning", 60.0, "h2d_copies"), pid=558)
+    host = dataclasses.replace(found("warning", 90.0, "host_cpu_contention"), pid=558)
+    steady = Steady(15.0, rules_out=rules_out)
+    alternating = [[copies], [copies, host], [copies], [copies, host], [copies]]
+    assert [steady(fs, i * 5.0, key)[0].code for i, fs in enumerate(alternating)] == ["h2d_copies"] * 5
+    held = [steady([copies, host], (5 + i) * 5.0, key)[0].code for i in range(5)]
+    assert held[0] == "h2d_copies" and held[-1] == "host_cpu_contention"
+    worse = dataclasses.replace(found("critical", 80.0, "input_cpu_bound"), pid=558)
+    assert steady([copies, host, worse], 50.0, key)[0].code == "input_cpu_bound"
