@@ -26,6 +26,9 @@ STACK_MAJORITY = 0.5
 #: 40-80 % GPU-Util; a healthy GEMM 90 %+ SM activity.)
 LONG_UTIL = 90.0
 LONG_SM = 25.0
+#: Share of the GPU's busy time (GPU-Util) that a process's own kernels fill from which the kernels in flight
+#: are its own (a majority; the long-kernel variants' processes: 0.67-0.92).
+OWN_KERNELS = 0.5
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
@@ -49,6 +52,8 @@ def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
     the GPU driver or on a timer most of the time). Behind a GPU that always has a kernel in flight, such a
     host is not what paces the GPU: the kernels are. The GPU's busiest such process first."""
     def paced(p: ProcessWindow) -> bool:
+        if p.sm_util_mean is not None and g.util is not None and p.sm_util_mean < OWN_KERNELS * g.util:
+            return False  # the kernels in flight are mostly another process's: this one may just be idle
         if p.stacks is not None:
             return stacks_say(p, *GPU_PACED)
         split = time_split(p)

@@ -200,3 +200,14 @@ def test_a_client_waiting_on_a_remote_service_is_a_wait_off_the_cpu_not_an_idle_
     assert "demand_bound" not in [x.code for x in found]
     server = top(dataclasses.replace(client, upstream="external"))
     assert server.code == "demand_bound" and server.severity == "info", server
+
+
+def test_a_sleeping_process_beside_another_ones_kernels_is_not_waiting_for_long_kernels() -> None:
+    """GPU-Util 100 % on few SMs, but the kernels in flight are not the sleeping process's own (its SM share is
+    nil): it is idle beside someone else's work, not waiting for its kernels."""
+    snaps = window(Load(util=100.0, sm=1.0, thread=2.0, stacks=(POLL,)))
+    alone = [f.code for f in diagnose(snaps)]
+    assert "long_kernels" in alone
+    idle = [dataclasses.replace(s, processes=tuple(dataclasses.replace(p, sm_util=0.0) for p in s.processes))
+            for s in snaps]
+    assert "long_kernels" not in [f.code for f in diagnose(idle)]
