@@ -26,9 +26,10 @@ STACK_MAJORITY = 0.5
 #: 40-80 % GPU-Util; a healthy GEMM 90 %+ SM activity.)
 LONG_UTIL = 90.0
 LONG_SM = 25.0
-#: Share of the GPU's busy time (GPU-Util) that a process's own kernels fill from which the kernels in flight
-#: are its own (a majority; the long-kernel variants' processes: 0.67-0.92).
-OWN_KERNELS = 0.5
+#: A process's own SM share (percent, NVML's per-process sampling: noisy over a window) under which the kernels in
+#: flight are not its own: an idle neighbour reads ~0, the long-kernel variants' processes 48-93 (the share at
+#: which ``rules_gpu.time_slicing`` counts a process as using the GPU).
+OWN_KERNELS = 10.0
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
@@ -50,9 +51,10 @@ def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
     """The process whose feeding thread mostly waits while the GPU works, rather than launching or computing:
     from its stacks (synchronize, a collective, a sleep between polls), or without stacks from /proc (asleep in
     the GPU driver or on a timer most of the time). Behind a GPU that always has a kernel in flight, such a
-    host is not what paces the GPU: the kernels are. The GPU's busiest such process first."""
+    host is not what paces the GPU: the kernels are, if they are its own (an idle process beside another's
+    kernels is not waiting for them). The GPU's busiest such process first."""
     def paced(p: ProcessWindow) -> bool:
-        if p.sm_util_mean is not None and g.util is not None and p.sm_util_mean < OWN_KERNELS * g.util:
+        if p.sm_util_mean is not None and p.sm_util_mean < OWN_KERNELS:
             return False  # the kernels in flight are mostly another process's: this one may just be idle
         if p.stacks is not None:
             return stacks_say(p, *GPU_PACED)
