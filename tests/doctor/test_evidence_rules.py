@@ -211,3 +211,17 @@ def test_a_sleeping_process_beside_another_ones_kernels_is_not_waiting_for_long_
     idle = [dataclasses.replace(s, processes=tuple(dataclasses.replace(p, sm_util=0.0) for p in s.processes))
             for s in snaps]
     assert "long_kernels" not in [f.code for f in diagnose(idle)]
+
+
+def test_a_stream_consumer_whose_local_peer_is_busy_names_the_peer_not_demand_nor_the_network() -> None:
+    """A process reading a TCP stream that a detached process on the same host computes in Python: once the
+    peer is found (relation peer), it is the bottleneck, whatever the socket's direction said of upstream."""
+    peer = FeederSample(pid=1080, feeds=471, relation="peer", name="python3", cmdline="python3 -m features --serve",
+                        cpu_percent=99.0, top_thread_cpu_percent=99.0, thread_waits=("cpu",))
+    consumer = Load(util=0.0, sm=0.0, thread=2.0, channel="wait_woken", waits=("input",), upstream="external",
+                    stacks=(RECV,))
+    assert top(consumer).code != "feeder_bound"  # the peer not found: where the time goes, in network calls
+    found = diagnose(window(dataclasses.replace(consumer, feeders=(peer,))))
+    f = top_problem(found)
+    assert f is not None and f.code == "feeder_bound" and "bound on cpu" in f.title, codes(found)
+    assert any("peer pid 1080" in e for e in f.evidence) and "demand_bound" not in [x.code for x in found]
