@@ -62,9 +62,10 @@ def test_the_held_back_variants_are_right_first_at_least_95_percent_of_the_time(
 
 
 #: The mechanism variants' held-back half scored 9 of 11 right first when first judged (the goal is 90 %), 10 once
-#: a host that sleeps between polls of an event counted as waiting for long kernels:
+#: a host that sleeps between polls of an event counted as waiting for long kernels, 11 once feeder_socket_peer
+#: was recorded again with its socket peer found:
 #: a ratchet, so that no change loses one of them; raise it as they are won, never lower it.
-MECHANISM_CHECK_RIGHT = 10
+MECHANISM_CHECK_RIGHT = 11
 
 
 def test_the_held_back_mechanism_variants_keep_what_they_scored_when_first_judged() -> None:
