@@ -22,8 +22,7 @@ disappear, at every call. An alert has ``for`` for this; a finding has :class:`S
   until then; a new one that a kept finding rules out waits until that one has gone. (A figure on a
   rule's cut-off would otherwise swap two verdicts at every call: a cause that appears in one window and
   not the next.) The same closing verdict about another process replaces the old one at once: there
-  is one per GPU, and the newer one speaks.
-
+  is one per GPU, and the newer one speaks;
 - the **top** finding of a GPU (the verdict) gives way to another of the same or a lower severity only once
   that one has been found at every call for ``dwell_s`` and ``min_calls``; a more severe one takes it at once.
 
