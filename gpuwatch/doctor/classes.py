@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwatch.doctor.rules_evidence import feeder_bound, idle_breakdown, long_kernels
-from gpuwatch.doctor.rules_feed import dataloader_bound, input_cpu_bound, launch_bound, off_cpu_wait, pcie_copies
+from gpuwatch.doctor.rules_feed import dataloader_bound, input_cpu_bound, launch_bound, pcie_copies
 from gpuwatch.doctor.rules_gpu import fp32_no_tensor, healthy, memory_bandwidth, small_kernels, throttled, time_slicing
 from gpuwatch.doctor.rules_memory import memory_churn, memory_idle, memory_leak
+from gpuwatch.doctor.rules_offcpu import off_cpu_wait
 from gpuwatch.doctor.rules_threads import demand_bound, gil_contention, host_cpu_contention
 from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import HEALTHY, Finding
@@ -47,6 +48,9 @@ class DoctorClass:
     #: The bottleneck is the process's feeders: the finding's code locations are its busiest bound feeder's
     #: (where sampled), the code that keeps the GPU waiting.
     feeders: bool = False
+    #: Where the GPU thread awaits a producer thread of its own process (a future, a queue), the finding's code
+    #: locations are that producer's: the code that keeps the GPU waiting.
+    producer: bool = False
 
 
 def _c(code: str, rule: Rule | None, doc: str, **kw: object) -> DoctorClass:
@@ -65,8 +69,8 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("d2h_copies", None, "device-to-host copies over PCIe fill the GPU's time while its SMs idle",
        explains_idle=True, thread=True, mechanisms=("gpu_wait",)),
     _c("long_kernels", long_kernels, "a few long kernels: GPU-Util ~100 %, SM activity low, the host waiting "
-       "in synchronize (a kernel that does not finish, a stuck collective)", explains_idle=True, thread=True,
-       mechanisms=("gpu_wait", "collective")),
+       "for them (synchronize, a collective, polling an event): a kernel that does not finish, a stuck collective",
+       explains_idle=True, thread=True, mechanisms=("gpu_wait", "collective", "sleep")),
     _c("launch_bound", launch_bound, "tiny kernels, one CPU thread launching them as fast as it can",
        explains_idle=True, thread=True, mechanisms=("launch", "python")),
     _c("host_cpu_contention", host_cpu_contention, "the feeding thread waits for a core on an oversubscribed host",
@@ -74,7 +78,7 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("gil_contention", gil_contention, "Python threads take turns on the GIL", explains_idle=True, thread=True,
        mechanisms=("python", "lock")),
     _c("input_cpu_bound", input_cpu_bound, "the thread that feeds the GPU is busy on the CPU (Python, or a "
-       "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True,
+       "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True, producer=True,
        severity="critical under 20 % GPU-Util, else warning (live: held until the score moves 2 points past "
                 "the cut, 5 points of GPU-Util)", mechanisms=("python", "host_op", "serialization", "compile")),
     _c("dataloader_bound", dataloader_bound, "data-loader workers are the bottleneck", explains_idle=True,
@@ -96,7 +100,8 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("memory_idle", memory_idle, "memory held by an idle process, or occupied while compute idles",
        explains_idle=True),
     _c("idle_breakdown", idle_breakdown, "the general finding: no class explains the GPU's idle time, so where "
-       "the feeding thread's time goes, by mechanism and code location", thread=True, closing="unexplained"),
+       "the feeding thread's time goes, by mechanism and code location", thread=True, producer=True,
+       closing="unexplained"),
     _c(HEALTHY, healthy, "saturated and using tensor cores: nothing to fix", severity="info", info=True,
        closing="all_info"),
 )
@@ -130,6 +135,10 @@ def info_causes(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
 
 def feeder_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
     return frozenset(c.code for c in classes if c.feeders)
+
+
+def producer_findings(classes: Sequence[DoctorClass] = CLASSES) -> frozenset[str]:
+    return frozenset(c.code for c in classes if c.producer)
 
 
 def excludes(classes: Sequence[DoctorClass] = CLASSES) -> dict[str, tuple[str, ...]]:

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor import classes as table
+from gpuwatch.doctor.rules_evidence import waits_on_producer
 from gpuwatch.doctor.verdict import verdict
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
@@ -32,12 +33,15 @@ def judge(g: GpuWindow, classes: Sequence[table.DoctorClass] = table.CLASSES) ->
         found += [f for c in table.closing("unexplained", classes) if c.rule and (f := c.rule(g)) is not None]
     if all(f.severity == "info" for f in found):
         found += [f for c in table.closing("all_info", classes) if c.rule and (f := c.rule(g)) is not None]
-    return [_with_stacks(f, g, table.thread_findings(classes), table.feeder_findings(classes)) for f in found]
+    return [_with_stacks(f, g, table.thread_findings(classes), table.feeder_findings(classes),
+                         table.producer_findings(classes)) for f in found]
 
 
-def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: frozenset[str] = frozenset()) -> Finding:
+def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: frozenset[str] = frozenset(),
+                 producer: frozenset[str] = frozenset()) -> Finding:
     """A finding about a process whose stacks were sampled carries their mechanism and top code locations,
-    and a thread finding quotes them; a finding that blames the feeders carries their code locations."""
+    and a thread finding quotes them; a finding that blames the feeders carries their code locations, and one
+    about a GPU thread awaiting a producer thread of its own, the producer's."""
     p = next((q for q in g.processes if q.pid == f.pid), None)
     if p is None or p.stacks is None:
         return f
@@ -45,6 +49,8 @@ def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: froz
     evidence = f.evidence if f.code not in thread or any(line == e for e in f.evidence) else (*f.evidence, line)
     fed = next((x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None), None) \
         if f.code in feeders else None
+    if f.code in producer and waits_on_producer(p):
+        fed = p.stacks.holders  # the producer thread's code keeps the GPU waiting
     return dataclasses.replace(f, mechanism=p.stacks.mechanism, evidence=evidence,
                                locations=(fed or p.stacks).top_locations())
 
@@ -82,6 +88,19 @@ def rules_out(found: Finding, other: Finding) -> bool:
     if spec is not None and spec.closing == "all_info":
         return found.severity != "info"
     return False
+
+
+def awaits_stacks(snapshots: Sequence[Snapshot], f: Finding) -> bool:
+    """``f`` is about a thread judged from /proc alone while the stack sampler is on and has not sampled that
+    process yet in the window: the stacks are about to settle it, and may say otherwise (a lock, not the
+    GIL; children, not a wait off the CPU). The GPU-hour accounting holds such a verdict back, as it holds a
+    missing one, so the seconds it charges go to the cause the evidence names."""
+    if f.pid is None or f.code not in THREAD_FINDINGS or not snapshots:
+        return False
+    status = snapshots[-1].source("stacks")
+    if status is None or status.state != "ok":
+        return False  # no sampler, or one that cannot sample (no ptrace): /proc is all there will be
+    return not any(st.pid == f.pid for s in snapshots for st in s.stacks)
 
 
 def top_problem(findings: Sequence[Finding]) -> Finding | None:

@@ -52,12 +52,31 @@ class Mechanism:
                     or (self.modules and f.module and re.search(self.modules, f.module)))
 
 
+#: The allocator's frames that page-lock host memory (cudaHostRegister, pinned allocations): the driver's work,
+#: but no GPU memory comes or goes (``pins_host_memory``).
+HOST_PINNING = re.compile(r"cudaHostRegister|cudaHostUnregister|cuMemHostRegister|cuMemHostUnregister|cudaHostAlloc"
+                          r"|cudaMallocHost|cudaFreeHost|cuMemHostAlloc|cuMemAllocHost|cuMemFreeHost|HostAllocator"
+                          r"|_pin_memory")
+
+#: The lock waits that await another thread's result (a condition or event, a queue, a future), rather than a
+#: mutex another thread holds: the thread consumes what a producer makes (``awaits_result``).
+AWAITS_RESULT = re.compile(r"threading\.py:((Condition|Event)\.)?wait$|queue\.py:(Queue\.)?get$"
+                           r"|concurrent/futures/_base\.py:((Future\.)?result|wait|as_completed)$"
+                           r"|multiprocessing/(queues\.py:(Queue\.)?get|connection\.py:\w*recv\w*)$")
+
+#: Network frames of a client library awaiting a reply to a request it sent (HTTP, gRPC): the process called a
+#: service, it is not a server awaiting requests (``calls_service``).
+SERVICE_CALL = re.compile(r"http/client\.py:|urllib/request\.py:|urllib3/|requests/|httpx/|aiohttp/client"
+                          r"|grpc/_channel\.py:")
+
 #: Highest priority first: a stack is the first mechanism any of its frames matches.
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
               r"|cuStreamSynchronize|cuEventSynchronize|cuCtxSynchronize|cudaMemcpy(?!Async)|_local_scalar_dense"
-              r"|^item$|Tensor\.item|^tolist$|Tensor\.cpu|^cpu$",
-              words="waiting for the GPU (synchronize, .item(), .cpu())", waiting=True,
+              r"|^item$|Tensor\.item|^tolist$|Tensor\.cpu|^cpu$|cudaEventQuery|cuEventQuery|cudaStreamQuery"
+              r"|cuStreamQuery",
+              calls=r"torch/cuda/streams\.py:(Event\.|Stream\.)?query$",
+              words="waiting for the GPU (synchronize, .item(), .cpu(), polling an event)", waiting=True,
               advice="the thread blocks until the GPU finishes: drop per-step synchronize/.item()/.cpu() calls, "
                      "keep results on the GPU and read them back once per batch, or overlap the wait with the next "
                      "step's work"),
@@ -75,9 +94,10 @@ MECHANISMS: tuple[Mechanism, ...] = (
                      "pad to a few fixed shapes so nothing recompiles (torch._dynamo recompile logs say why), and "
                      "cache compiled kernels (TORCHINDUCTOR_CACHE_DIR)"),
     Mechanism("allocator", functions=r"cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|CUDACachingAllocator|empty_cache"
-              r"|cuMemCreate|cuMemMap",
-              words="in the CUDA allocator (cudaMalloc/cudaFree, empty_cache)",
-              advice="allocations reach the driver: do not call torch.cuda.empty_cache() in the loop, reuse "
+              r"|cuMemCreate|cuMemMap|" + HOST_PINNING.pattern,
+              words="in the CUDA allocator (cudaMalloc/cudaFree, empty_cache, pinning host memory)",
+              advice="allocations reach the driver: pin host buffers once and reuse them (no cudaHostRegister or "
+                     "pin_memory() per batch), do not call torch.cuda.empty_cache() in the loop, reuse "
                      "buffers, pad to bucketed shapes, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
     Mechanism("launch", functions=r"cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperative|cuGraphLaunch"
               r"|launch_kernel|cudaGetLastError", modules=r"libtorch_cuda|libcudart|libcuda\.so|libc10_cuda",
@@ -123,7 +143,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
               advice="the thread waits for another thread or process to hand it work: find what fills the queue "
                      "or holds the lock; that is the bottleneck"),
     Mechanism("host_op", functions=r"at::native|at::cpu|mkl_|cblas_|gemm|GOMP_|__kmp|dnnl|mkldnn|PyArray|npy_"
-              r"|ufunc", files=r"(^|/)(numpy|scipy|sklearn)/",
+              r"|ufunc|torch::utils::|internal_new_from_data|recursive_store",  # Python data made a tensor
+              files=r"(^|/)(numpy|scipy|sklearn)/",
               modules=r"libtorch_cpu|_multiarray_umath|libopenblas|libmkl|libgomp|libiomp|libdnnl|libscipy",
               words="a torch/numpy op on the CPU", runs=True,
               advice="a tensor op runs on the CPU in the thread that feeds the GPU: move the tensor (and the op) "
@@ -154,6 +175,21 @@ def advice(mechanism: str | None) -> str:
 
 def is_waiting(mechanism: str | None) -> bool:
     return mechanism in BY_NAME and BY_NAME[mechanism].waiting
+
+
+def pins_host_memory(stack: ThreadStack) -> bool:
+    """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
+    return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
+
+
+def calls_service(stack: ThreadStack) -> bool:
+    """The stack awaits the reply of a service it called (an HTTP or gRPC client)."""
+    return any(SERVICE_CALL.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
+
+
+def awaits_result(stack: ThreadStack) -> bool:
+    """The stack waits for a result another thread or process hands over (a queue, a future, an event)."""
+    return any(AWAITS_RESULT.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
 
 
 @lru_cache(maxsize=4096)  # a live window re-reads the same few dozen stacks at every call

@@ -26,6 +26,10 @@ STACK_MAJORITY = 0.5
 #: 40-80 % GPU-Util; a healthy GEMM 90 %+ SM activity.)
 LONG_UTIL = 90.0
 LONG_SM = 25.0
+#: A process's own SM share (percent, NVML's per-process sampling: noisy over a window) under which the kernels in
+#: flight are not its own: an idle neighbour reads ~0, the long-kernel variants' processes 48-93 (the share at
+#: which ``rules_gpu.time_slicing`` counts a process as using the GPU).
+OWN_KERNELS = 10.0
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
@@ -38,15 +42,42 @@ def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = 
     return p is not None and p.stacks is not None and p.stacks.share(*mechanisms) >= share
 
 
+#: What a host thread does while a kernel it issued runs and it issues nothing else: it blocks in
+#: synchronize, waits in a collective, or sleeps between polls of an event (``while not ev.query(): sleep``).
+GPU_PACED = ("gpu_wait", "collective", "sleep")
+
+
 def waits_on_gpu(g: GpuWindow) -> ProcessWindow | None:
-    """The process whose feeding thread mostly waits for the GPU (synchronize, .item(), a collective): from its
-    stacks, or without stacks from /proc (asleep in the GPU driver most of the time)."""
-    return next((p for p in g.processes if stacks_say(p, "gpu_wait", "collective")
-                 or (p.stacks is None and time_split(p).get("gpu", 0.0) >= 100 * STACK_MAJORITY)), None)
+    """The process whose feeding thread mostly waits while the GPU works, rather than launching or computing:
+    from its stacks (synchronize, a collective, a sleep between polls), or without stacks from /proc (asleep in
+    the GPU driver or on a timer most of the time). Behind a GPU that always has a kernel in flight, such a
+    host is not what paces the GPU: the kernels are, if they are its own (an idle process beside another's
+    kernels is not waiting for them). The GPU's busiest such process first."""
+    def paced(p: ProcessWindow) -> bool:
+        if p.sm_util_mean is not None and p.sm_util_mean < OWN_KERNELS:
+            return False  # the kernels in flight are mostly another process's: this one may just be idle
+        if p.stacks is not None:
+            return stacks_say(p, *GPU_PACED)
+        split = time_split(p)
+        return split.get("gpu", 0.0) + split.get("sleep", 0.0) >= 100 * STACK_MAJORITY
+    return max((p for p in g.processes if paced(p)), key=lambda p: p.sm_util_mean or 0.0, default=None)
+
+
+def _how_host_waits(p: ProcessWindow) -> str:
+    """The title's half about the host, as its evidence says it."""
+    if p.stacks is None:
+        split = time_split(p)
+        return "the host sleeps between polls" if split.get("sleep", 0.0) > split.get("gpu", 0.0) else \
+            "the host waits for them"
+    top = max(GPU_PACED, key=lambda m: p.stacks.share(m) if p.stacks else 0.0)
+    return {"gpu_wait": "the host waits on the GPU until they finish", "collective": "the host waits in a collective",
+            "sleep": "the host sleeps between polls until they finish"}[top]
 
 
 def long_kernels(g: GpuWindow) -> Finding | None:
-    """The GPU always busy, its SMs mostly empty, the host waiting in synchronize: a few long kernels."""
+    """The GPU always busy, its SMs mostly empty, the host waiting for it (not launching, not computing): a few
+    long kernels set the pace. Launch-bound work and small kernels fed one request at a time keep the host
+    thread busy instead."""
     if g.util is None or g.sm_active is None or g.util < LONG_UTIL or g.sm_active >= LONG_SM:
         return None
     p = waits_on_gpu(g)
@@ -55,8 +86,8 @@ def long_kernels(g: GpuWindow) -> Finding | None:
     coll = p.stacks is not None and p.stacks.share("collective") > p.stacks.share("gpu_wait")
     how = p.stacks.line(f"{p.label}, feeding thread") if p.stacks else attribution_line(p)
     return finding(
-        "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, the host waits "
-        "for them", "warning", LONG_KERNELS(100.0 - g.sm_active), g,
+        "long_kernels", "A few long kernels: the GPU is always busy but its SMs are mostly empty, "
+        + _how_host_waits(p), "warning", LONG_KERNELS(100.0 - g.sm_active), g,
         gpu_evidence(g, f"GPU-Util {g.util:.0f}% with SM activity {g.sm_active:.1f}%: a kernel is always in "
                      "flight, on few SMs", how),
         ("A collective waits for a peer that does not arrive: find the straggling or stuck rank (NCCL_DEBUG=INFO, "
@@ -168,6 +199,33 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
     return finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
                    gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
                    fix, pid=p.pid)
+
+
+def not_the_gil(p: ProcessWindow) -> bool:
+    """The stacks contradict Python threads taking turns on the GIL: the feeding thread's time goes mostly
+    to something other than Python or a lock (a native op, the GPU, I/O), or it waits on a lock (a
+    ``threading`` lock or queue, not the GIL) held by threads that run native code. Without stacks nothing
+    is contradicted. (A thread waiting for the GIL shows Python frames, or ``take_gil``: Python.)"""
+    ev = p.stacks
+    if ev is None:
+        return False
+    if ev.share("python", "lock", None) < STACK_MAJORITY:
+        return True
+    held = ev.holders
+    return ev.share("lock") >= STACK_MAJORITY and held is not None and held.share("python", None) < STACK_MAJORITY
+
+
+#: What a thread that computes shows in its stacks (a producer the GPU thread waits on, say).
+COMPUTES = ("python", "host_op", "serialization", "compile")
+
+
+def waits_on_producer(p: ProcessWindow | None) -> bool:
+    """The GPU thread mostly awaits a result another thread of its process hands over (a future, a queue, an
+    event: not a mutex held over other work), and the threads that run meanwhile compute: the GPU is fed at
+    that producer's pace, and the producer's code is what keeps it waiting."""
+    ev = p.stacks if p is not None else None
+    return ev is not None and ev.share("lock") >= STACK_MAJORITY and ev.awaits >= STACK_MAJORITY \
+        and ev.holders is not None and ev.holders.share(*COMPUTES) >= STACK_MAJORITY
 
 
 def mostly_waiting(p: ProcessWindow | None) -> bool:

@@ -18,10 +18,15 @@ from gpuwatch.doctor.attribution import (
     spare_cores,
     starved,
 )
-from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate, thread_line
+from gpuwatch.doctor.evidence import finding, gpu_evidence, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
-from gpuwatch.doctor.rules_evidence import WORKERS_CPU, loader_workers_bound, mostly_waiting, stacks_say
-from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH, OFF_CPU, OFF_CPU_HOST
+from gpuwatch.doctor.rules_evidence import (
+    loader_workers_bound,
+    mostly_waiting,
+    stacks_say,
+    waits_on_producer,
+)
+from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 
@@ -41,21 +46,9 @@ PINNED_RATE = 20e9  # bytes/s: a rate no CPU-staged (pageable) copy reaches on P
 HEALTHY_SM = 80.0
 WAITING_CPU = 50.0  # a process under half a core is not what the GPU waits for
 WAITING_PROCESS_CPU = 2 * WAITING_CPU  # all its threads together: a whole core is computing, not waiting
-#: Percent of a core from which a process asleep on storage is working (not a forgotten idle process): the
-#: attribution's ``BUSY_THREAD_CPU`` is 10 %; a reader waiting on NFS uses a few percent.
-WORKING_CPU = 2.0
 IO_RATE = 5e6  # bytes/s read or written: a process that moves data while it waits
 IO_WAIT_SHARE = 0.2
-HOST_IOWAIT = 10.0
-#: Share of the bytes read that came from storage (``read_bytes`` against ``rchar``) from which the reads are
-#: said to be "from storage" (the rest is sockets, pipes or the page cache).
-FROM_STORAGE = 0.9
-#: Share of samples with no thread running from which a process with a storage wait channel is off the CPU
-#: (the same as ``attribution.MAIN_WAITING_SHARE``'s idea: asleep in most samples, with margin).
-ASLEEP_SHARE = 0.7
-#: Kernel wait channels that mean storage (``/proc/PID/wchan``). Sockets, pipes, poll and futex waits
-#: without data moving are a server waiting for work (``demand_bound``), not storage.
-WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs", "btrfs", "jbd2")
+
 
 
 def pegged_processes(g: GpuWindow) -> list[ProcessWindow]:
@@ -81,6 +74,8 @@ def copy_direction(g: GpuWindow) -> str | None:
     if pegged and pegged[0].stacks is not None and stacks_say(pegged[0], *COMPUTING) \
             and stacks_say(pegged[0], "host_op", "serialization", "compile", share=COMPUTING_NATIVE):
         return None
+    if pegged and stacks_say(pegged[0], "allocator"):
+        return None  # its time goes to allocating or page-locking memory, not to staging copies
     return "h2d" if rx >= tx else "d2h"
 
 
@@ -167,22 +162,31 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     # workers (inductor's subprocesses) part of the time: not pegged, but at half a core or more, compiling
     pegged += [p for p in g.processes if p not in pegged and stacks_say(p, "compile")
                and (p.top_thread_cpu or 0.0) >= WAITING_CPU and not starved(p)]
+    # the GPU thread awaits what another thread of its process makes (a future, a queue), and that producer is
+    # pegged on a core: in effect the producer is the thread that feeds the GPU
+    pegged += [p for p in g.processes if p not in pegged and waits_on_producer(p)
+               and (p.top_thread_cpu or 0.0) >= PEGGED_THREAD and not starved(p)]
     if busy is None or busy >= BUSY_UTIL or not pegged or is_copy_bound(g) or is_launch_bound(g):
         return None
     p = pegged[0]
     top = p.top_thread_cpu or 0.0
-    mech = p.stacks.mechanism if p.stacks is not None else None
+    producer = p.stacks.holders if waits_on_producer(p) and p.stacks is not None else None
+    mech = (producer or p.stacks).mechanism if p.stacks is not None else None
     doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
+    if producer is not None:
+        doing += " (a thread of its own that the GPU thread waits on)"
     said = advice(mech)
+    # compiling is not preprocessing: moving it into workers does not help, compiling once does
+    offload = "" if mech == "compile" else (
+        "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
+        "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
+        "should only batch, copy and launch. ")
     return finding(
         "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
         "critical" if busy < CRITICAL_BUSY else "warning", INPUT((100.0 - busy) * min(1.0, top / 100.0)),
         g, gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
-        (said[0].upper() + said[1:] + ". " if said else "") +
-        "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
-        "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
-        f"should only batch, copy and launch. See where it spends its time: py-spy dump --pid {p.pid} "
-        "(or gpuwatch doctor --stacks).", pid=p.pid)
+        (said[0].upper() + said[1:] + ". " if said else "") + offload +
+        f"See where it spends its time: py-spy dump --pid {p.pid} (or gpuwatch doctor --stacks).", pid=p.pid)
 
 
 def dataloader_bound(g: GpuWindow) -> Finding | None:
@@ -190,10 +194,12 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     if busy is None or busy >= BUSY_UTIL:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
+    # nor are the peers of a collective (the feeding thread in gloo/NCCL waits on ranks, not on batches)
     # storage-bound children are feeders (``feeder_bound``), not busy loader workers
     # nor workers starved of a core on a saturated host (``host_cpu_contention``: they oversubscribe it)
     feeding = [p for p in g.processes if loader_workers_bound(p)
                and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
+               and not stacks_say(p, "collective")
                and not (host_saturated(g) and feeders_starved(p))]
     if not feeding:
         return None
@@ -211,54 +217,3 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
         f"Give the loader more CPU or make each item cheaper: {more}; use persistent_workers=True and "
         "prefetch_factor, move decoding and augmentation to the GPU (torchvision.io.decode_jpeg on cuda, "
         "NVIDIA DALI), and cache decoded items.", pid=p.pid)
-
-
-def _waiting(p: ProcessWindow, busy: float) -> list[str]:
-    """What shows that a process waits off the CPU: I/O, threads in D state, a wait channel."""
-    signs = []
-    moved = max(p.io_read_bytes_s or 0.0, p.io_read_chars_s or 0.0) + (p.io_write_bytes_s or 0.0)
-    if moved >= IO_RATE:
-        disk, written = p.io_read_bytes_s or 0.0, p.io_write_bytes_s or 0.0
-        total = max(disk, p.io_read_chars_s or 0.0)
-        where = "from storage" if disk >= FROM_STORAGE * total else \
-            f"({rate(disk)} of it from storage)" if disk >= IO_RATE else "(sockets, pipes or cached files)"
-        signs.append(f"reads {rate(total)} {where}" + (f", writes {rate(written)}" if written >= IO_RATE else ""))
-    if (p.io_wait_share or 0.0) >= IO_WAIT_SHARE:
-        signs.append(f"threads in D state (uninterruptible I/O) in {100 * (p.io_wait_share or 0):.0f}% of samples")
-    channel = p.wait_channel or ""
-    working = busy >= 1.0 or (p.cpu or 0.0) >= WORKING_CPU or (p.sm_util_mean or 0.0) >= 1.0  # not simply idle
-    if not signs and working and (p.sleeping_share or 0.0) >= ASLEEP_SHARE and any(w in channel for w in WAIT_WORDS):
-        signs.append(f"asleep in {channel} in most samples, while the GPU has work {busy:.0f}% of the time")
-    return signs
-
-
-def off_cpu_wait(g: GpuWindow) -> Finding | None:
-    """GPU underused, its process mostly asleep (not computing), and busy with I/O while it sleeps."""
-    busy = g.busy
-    if busy is None or busy >= BUSY_UTIL:
-        return None
-    host_wait = g.host_iowait is not None and g.host_iowait >= HOST_IOWAIT
-    for p in sorted(g.processes, key=lambda q: -(q.io_read_chars_s or q.io_read_bytes_s or 0.0)):
-        if (p.top_thread_cpu or 0.0) >= WAITING_CPU or (p.cpu or 0.0) >= WAITING_PROCESS_CPU:
-            continue
-        if p.workers and (p.workers_cpu or 0.0) >= WORKERS_CPU:
-            continue  # the loader workers are what it waits for
-        if stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
-            continue  # its stacks say it waits for the GPU or a child process, or computes: not storage
-        signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])
-        if not signs:
-            continue
-        asleep = None if p.sleeping_share is None else \
-            f"{p.label}: no thread running in {100 * p.sleeping_share:.0f}% of samples, CPU {p.cpu or 0:.0f}%"
-        where = f"main thread waits in {p.wait_channel}" if p.wait_channel else None
-        return finding(
-            "off_cpu_wait", "Waiting off the CPU: storage, network or a lock holds the GPU back", "warning",
-            OFF_CPU(100.0 - busy), g, gpu_evidence(g, asleep, *signs, where),
-            "Take the wait out of the request path: read ahead asynchronously (a prefetch thread or "
-            "DataLoader workers), cache inputs and models in memory or on local SSD at start, batch small reads "
-            "into large ones, and never block the GPU loop on network storage or a remote call.", pid=p.pid)
-    if host_wait and not g.processes:
-        return finding("off_cpu_wait", "Waiting off the CPU: the host waits on storage", "warning",
-                       OFF_CPU_HOST(100.0 - busy), g, gpu_evidence(g, pct("host iowait", g.host_iowait)),
-                       "Find the process waiting on storage (iotop, pidstat -d) and cache or prefetch its reads.")
-    return None

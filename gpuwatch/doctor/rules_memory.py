@@ -9,7 +9,7 @@ that come and go and cost a cudaMalloc/cudaFree and fragmentation each time.
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
-from gpuwatch.doctor.rules_evidence import stacks_say
+from gpuwatch.doctor.rules_evidence import STACK_MAJORITY
 from gpuwatch.doctor.rules_feed import IO_RATE
 from gpuwatch.doctor.scores import CHURN, LEAK, MEMORY_IDLE, MEMORY_OCCUPIED
 from gpuwatch.doctor.trends import has_spike, linear_fit, swings
@@ -89,7 +89,9 @@ def memory_churn(g: GpuWindow) -> Finding | None:
     rises, falls = swings(g.mem_used, amplitude)
     big = has_spike(g.mem_used, max(amplitude, CHURN_BIG_SHARE * total), SPIKE_S)
     # allocations too quick for the memory counter to see: the feeding thread's stacks in the allocator
-    alloc = next((p for p in g.processes if stacks_say(p, "allocator")), None)
+    # (page-locking host memory is the allocator too, but no GPU memory comes or goes)
+    alloc = next((p for p in g.processes if p.stacks is not None
+                  and p.stacks.share("allocator") - p.stacks.pinning >= STACK_MAJORITY), None)
     if (rises + falls < CHURN_SWINGS or falls < 1) and not big and alloc is None:
         return None
     values = [v for _, v in g.mem_used]

@@ -22,8 +22,8 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
-from gpuwatch.doctor.rules_evidence import stacks_say
-from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WORKERS_CPU
+from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, not_the_gil, stacks_say
+from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
@@ -49,7 +49,9 @@ def host_contended(g: GpuWindow) -> list[ProcessWindow]:
 
 
 def gil_contended(g: GpuWindow) -> list[ProcessWindow]:
-    return sorted((p for p in g.processes if gil_bound(p)), key=lambda p: -(p.threads_cpu or 0.0))
+    """Processes whose threads take turns on the GIL, as /proc shows it and the stacks do not contradict."""
+    return sorted((p for p in g.processes if gil_bound(p) and not not_the_gil(p)),
+                  key=lambda p: -(p.threads_cpu or 0.0))
 
 
 def host_cpu_contention(g: GpuWindow) -> Finding | None:
@@ -94,9 +96,15 @@ def _moves_data(p: ProcessWindow) -> bool:
 
 def demand_evidence(p: ProcessWindow) -> bool:
     """Nothing contradicts outside demand: the work does not come from its own tree, no feeder is busy or
-    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing."""
+    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing; a
+    thread mostly in network calls counts as waiting for work only where a connection from outside was
+    accepted (else it is a client waiting on a remote service, ``off_cpu_wait``)."""
     if p.upstream == "tree" or any(f.bound is not None for f in p.feeders):
         return False
+    if stacks_say(p, "network") and (p.upstream != "external"
+                                     or (p.stacks is not None and p.stacks.calls >= STACK_MAJORITY)):
+        return False  # in network calls with no connection accepted from outside, or awaiting the reply of a
+        # service it called (an HTTP client): a client awaiting a service, not a server awaiting requests
     return p.stacks is None or stacks_say(p, *WAITING_FOR_WORK)
 
 

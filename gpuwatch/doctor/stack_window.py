@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuwatch.doctor.mechanisms import classify, location, words
+from gpuwatch.doctor.mechanisms import awaits_result, calls_service, classify, location, pins_host_memory, words
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.stacks import StackSample
 
@@ -53,6 +53,12 @@ class StackEvidence:
     shares: tuple[tuple[str | None, float], ...]
     locations: tuple[tuple[str, float, str | None], ...]
     holders: StackEvidence | None = None
+    #: Share of the samples in the allocator that page-locks host memory (no GPU memory comes or goes).
+    pinning: float = 0.0
+    #: Share of the samples waiting for a result another thread hands over (a queue, a future, an event).
+    awaits: float = 0.0
+    #: Share of the samples awaiting the reply of a service the process called (an HTTP or gRPC client).
+    calls: float = 0.0
 
     def share(self, *mechanisms: str | None) -> float:
         return sum(s for m, s in self.shares if m in mechanisms)
@@ -85,6 +91,9 @@ class _Row:
     location: str
     count: int
     idle: bool
+    pinning: bool = False
+    awaits: bool = False
+    calls: bool = False
 
 
 #: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
@@ -99,7 +108,10 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
     if hit is not None and hit[0] is sample:
         _ROWS.move_to_end(id(sample))
         return hit[1]
-    out = tuple(_Row(t.tid, classify(t), location(t) or "?", t.count, t.idle) for t in sample.stacks)
+    out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
+                     m == "allocator" and pins_host_memory(t), m == "lock" and awaits_result(t),
+                     m == "network" and calls_service(t))
+                for t in sample.stacks)
     _ROWS[id(sample)] = (sample, out)
     if len(_ROWS) > ROWS_CACHED:
         _ROWS.popitem(last=False)
@@ -121,7 +133,9 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         pid=pid, tids=tuple(sorted({s.tid for s in stacks})), samples=n,
         shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
-                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))))
+                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
+        pinning=sum(s.count for s in stacks if s.pinning) / n, awaits=sum(s.count for s in stacks if s.awaits) / n,
+        calls=sum(s.count for s in stacks if s.calls) / n)
 
 
 def feeding_threads(stacks: Sequence[_Row], pid: int, top_tid: int | None) -> set[int]:
@@ -149,7 +163,7 @@ def process_stacks(samples: Iterable[StackSample], pid: int, top_tid: int | None
         others = [s for s in stacks if s.tid not in feeding and not s.idle]
         holders = _reduce(pid, others)
         if holders is not None:
-            ev = StackEvidence(ev.pid, ev.tids, ev.samples, ev.shares, ev.locations, holders)
+            ev = dataclasses.replace(ev, holders=holders)
     return ev
 
 

@@ -14,10 +14,17 @@ disappear, at every call. An alert has ``for`` for this; a finding has :class:`S
   severity still changes after ``10 * dwell_s``;
 - it **disappears** only once it has been missing at every call for ``dwell_s`` seconds and ``min_calls``
   calls; until then the last one seen is shown (a finding that comes back in the meantime never left);
-- except where the doctor's own verdicts exclude each other (``rules_out(found, kept)``: the idle
-  breakdown once a cause is found for that GPU, "healthy" once a warning is): what is shown never contradicts
-  itself, so a kept finding that the new findings rule out goes at once, and a new one that a kept
-  finding rules out waits until that one has gone.
+- where the doctor's own verdicts exclude each other (``rules_out(found, kept)``: the idle breakdown once
+  a cause is found for that GPU, "healthy" once a warning is), what is shown never contradicts itself, and
+  the shown verdict changes only once the change holds, in either direction: a new finding that would
+  displace a shown one it rules out (a cause found where the idle breakdown is shown) is shown only once
+  it has been found at every call for ``dwell_s`` seconds and ``min_calls`` calls, the shown one staying
+  until then; a new one that a kept finding rules out waits until that one has gone. (A figure on a
+  rule's cut-off would otherwise swap two verdicts at every call: a cause that appears in one window and
+  not the next.) The same closing verdict about another process replaces the old one at once: there
+  is one per GPU, and the newer one speaks;
+- the **top** finding of a GPU (the verdict) gives way to another of the same or a lower severity only once
+  that one has been found at every call for ``dwell_s`` and ``min_calls``; a more severe one takes it at once.
 
 Noise around a cut-off therefore moves nothing: only a figure that stays on the other side does.
 """
@@ -40,6 +47,8 @@ class _Shown:
     change: tuple[Severity, float, int] | None = None
     #: (first call's time, calls) it has been missing for
     missing: tuple[float, int] | None = None
+    #: (first call's time, calls) it has been found at every call for
+    found: tuple[float, int] | None = None
     #: the score of the last call that found the shown severity
     edge: float = 0.0
 
@@ -56,9 +65,15 @@ class Steady:
         self.score_band = score_band
         self.rules_out = rules_out
         self._shown: dict[Hashable, _Shown] = {}
+        #: (first call's time, calls) of new findings waiting to displace a shown one they rule out
+        self._challengers: dict[Hashable, tuple[float, int]] = {}
+        #: the key of the top finding shown per GPU at the last call
+        self._top: dict[int | None, Hashable] = {}
 
     def reset(self) -> None:
         self._shown.clear()
+        self._challengers.clear()
+        self._top.clear()
 
     def _held(self, first: float, calls: int, now: float) -> bool:
         return now - first >= self.dwell_s and calls >= self.min_calls
@@ -66,6 +81,8 @@ class Steady:
     def __call__(self, findings: Sequence[Finding], now: float, key: Callable[[Finding], Hashable]) -> list[Finding]:
         """``key(finding)``: what makes two findings the same one (code, GPU, process)."""
         keyed = {key(f): f for f in findings}
+        self._challengers = {k: v for k, v in self._challengers.items() if k in keyed}  # found at every call
+        keyed = {k: f for k, f in keyed.items() if not self._challenging(k, f, keyed, now)}
         out: list[Finding] = []
         new: list[Hashable] = []
         for k, f in keyed.items():
@@ -74,6 +91,7 @@ class Steady:
                 self._shown[k] = s = _Shown(f, f.severity, edge=f.score)
                 new.append(k)
             s.missing = None
+            s.found = (s.found[0], s.found[1] + 1) if s.found else (now, 1)
             if f.severity == s.severity:
                 s.change, s.edge = None, f.score
             else:
@@ -89,7 +107,7 @@ class Steady:
         for k in [k for k in self._shown if k not in keyed]:
             s = self._shown[k]
             first, calls = (s.missing[0], s.missing[1] + 1) if s.missing else (now, 1)
-            s.missing, s.change = (first, calls), None
+            s.missing, s.change, s.found = (first, calls), None, None
             if self._held(first, calls, now) or self._ruled_out(s.finding, out):
                 del self._shown[k]
             else:
@@ -98,7 +116,46 @@ class Steady:
             if self._ruled_out(keyed[k], kept):
                 del self._shown[k]
                 out.remove(keyed[k])
-        return sorted(out + kept, key=lambda f: f.rank_key)
+        return self._top_holds(sorted(out + kept, key=lambda f: f.rank_key), now, key)
+
+    def _top_holds(self, ranked: list[Finding], now: float, key: Callable[[Finding], Hashable]) -> list[Finding]:
+        """The top finding of each GPU (the verdict) changes only once the new top has been found at every
+        call for the dwell, unless it is more severe: a finding of the same severity that outranks the shown
+        top in one window and not the next does not swap the verdict back and forth."""
+        out = list(ranked)
+        tops: dict[int | None, Hashable] = {}
+        for gpu in dict.fromkeys(f.gpu_index for f in ranked):
+            mine = [f for f in out if f.gpu_index == gpu]
+            first = mine[0]
+            held = self._top.get(gpu)
+            incumbent = next((f for f in mine if key(f) == held), None)
+            s = self._shown.get(key(first))
+            if incumbent is not None and incumbent is not first and \
+                    severity_rank(first.severity) >= severity_rank(incumbent.severity) and \
+                    not (s is not None and s.found is not None and self._held(*s.found, now)):
+                out.remove(incumbent)
+                out.insert(out.index(first), incumbent)
+                first = incumbent
+            tops[gpu] = key(first)
+        self._top = tops
+        return out
+
+    def _challenging(self, k: Hashable, f: Finding, found: dict[Hashable, Finding], now: float) -> bool:
+        """``f`` is new and would displace a shown finding it rules out (another code: a cause where the idle
+        breakdown is shown), and has not yet been found for the dwell: it waits, the shown one stays."""
+        if k in self._shown:
+            return False
+        displaced = [s.finding for o, s in self._shown.items() if o not in found
+                     and s.finding.code != f.code and self._ruled_out(s.finding, [f])]
+        if not displaced:
+            self._challengers.pop(k, None)
+            return False
+        first, calls = self._challengers.get(k, (now, 0))
+        if self._held(first, calls + 1, now):
+            self._challengers.pop(k, None)
+            return False
+        self._challengers[k] = (first, calls + 1)
+        return True
 
     def _ruled_out(self, f: Finding, by: Sequence[Finding]) -> bool:
         return any(o.gpu_index == f.gpu_index and self.rules_out(o, f) for o in by)

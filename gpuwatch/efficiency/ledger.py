@@ -6,9 +6,11 @@ seconds go to each GPU's verdict (:func:`gpuwatch.doctor.verdict.verdict`, the f
 accuracy is measured on). The judge is the doctor itself on the block's own window, never the live
 doctor's steadied view: that one depends on when readers asked, and a daemon replaying a recording must
 charge what ``gpuwatch report --replay`` charges for it. When the doctor has no verdict yet for a GPU
-that lost time (it needs a few seconds of a new load to see it), the block waits for up to
-:data:`MAX_WAIT_S` seconds so the cause it names then covers the start of the load too; after that, the
-loss goes to ``held_idle`` or ``unexplained``.
+that lost time (it needs a few seconds of a new load to see it), or its verdict about a thread was judged
+from /proc while the stack sampler has yet to sample that process (``doctor.diagnose.awaits_stacks``: the
+stacks may name another cause), the block waits for up to :data:`MAX_WAIT_S` seconds so the cause named
+then covers the start of the load too; after that, the loss goes to the verdict there is, else to
+``held_idle`` or ``unexplained``.
 
 Everything here follows snapshot time, not the wall clock: the same stream of Snapshots gives the same
 increments, which is what lets a restarted daemon replay a recording and skip, to the interval, what it
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.current import window
+from gpuwatch.doctor.diagnose import awaits_stacks
 from gpuwatch.doctor.verdict import verdicts
 from gpuwatch.efficiency.account import GpuInterval, intervals, owner_of
 from gpuwatch.efficiency.rows import (
@@ -190,9 +193,10 @@ class Ledger:
         assert self._block_end is not None
         if snap.time < self._block_end:
             return None
-        findings = self.doctor(window(list(self._history), WINDOW_S))
-        top = verdicts(findings)
-        waiting = {iv.gpu for iv in self._pending if iv.allocated > iv.effective and iv.gpu not in top}
+        judged = window(list(self._history), WINDOW_S)
+        top = verdicts(self.doctor(judged))
+        waiting = {iv.gpu for iv in self._pending if iv.allocated > iv.effective
+                   and (iv.gpu not in top or awaits_stacks(judged, top[iv.gpu]))}
         if waiting and snap.time - self._pending[0].end < MAX_WAIT_S:
             self._block_end += STEP_S  # ask again a step later, not at every snapshot
             return None

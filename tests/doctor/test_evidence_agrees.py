@@ -19,7 +19,7 @@ from gpuwatch.data import bundled_recording
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.current import window
-from gpuwatch.doctor.mechanisms import is_waiting
+from gpuwatch.doctor.mechanisms import is_waiting, words
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
@@ -27,6 +27,7 @@ from gpuwatch.model.recording import load
 from gpuwatch.model.snapshot import Snapshot
 
 from . import test_evidence_rules as rules
+from . import test_evidence_yield as yields
 from .synthetic import Load
 from .synthetic import window as synthetic
 from .test_mechanisms import STACKS
@@ -61,9 +62,15 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
         out.append(f"claims launches while the stacks are mostly {p.stacks.mechanism}")
     if "python" in title and _share(p, "host_op") >= MAJORITY:
         out.append("claims Python while the stacks run a native op")
+    # (unless it awaits a result that a thread of its own computes meanwhile: that producer is what feeds the GPU)
+    producer = p.stacks.holders if p.stacks is not None and p.stacks.awaits >= MAJORITY else None
+    computing = producer is not None and producer.share("python", "host_op", "serialization", "compile") >= MAJORITY
     if f.code == "input_cpu_bound" and p.stacks is not None and is_waiting(p.stacks.mechanism) \
-            and _share(p, p.stacks.mechanism or "") >= MAJORITY:
+            and _share(p, p.stacks.mechanism or "") >= MAJORITY and not computing:
         out.append(f"claims a busy thread while its stacks wait ({p.stacks.mechanism})")
+    if f.code == "input_cpu_bound" and computing and producer is not None and producer.mechanism is not None \
+            and words(producer.mechanism) not in f.title:
+        out.append(f"blames a producer thread without naming what it does ({producer.mechanism})")
     if f.code == "input_cpu_bound" and (p.top_thread_cpu or 0.0) < 50:
         out.append(f"claims a busy thread at {p.top_thread_cpu or 0:.0f}% of a core")
     if f.code == "demand_bound":
@@ -78,11 +85,20 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
     if f.code == "dataloader_bound" and (_share(p, "compile") >= MAJORITY
                                          or any(x.bound == "compile" for x in p.feeders)):
         out.append("claims a data loader while the stacks compile")
-    in_driver = time_split(p).get("gpu", 0.0) / 100 if p.stacks is None else 0.0
-    if f.code == "long_kernels" and max(waits_gpu, in_driver) < MAJORITY:
-        out.append("claims long kernels while the host does not wait on the GPU")
+    # a host that waits for the kernels in flight: in synchronize or a collective, or asleep between polls
+    split = time_split(p)
+    in_driver = (split.get("gpu", 0.0) + split.get("sleep", 0.0)) / 100 if p.stacks is None else 0.0
+    if f.code == "long_kernels" and max(waits_gpu + _share(p, "sleep"), in_driver) < MAJORITY:
+        out.append("claims long kernels while the host does not wait for the GPU (it launches or computes)")
+    if f.code == "long_kernels" and "synchronize" in title and _share(p, "gpu_wait") < MAJORITY:
+        out.append("says the host waits in synchronize while its stacks are mostly elsewhere")
     if f.code == "feeder_bound" and not any(x.bound is not None for x in p.feeders):
         out.append("claims its feeders are the bottleneck while none is busy or blocked")
+    said = {"storage": "storage holds", "network": "the network holds", "lock": "a lock or a queue holds"}
+    named = [m for m, words in said.items() if words in title]
+    if f.code == "off_cpu_wait" and named and _share(p, *named) < MAJORITY and \
+            (p.stacks.mechanism if p.stacks else None) in said:
+        out.append(f"says it waits on {named[0]} while its stacks wait on {p.stacks.mechanism if p.stacks else None}")
     if f.code == "off_cpu_wait" and (p.top_thread_cpu or 0.0) >= PEGGED:
         out.append("claims a wait off the CPU while the feeding thread is pegged")
     if p.stacks is not None and f.mechanism != p.stacks.mechanism:
@@ -117,6 +133,10 @@ SYNTHETIC |= {
     "sync_loop": dataclasses.replace(rules.PEGGED_LAUNCH_LOOKALIKE, stacks=(rules.SYNC,)),
     "long_kernels": Load(util=100.0, sm=2.0, thread=100.0, stacks=(rules.SYNC,)),
     "long_kernels_proc": Load(util=100.0, sm=2.0, thread=5.0, waits=("gpu",)),
+    "long_kernels_polled": Load(util=100.0, sm=1.0, thread=2.0, stacks=(rules.POLL,)),
+    "off_cpu_network": Load(util=5.0, sm=4.0, thread=5.0, io_wait_threads=1, stacks=(rules.RECV,)),
+    "producer_thread": Load(util=3.0, sm=2.0, thread=100.0, stacks=(yields.FUTURE, yields.LAUNCHING, yields.PRODUCING)),
+    "pinning": Load(util=10.0, sm=8.0, thread=90.0, stacks=(yields.PINNING,)),
     "native_op": Load(util=15.0, sm=12.0, thread=100.0, stacks=(rules.HOST_OP, rules.LAUNCH)),
     "server_fed_by_tree": dataclasses.replace(rules.IDLE_SERVER, upstream="tree", stacks=(rules.QUEUE,)),
     "idle_server_external": dataclasses.replace(rules.IDLE_SERVER, upstream="external", stacks=(rules.EPOLL,)),

@@ -152,3 +152,76 @@ def test_an_under_used_gpu_names_the_mechanism_and_the_users_function_its_feedin
     assert f.locations[0] == (where, 1.0)
     if f.code == "idle_breakdown":
         assert where in f.title and advice(mechanism)[:30].lower() in f.fix.lower()
+
+
+POLL = thread(native("libc.so.6", "clock_nanosleep"), py(f"{STDLIB}/time.py", "sleep"), py("bench.py", "wait_done"),
+              count=20, idle=True)
+
+
+def test_a_host_that_sleeps_between_polls_behind_a_full_gpu_waits_for_long_kernels_not_small_ones() -> None:
+    """Polling an event with sleeps is waiting for the GPU as much as synchronize is: the kernels set the pace."""
+    found = diagnose(window(Load(util=100.0, sm=1.0, thread=2.0, stacks=(POLL,))))
+    f = top_problem(found)
+    assert f is not None and f.code == "long_kernels" and f.mechanism == "sleep", codes(found)
+    assert "sleeps between polls" in f.title and "synchronize" not in f.title
+    assert "small_kernels" not in [x.code for x in found]
+
+
+def test_without_stacks_a_host_asleep_on_a_timer_behind_a_full_gpu_is_long_kernels() -> None:
+    f = top(Load(util=100.0, sm=1.0, thread=2.0, waits=("sleep",), channel="hrtimer_nanosleep"))
+    assert f.code == "long_kernels" and "sleeps between polls" in f.title
+
+
+def test_a_busy_host_thread_behind_a_full_gpu_on_few_sms_is_not_long_kernels() -> None:
+    """The host on a core most of the time paces the GPU (launches, one request at a time): not long kernels."""
+    for load in (Load(util=100.0, sm=2.0, thread=100.0), Load(util=100.0, sm=2.0, thread=100.0, stacks=(LAUNCH,))):
+        assert "long_kernels" not in [x.code for x in diagnose(window(load))], load
+
+
+RECV = thread(native("libc.so.6", "recv"), py(f"{STDLIB}/socket.py", "recv_into"), py("loader.py", "fetch"),
+              count=20, idle=True)
+
+
+def test_a_wait_off_the_cpu_says_what_it_waits_on_as_its_evidence_does() -> None:
+    """Threads in D state alone say storage; the same process whose stacks sit in recv waits on the network."""
+    blocked = Load(util=5.0, sm=4.0, thread=5.0, io_wait_threads=1)
+    assert top(blocked).code == "off_cpu_wait" and "storage holds" in top(blocked).title
+    f = top(dataclasses.replace(blocked, stacks=(RECV,)))
+    assert f.code == "off_cpu_wait" and "the network holds" in f.title and "storage" not in f.title, f.title
+
+
+def test_a_client_waiting_on_a_remote_service_is_a_wait_off_the_cpu_not_an_idle_server() -> None:
+    """In recv on connections it opened (none accepted from outside), the process awaits a service: the wait
+    holds the GPU back. The same thread with a connection accepted from outside is a server awaiting requests."""
+    client = Load(util=5.0, sm=4.0, thread=3.0, channel="sk_wait_data", waits=("input",), stacks=(RECV,))
+    found = diagnose(window(client))
+    f = top_problem(found)
+    assert f is not None and f.code == "off_cpu_wait" and "the network holds" in f.title, codes(found)
+    assert "demand_bound" not in [x.code for x in found]
+    server = top(dataclasses.replace(client, upstream="external"))
+    assert server.code == "demand_bound" and server.severity == "info", server
+
+
+def test_a_sleeping_process_beside_another_ones_kernels_is_not_waiting_for_long_kernels() -> None:
+    """GPU-Util 100 % on few SMs, but the kernels in flight are not the sleeping process's own (its SM share is
+    nil): it is idle beside someone else's work, not waiting for its kernels."""
+    snaps = window(Load(util=100.0, sm=1.0, thread=2.0, stacks=(POLL,)))
+    alone = [f.code for f in diagnose(snaps)]
+    assert "long_kernels" in alone
+    idle = [dataclasses.replace(s, processes=tuple(dataclasses.replace(p, sm_util=0.0) for p in s.processes))
+            for s in snaps]
+    assert "long_kernels" not in [f.code for f in diagnose(idle)]
+
+
+def test_a_stream_consumer_whose_local_peer_is_busy_names_the_peer_not_demand_nor_the_network() -> None:
+    """A process reading a TCP stream that a detached process on the same host computes in Python: once the
+    peer is found (relation peer), it is the bottleneck, whatever the socket's direction said of upstream."""
+    peer = FeederSample(pid=1080, feeds=471, relation="peer", name="python3", cmdline="python3 -m features --serve",
+                        cpu_percent=99.0, top_thread_cpu_percent=99.0, thread_waits=("cpu",))
+    consumer = Load(util=0.0, sm=0.0, thread=2.0, channel="wait_woken", waits=("input",), upstream="external",
+                    stacks=(RECV,))
+    assert top(consumer).code != "feeder_bound"  # the peer not found: where the time goes, in network calls
+    found = diagnose(window(dataclasses.replace(consumer, feeders=(peer,))))
+    f = top_problem(found)
+    assert f is not None and f.code == "feeder_bound" and "bound on cpu" in f.title, codes(found)
+    assert any("peer pid 1080" in e for e in f.evidence) and "demand_bound" not in [x.code for x in found]

@@ -104,3 +104,21 @@ def test_the_feeding_thread_is_the_one_that_touches_the_gpu_and_the_lock_holders
     assert ev.share("lock") == pytest.approx(0.8) and ev.locations[0][0] == "server.py:next_batch"
     assert ev.holders is not None and ev.holders.mechanism == "host_op"
     assert ev.holders.top_locations(1) == (("model.py:preprocess", 1.0),)
+
+
+def test_polling_an_event_or_a_stream_is_waiting_for_the_gpu() -> None:
+    """``while not done.query()``: the host waits for the GPU as surely as in synchronize."""
+    python = thread(py(f"{SITE}/torch/cuda/streams.py", "Event.query"), py("loop.py", "wait_done"))
+    native_ = thread(native("libcudart.so.12", "cudaEventQuery"), py(f"{SITE}/torch/cuda/streams.py", "query"),
+                     py("loop.py", "wait_done"))
+    stream = thread(native("libcuda.so.1", "cuStreamQuery"), py("loop.py", "wait_done"))
+    assert [classify(s) for s in (python, native_, stream)] == ["gpu_wait"] * 3
+    assert location(python) == "loop.py:wait_done"
+
+
+def test_python_data_made_into_a_tensor_is_a_host_op() -> None:
+    """torch.tensor(list of floats): torch's native conversion walks the Python objects on the CPU."""
+    stack = thread(native("libtorch_python.so", "torch::utils::(anonymous namespace)::recursive_store"),
+                   native("libtorch_python.so", "torch::utils::internal_new_from_data"),
+                   py("app/collate.py", "collate_rows"))
+    assert classify(stack) == "host_op" and location(stack) == "collate.py:collate_rows"

@@ -14,6 +14,7 @@ from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.current import window
 from gpuwatch.model.recording import load, read_header
 from gpuwatch.validate.doctor_accuracy import judge_recordings, markdown
+from gpuwatch.workload import fault_hidden
 from gpuwatch.workload.faults_catalogue import FAULTS, MECHANISM_FAULTS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "faults"
@@ -60,15 +61,33 @@ def test_the_held_back_variants_are_right_first_at_least_95_percent_of_the_time(
     assert len(right) >= 0.95 * len(earlier), sorted(set(earlier) - set(right))
 
 
-#: The mechanism variants' held-back half scored 9 of 11 right first when first judged (the goal is 90 %):
+#: The mechanism variants' held-back half scored 9 of 11 right first when first judged (the goal is 90 %), 10 once
+#: a host that sleeps between polls of an event counted as waiting for long kernels, 11 once feeder_socket_peer
+#: was recorded again with its socket peer found:
 #: a ratchet, so that no change loses one of them; raise it as they are won, never lower it.
-MECHANISM_CHECK_RIGHT = 9
+MECHANISM_CHECK_RIGHT = 11
 
 
 def test_the_held_back_mechanism_variants_keep_what_they_scored_when_first_judged() -> None:
-    mechanism = [f for f in CHECK if f in MECHANISM_FAULTS]
+    mechanism = [f for f in CHECK if f in MECHANISM_FAULTS and f not in HIDDEN]
     right = _right_first(mechanism)
     assert len(right) >= MECHANISM_CHECK_RIGHT, sorted(set(mechanism) - set(right))
+
+
+#: The host-mechanism variants (``workload/fault_hidden*.py``: the garbage collector, lists to tensors, pinning,
+#: page faults, a network round trip, a log collector, gloo, an event poll, a thread pool), recorded later.
+HIDDEN = frozenset(fault_hidden.BODIES)
+#: Their held-back half scored 3 of 7 right first when first judged, by the doctor as it stood when their
+#: recordings arrived (goal 90 %); 4 once page-locking host memory stopped reading as copies (a premise the fit
+#: half's pin_register_per_batch showed): a ratchet, raise it as they are won, never lower it.
+HIDDEN_CHECK_RIGHT = 4
+
+
+def test_the_held_back_host_mechanism_variants_keep_what_they_scored_when_first_judged() -> None:
+    hidden = [f for f in CHECK if f in HIDDEN]
+    assert len(hidden) == 7
+    right = _right_first(hidden)
+    assert len(right) >= HIDDEN_CHECK_RIGHT, sorted(set(hidden) - set(right))
 
 
 @pytest.mark.parametrize("fault", sorted(f for f, spec in FAULTS.items() if spec.expected in NO_WARNING

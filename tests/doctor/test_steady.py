@@ -80,21 +80,33 @@ def test_on_the_bundled_recording_the_input_bound_finding_has_one_severity_in_ev
     assert seen["raw"] == seen["shown"] and len(seen["raw"]) == 1, seen
 
 
-def test_what_is_shown_never_contradicts_itself() -> None:
-    """'No known cause fits' kept by the dwell goes at once when a cause is found for that GPU, and
-    'healthy' waits while a warning about that GPU is still shown."""
+def test_what_is_shown_never_contradicts_itself_and_the_verdict_changes_only_once_the_change_holds() -> None:
+    """A cause found where "no known cause fits" is shown displaces it once found for the dwell (the breakdown
+    stays until then, never beside it); 'healthy' waits while a warning about that GPU is still shown."""
     lost = found("warning", 50.0, "idle_breakdown")
     cause = found("critical", 80.0, "input_cpu_bound")
     ok = found("info", 10.0, "healthy")
-    calls = [[lost], [cause], [cause], [ok], [ok], [ok], [ok], [ok]]
+    calls = [[lost]] + [[cause]] * 4 + [[ok]] * 5
     steady = Steady(15.0, rules_out=rules_out)
     seen = [sorted(f.code for f in steady(fs, i * 5.0, key)) for i, fs in enumerate(calls)]
-    assert seen[1] == ["input_cpu_bound"]  # without the relation: both, one saying no cause fits
-    assert seen[3:5] == [["input_cpu_bound"]] * 2  # the warning still holds its dwell; healthy waits
-    assert seen[-1] == ["healthy"]
+    assert seen[:4] == [["idle_breakdown"]] * 4  # found at 5, 10 and 15 s: not yet held for 15 s
+    assert seen[4:8] == [["input_cpu_bound"]] * 4  # held from 5 s to 20 s: shown; the warning holds its dwell
+    assert seen[8:] == [["healthy"]] * 2
     other_gpu = dataclasses.replace(cause, gpu_index=1)
     assert {f.code for f in Steady(15.0, rules_out=rules_out)([lost], 0.0, key) +
             Steady(15.0, rules_out=rules_out)([other_gpu], 5.0, key)} == {"idle_breakdown", "input_cpu_bound"}
+
+
+def test_a_cause_found_in_one_window_on_a_rules_cut_off_does_not_swap_the_verdict() -> None:
+    """A figure sitting on a rule's cut-off (a thread at 49-51 % of a core) gives the cause in one window and
+    the breakdown in the next: what is shown stays the breakdown; raw (no dwell) shows each call as found."""
+    lost = found("warning", 50.0, "idle_breakdown")
+    cause = found("critical", 80.0, "input_cpu_bound")
+    calls = [[lost], [cause], [lost], [lost], [cause], [lost], [cause], [lost]]
+    steady = Steady(15.0, rules_out=rules_out)
+    assert {f.code for i, fs in enumerate(calls) for f in steady(fs, i * 5.0, key)} == {"idle_breakdown"}
+    raw = Steady(0.0, min_calls=1, rules_out=rules_out)
+    assert [raw(fs, i * 5.0, key)[0].code for i, fs in enumerate(calls)] == [fs[0].code for fs in calls]
 
 
 def test_on_the_bundled_recording_the_idle_start_is_not_shown_beside_the_cause_that_follows() -> None:
@@ -117,3 +129,17 @@ def test_the_idle_breakdown_is_said_once_per_gpu_when_the_process_it_names_chang
     steady = Steady(15.0, rules_out=rules_out)
     steady([first], 0.0, key)
     assert [(f.code, f.pid) for f in steady([second], 5.0, key)] == [("idle_breakdown", 603)]
+
+
+def test_the_top_finding_gives_way_to_one_of_the_same_severity_only_once_it_holds() -> None:
+    """Two warnings about one GPU, the second found in every other window with a higher score: the verdict
+    stays the first; found at every call for the dwell, it takes the top; a critical one takes it at once."""
+    copies = dataclasses.replace(found("warning", 60.0, "h2d_copies"), pid=558)
+    host = dataclasses.replace(found("warning", 90.0, "host_cpu_contention"), pid=558)
+    steady = Steady(15.0, rules_out=rules_out)
+    alternating = [[copies], [copies, host], [copies], [copies, host], [copies]]
+    assert [steady(fs, i * 5.0, key)[0].code for i, fs in enumerate(alternating)] == ["h2d_copies"] * 5
+    held = [steady([copies, host], (5 + i) * 5.0, key)[0].code for i in range(5)]
+    assert held[0] == "h2d_copies" and held[-1] == "host_cpu_contention"
+    worse = dataclasses.replace(found("critical", 80.0, "input_cpu_bound"), pid=558)
+    assert steady([copies, host, worse], 50.0, key)[0].code == "input_cpu_bound"

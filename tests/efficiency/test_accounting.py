@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,18 +20,19 @@ from gpuwatch.efficiency.rows import Owner, States
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.model.causes import CAUSES, FINDING_CODES, HELD_IDLE, NO_PROCESS, OWNER_LABELS, STATES
+from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load, read_header
-from gpuwatch.model.snapshot import Snapshot
-from gpuwatch.workload.faults_catalogue import MECHANISM_FAULTS
+from gpuwatch.model.snapshot import Snapshot, SourceStatus
+from gpuwatch.model.stacks import StackSample, ThreadStack
 
 DOCTOR = Path(__file__).resolve().parents[2] / "gpuwatch" / "doctor"
 RECORDINGS = sorted(FAULTS.glob("*.ndjson.gz"))
 #: Causes the doctor tells from a shape over time (a trend of memory, per-process shares NVML answers every
 #: few seconds): on a 10 s recording the first block is judged before the shape is in the window.
 SHAPES_OVER_TIME = frozenset({"memory_leak", "memory_churn", "time_slicing"})
-#: Faults judged from their stacks: a window's first stack sample arrives 4 s or more into it, so a 10 s
-#: block whose window holds none is judged from /proc alone (lock_reload_rlock's first block: gil_contention).
-STACKS_OVER_TIME = frozenset(MECHANISM_FAULTS)
+# Faults judged from their stacks land whole on their cause too: a window's first stack sample arrives 4 s or
+# more into it, and the ledger holds back a thread verdict judged from /proc until the sampler has sampled the
+# process (``doctor.diagnose.awaits_stacks``), so the cause the stacks name covers the first block.
 
 
 def doctor_codes() -> set[str]:
@@ -62,11 +64,13 @@ def test_a_recorded_faults_lost_seconds_land_on_its_cause_to_the_second(path: Pa
     for row in accounted.rollup.lost:
         lost[row.key.cause] = lost.get(row.key.cause, 0.0) + row.seconds
     assert sum(lost.values()) == pytest.approx(want["lost"], abs=0.01)
+    # seconds before the process reached the GPU are nobody's, to the second; the rest is the cause's
+    assert lost.pop(NO_PROCESS, 0.0) == pytest.approx(want["observed"] - want["allocated"], abs=0.01)
     cause = expected_cause(path)
-    if cause in SHAPES_OVER_TIME or path.name.split(".")[0] in STACKS_OVER_TIME:  # seen once the window holds it
+    if cause in SHAPES_OVER_TIME:  # seen once the window holds the shape
         assert lost.get(cause, 0.0) > 0.0, lost
     else:
-        assert set(lost) == {cause}
+        assert set(lost) == {cause}, lost
     assert accounted.rollup.fixes[cause][1]  # the doctor's fix text came along
 
 
@@ -144,3 +148,49 @@ def test_the_metrics_gpu_seconds_advance_every_tick_so_a_one_minute_rate_is_one_
     finally:
         accounting.stop()
     assert sum(accounting.totals.lost.values()) == pytest.approx(expected_seconds(path)["lost"], abs=0.01)
+
+
+def _sampled(snap: Snapshot, pid: int | None, stacks_state: str = "ok") -> Snapshot:
+    """``snap`` with a stack source in ``stacks_state``, carrying a stack sample of ``pid`` (None: none)."""
+    sample = () if pid is None else (StackSample(pid, snap.time, 4.0, (ThreadStack(pid, (), count=40),)),)
+    return dataclasses.replace(snap, stacks=sample, sources=(*snap.sources, SourceStatus("stacks", stacks_state)))
+
+
+def _thread_doctor(window: Sequence[Snapshot]) -> list[Finding]:
+    """A doctor that says "waiting off the CPU" from /proc until a stack sample of pid 100 is in the window,
+    then what the stacks say: the children are the bottleneck."""
+    sampled = any(st.pid == 100 for s in window for st in s.stacks)
+    code = "feeder_bound" if sampled else "off_cpu_wait"
+    return [Finding(code, code, "warning", 50.0, 0, 100, (), "fix")]
+
+
+def _charged(snaps: list[Snapshot]) -> dict[str, float]:
+    store = Store(None, 86400.0)
+    ledger = Ledger(max_gap=5.0, doctor=_thread_doctor)
+    for inc in [*(ledger.add(s) for s in snaps), ledger.flush()]:
+        if inc:
+            store.commit(inc, "test")
+    lost: dict[str, float] = {}
+    for row in store.rollup().lost:
+        lost[row.key.cause] = lost.get(row.key.cause, 0.0) + row.seconds
+    return lost
+
+
+def test_a_thread_verdict_judged_before_the_stacks_arrive_is_held_back_and_the_stacks_cause_covers_it() -> None:
+    """The stack sampler is on but has not sampled the process in the first block: its /proc verdict is not
+    charged; the cause named once the stacks arrive (12 s in) takes every lost second."""
+    snaps = [_sampled(_snap(1000.0 + i, 10.0, 1), 100 if i == 12 else None) for i in range(25)]
+    lost = _charged(snaps)
+    assert set(lost) == {"feeder_bound"} and sum(lost.values()) == pytest.approx(24 * 0.9 * 1.0, abs=0.01)
+
+
+def test_without_a_working_stack_sampler_the_proc_verdict_is_charged_at_once() -> None:
+    """No ptrace (the source in error) or no source at all: /proc is all there will be, nothing waits."""
+    for snaps in ([_sampled(_snap(1000.0 + i, 10.0, 1), None, "error") for i in range(25)],
+                  [_snap(1000.0 + i, 10.0, 1) for i in range(25)]):
+        assert set(_charged(snaps)) == {"off_cpu_wait"}
+
+
+def test_stacks_that_never_arrive_hold_a_verdict_back_for_a_bounded_time_then_the_proc_verdict_is_charged() -> None:
+    snaps = [_sampled(_snap(1000.0 + i, 10.0, 1), None) for i in range(80)]
+    assert set(_charged(snaps)) == {"off_cpu_wait"}
