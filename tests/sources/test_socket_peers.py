@@ -134,6 +134,18 @@ def test_both_ends_of_a_dual_stack_connection_read_alike() -> None:
     assert all(len(r.local) == len("0100007F:1F90") for r in rows), rows
 
 
+def _settled_fds(pid: int, timeout: float = 10.0) -> None:
+    """Until ``pid``'s fd numbers read the same three times 50 ms apart."""
+    deadline = time.monotonic() + timeout
+    seen: list[list[str]] = []
+    while time.monotonic() < deadline:
+        seen = [*seen[-2:], sorted(os.listdir(f"/proc/{pid}/fd"))]
+        if len(seen) == 3 and seen[0] == seen[1] == seen[2]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {pid}'s fds kept changing: {seen}")
+
+
 def test_an_unchanged_fd_table_of_a_feeder_is_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan lists each tree process's fd numbers and reads their targets (one readlink each) only when they
     changed; the GPU process's own table is read whole every scan (a new connection may reuse an fd number)."""
@@ -144,6 +156,7 @@ def test_an_unchanged_fd_table_of_a_feeder_is_not_read_again(monkeypatch: pytest
     try:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
         (child,) = read_children(parent.pid)
+        _settled_fds(child)  # the forked child closes its copy of the pipe's read end after the parent's "ready"
         reads: list[int] = []
         real = netfds.read_fds
         monkeypatch.setattr(netfds, "read_fds", lambda pid, names=None: reads.append(pid) or real(pid, names))

@@ -74,7 +74,7 @@ async def test_capital_keys_send_one_signal_after_yes(child: subprocess.Popen[by
         await pilot.press(key)
         assert isinstance(app.screen, KillDialog) and [int(s) for s in app.screen.offer] == [expected]
         await pilot.press("y")
-        assert wait_exit(child) == -expected  # Python re-raises an unhandled SIGINT after its KeyboardInterrupt
+        assert wait_exit(child, 15.0) == -expected  # Python re-raises an unhandled SIGINT after its KeyboardInterrupt
 
 
 @pytest.mark.parametrize("answer", ["n", "escape", "enter"])
