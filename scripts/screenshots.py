@@ -57,6 +57,8 @@ SHOTS = (
     Shot("naive-serving-80x24", 130, (80, 24), what="the same at 80x24"),
     Shot("batched-fp32-250x70", 370, (250, 70), what="batched FP32 at 250x70: SM busy, tensor cores idle"),
     Shot("help-100x36", 130, (100, 36), ("question_mark",), what="the ? screen: keys and what the numbers mean"),
+    Shot("paused-4-min-back-160x50", 400, (160, 50), ("less_than_sign",) * 4,
+         what="after the fixes, paused and four minutes back in time: the naive service as it was, judged then"),
 )
 
 #: Screens the README shows as text (``--text NAME``), not pictures.
