@@ -16,6 +16,10 @@ TCP_LISTEN = "0A"
 UDP_BOUND = "07"
 #: A unix socket accepting connections (``__SO_ACCEPTCON`` in the Flags column of /proc/net/unix).
 UNIX_ACCEPTCON = 0x10000
+#: Unix sockets a GPU library listens on for itself, not a front door for work: libcuda's abstract
+#: ``@cuda-uvmfd-NS-PID`` (it hands its UVM descriptor to CUDA IPC peers; every CUDA process has one) and
+#: NCCL's bootstrap sockets (``@tmp/nccl-socket-RANK-HASH``).
+LIBRARY_LISTENERS = ("@cuda-uvmfd-", "@tmp/nccl-")
 #: At most this many fds of one process are read (a server with 100 000 sockets is not read whole).
 MAX_FDS = 4096
 
@@ -129,7 +133,8 @@ def _unmap(address: str) -> str:
 
 
 def read_unix_listening(pid: int, inodes: frozenset[int]) -> int:
-    """How many of ``inodes`` are unix sockets accepting connections (a local server's front door)."""
+    """How many of ``inodes`` are unix sockets accepting connections (a local server's front door), not
+    counting those a GPU library listens on for itself (:data:`LIBRARY_LISTENERS`)."""
     if not inodes:
         return 0
     try:
@@ -142,7 +147,7 @@ def read_unix_listening(pid: int, inodes: frozenset[int]) -> int:
         cols = line.split()
         try:
             if len(cols) >= 7 and int(cols[6]) in inodes and int(cols[3], 16) & UNIX_ACCEPTCON:
-                found += 1
+                found += not (len(cols) > 7 and cols[7].startswith(LIBRARY_LISTENERS))
         except ValueError:
             continue
     return found

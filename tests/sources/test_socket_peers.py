@@ -193,3 +193,32 @@ def test_one_search_for_socket_holders_at_a_time_and_a_put_off_one_is_made_later
     time.sleep(0.6)
     found = {(f.feeds, f.pid) for f in source.poll(0.0, gpus).feeders if f.relation == "peer"}
     assert found == set(pairs) and len(searches) == 2, (found, searches)
+
+
+LISTENER = """
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind("\\0" + sys.argv[1].format(pid=os.getpid()))
+s.listen(1)
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(("name", "upstream"), [
+    ("cuda-uvmfd-4026531836-{pid}", "tree"),  # libcuda's own, in every CUDA process: no front door
+    ("tmp/nccl-socket-0-{pid}", "tree"),  # NCCL's bootstrap
+    ("inference-frontend-{pid}", "external"),  # a unix server: work comes in through it
+])
+def test_a_unix_socket_a_gpu_library_listens_on_is_not_a_server(name: str, upstream: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", LISTENER, name], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        fds = netfds.read_fds(proc.pid)
+        assert fds is not None and len(fds.sockets) == 1
+        assert netfds.read_unix_listening(proc.pid, fds.sockets) == (upstream == "external")
+        details, _ = watch(proc.pid)
+        assert details["upstream"] == upstream, details
+    finally:
+        proc.kill()
+        proc.wait()
