@@ -28,7 +28,12 @@ SIZE = (160, 50)
 
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a Python process as a user's shell starts one: SIGINT at its default (a test runner's worker may ignore
+    # it, and an ignored SIGINT is inherited), and running before it is signalled (a signal that lands
+    # between fork and exec is lost with the parent's handler)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
     yield proc
     if proc.poll() is None:
         proc.kill()
