@@ -51,7 +51,7 @@ def slot_at_or_before(t: float, every: float, first: float) -> float:
 class DigestSender:
     def __init__(self, cfg: DigestConfig, outbox: Outbox, accounting: Accounting,
                  receivers: Callable[[], Sequence[ReceiverConfig]],
-                 rollouts: Callable[[float, float], Sequence[Rollout]] = lambda since, until: (),
+                 rollouts: Callable[[float, float], Sequence[Rollout]] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         """``receivers``: the configured receivers now (a reload may change their URLs and secrets);
         ``rollouts``: the rollouts judged between two times (the detector's store; none without one)."""
@@ -59,7 +59,7 @@ class DigestSender:
         self.outbox = outbox
         self.accounting = accounting
         self.receivers = receivers
-        self.rollouts = rollouts
+        self.rollouts: Callable[[float, float], Sequence[Rollout]] = rollouts or (lambda since, until: ())
         self.clock = clock
         self.first = offset(cfg.at)
         self.window = cfg.window or cfg.every
@@ -129,7 +129,7 @@ class DigestSender:
 
 def serve(app: web.Application, config: Config, outbox: Outbox, accounting: Accounting | None,
           receivers: Callable[[], Sequence[ReceiverConfig]], wake: Callable[[], None],
-          rollouts: Callable[[float, float], Sequence[Rollout]] = lambda since, until: ()) -> DigestSender | None:
+          rollouts: Callable[[float, float], Sequence[Rollout]] | None = None) -> DigestSender | None:
     """The sender, run with ``app`` (None: ``[digest] receivers`` is empty, or no accounting to read)."""
     if not config.digest.receivers or accounting is None:
         return None

@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import queue
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -26,24 +24,25 @@ from gpuwatch.daemon.accounting import open_store
 from gpuwatch.daemon.parts import state_dir
 from gpuwatch.efficiency.rollouts import RolloutDetector, RolloutSettings
 from gpuwatch.efficiency.store import FILE, Store
+from gpuwatch.efficiency.worker import SnapshotWorker
 from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.rollout import Rollout
-from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.notify import Notifier, Outbox
 from gpuwatch.notify.rollouts import enqueue_rollout
 from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
-BACKLOG = 256
-PUT_TIMEOUT_S = 5.0
 
 
-class Rollouts:
+class Rollouts(SnapshotWorker):
     """Snapshots in without waiting (a full-speed replay waits for the worker, as the accounting's does)."""
+
+    thread_name = "gpuwatch-rollouts"
+    stuck_warning = "the rollout detector is stuck: snapshots are skipped"
 
     def __init__(self, store: Store, settings: RolloutSettings, outbox: Outbox,
                  receivers: Callable[[], Sequence[ReceiverConfig]], external_url: Callable[[], str]) -> None:
-        self.store = store
+        super().__init__(store)
         self.detector = RolloutDetector(settings)
         self.outbox = outbox
         self.receivers = receivers
@@ -51,19 +50,8 @@ class Rollouts:
         #: Called (on the event loop) after notifications were queued: wakes the deliverer.
         self.on_queued: Callable[[], None] = lambda: None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
-        self._thread: threading.Thread | None = None
-        self.dropped = 0
         #: Rollouts judged by this daemon (the tests wait on it).
         self.judged = 0
-
-    def offer(self, snap: Snapshot) -> None:
-        try:
-            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped == 1:
-                log.warning("the rollout detector is stuck: snapshots are skipped")
 
     def _run(self) -> None:
         while (snap := self._queue.get()) is not None:
@@ -92,17 +80,10 @@ class Rollouts:
         except Exception as exc:
             log.error("queueing the rollout notification for GPU %s failed: %s", rollout.gpu_index, exc)
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the worker; queued notifications wake the deliverer on ``loop``."""
         self.loop = loop
-        self._thread = threading.Thread(target=self._run, name="gpuwatch-rollouts", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Judge what is queued, then close the store (a rollout still settling is dropped)."""
-        self._queue.put(None, timeout=30)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self.store.close()
+        self.start()
 
 
 ROLLOUTS = web.AppKey("rollouts", Rollouts)
@@ -133,7 +114,7 @@ def serve(app: web.Application, worker: Rollouts | None, wake: Callable[[], None
     app.router.add_get("/api/v1/rollouts", rollouts)
 
     async def start(_: web.Application) -> None:
-        worker.start(asyncio.get_running_loop())
+        worker.start_on(asyncio.get_running_loop())
 
     async def stop(_: web.Application) -> None:
         await asyncio.get_running_loop().run_in_executor(None, worker.stop)

@@ -81,7 +81,7 @@ class Daemon:
         accounting.serve(self.app, self.efficiency)
         rollouts.serve(self.app, p.rollouts, p.deliverer.wake.set)
         self.digest = digest.serve(self.app, config, p.outbox, self.efficiency, lambda: p.notify.receivers,
-                                   p.deliverer.wake.set, *([p.rollouts.store.rollouts] if p.rollouts else []))
+                                   p.deliverer.wake.set, p.rollouts.store.rollouts if p.rollouts else None)
         self.stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None

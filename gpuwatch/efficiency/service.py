@@ -16,44 +16,38 @@ from __future__ import annotations
 import logging
 import queue
 import sqlite3
-import threading
 from collections import deque
 
 from gpuwatch.efficiency.ledger import Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
-from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.efficiency.worker import SnapshotWorker
 
 log = logging.getLogger(__name__)
 #: An interval longer than this many sample intervals (and 5 s) was not watched and is not counted.
 GAP_INTERVALS = 5.0
 
-
-#: Snapshots waiting for the worker at most, as the alert worker's: a bound on the backlog's memory (about
-#: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
-BACKLOG = 256
-PUT_TIMEOUT_S = 5.0
 #: Blocks kept in memory while the store takes no writes (10 to 40 s each: more than two days); past it the
 #: oldest are dropped, counted and logged.
 MAX_UNSAVED = 8192
 
 
-class Accounting:
+class Accounting(SnapshotWorker):
+    thread_name = "gpuwatch-efficiency"
+    stuck_warning = ("the efficiency accounting is stuck: snapshots are not accounted (counted in /healthz as "
+                     "efficiency_dropped)")
+
     def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
-        self.store = store
+        super().__init__(store)
         self.max_owners = max_owners
         self.totals = Totals(max_owners)
         self.interval = interval
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
         self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
-        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
-        #: Snapshots not accounted because the worker was stuck (each one's interval is a gap in the roll-ups).
-        self.dropped = 0
         self._ledger: Ledger | None = None
         self._origin = "live"
         #: The newest snapshot time accounted (None before the first).
         self.last_time: float | None = None
-        self._thread: threading.Thread | None = None
         #: Blocks committed; the tests wait on it.
         self.commits = 0
         #: Blocks the store did not take yet (a full disk), oldest first; each write tries them all, in order.
@@ -63,18 +57,6 @@ class Accounting:
         #: Why the last write failed (None once one succeeds), and failed writes since the last success.
         self.last_error: str | None = None
         self.consecutive_failures = 0
-
-    def offer(self, snap: Snapshot) -> None:
-        """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
-        a worker that takes a millisecond); a replay at full speed does, and then waits for the worker, so
-        the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the snapshot, counted."""
-        try:
-            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped == 1:
-                log.warning("the efficiency accounting is stuck: snapshots are not accounted (counted in "
-                            "/healthz as efficiency_dropped)")
 
     @property
     def backlog(self) -> int:
@@ -149,17 +131,6 @@ class Accounting:
         if self._unsaved:
             log.error("stopping with %d efficiency roll-up block(s) the store did not take (%s); their "
                       "GPU-seconds are lost", len(self._unsaved), self.last_error)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="gpuwatch-efficiency", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Account for everything queued, commit the last block, close the store."""
-        self._queue.put(None, timeout=30)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self.store.close()
 
     @property
     def origin(self) -> str:

@@ -94,10 +94,10 @@ def test_the_accounting_backlog_is_bounded_and_a_stuck_worker_loses_counted_snap
 
     from core.factories import full_snapshot
 
-    from gpuwatch.efficiency import service
+    from gpuwatch.efficiency import service, worker
 
-    monkeypatch.setattr(service, "BACKLOG", 8)
-    monkeypatch.setattr(service, "PUT_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(worker, "BACKLOG", 8)
+    monkeypatch.setattr(worker, "PUT_TIMEOUT_S", 0.01)
     accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)  # its worker never started: stuck
     for i in range(12):
         accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
@@ -109,9 +109,9 @@ def test_a_replay_faster_than_the_worker_waits_for_it_and_loses_nothing(monkeypa
 
     from core.factories import full_snapshot
 
-    from gpuwatch.efficiency import service
+    from gpuwatch.efficiency import service, worker
 
-    monkeypatch.setattr(service, "BACKLOG", 4)
+    monkeypatch.setattr(worker, "BACKLOG", 4)
     accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)
     accounting.start()
     for i in range(200):

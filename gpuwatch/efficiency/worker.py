@@ -1,0 +1,61 @@
+"""Snapshots handed from the sampler thread to a worker thread of their own, in order, with a bounded backlog.
+
+The accounting and the rollout detector each work on every Snapshot, with a store of their own, off the
+sampler's thread: :meth:`SnapshotWorker.offer` only queues, the subclass's ``_run`` takes them in order
+(``None`` is the stop), and :meth:`SnapshotWorker.stop` lets it finish what is queued before the store is
+closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from gpuwatch.efficiency.store import Store
+from gpuwatch.model.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+#: Snapshots waiting for the worker at most, as the alert worker's: a bound on the backlog's memory (about
+#: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
+BACKLOG = 256
+PUT_TIMEOUT_S = 5.0
+
+
+class SnapshotWorker:
+    #: The worker thread's name, and what the log says once when the worker is stuck.
+    thread_name = "gpuwatch-worker"
+    stuck_warning = "a snapshot worker is stuck: snapshots are skipped"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
+        self._thread: threading.Thread | None = None
+        #: Snapshots not worked on because the worker was stuck.
+        self.dropped = 0
+
+    def offer(self, snap: Snapshot) -> None:
+        """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
+        a worker that takes a millisecond); a replay at full speed does, and then waits for the worker, so
+        the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the snapshot, counted."""
+        try:
+            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning(self.stuck_warning)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Work through everything queued, then close the store."""
+        self._queue.put(None, timeout=30)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.store.close()
