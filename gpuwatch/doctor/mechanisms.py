@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -40,6 +41,8 @@ class Mechanism:
     #: Only a running thread does it: an idle stack in the CUDA driver (its own helper threads poll there) is
     #: not launching, an idle OpenMP worker is not running an op.
     runs: bool = False
+    #: A test on the whole stack, for a mechanism no single frame names (a wait on the GIL).
+    stack: Callable[[ThreadStack], bool] | None = None
 
     def matches(self, f: Frame) -> bool:
         """A frame of the user's own code never names a mechanism (it is a code location): a function of
@@ -130,7 +133,9 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
               words="in a timed sleep", waiting=True,
               advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),
-    Mechanism("python", functions=r"take_gil|drop_gil|PyEval_RestoreThread|PyEval_AcquireThread",
+    Mechanism("python", functions=r"take_gil|drop_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure"
+              r"|_PyThreadState_Attach|gil_scoped_acquire|gil_scoped_release",  # take_gil is inlined in 3.12+
+              stack=lambda s: waits_for_gil(s),
               words="Python code (the interpreter, or waiting for the GIL)",
               advice="the thread runs Python (or waits its turn on the GIL): move the work out of the thread "
                      "that feeds the GPU into worker processes, vectorise it with torch/numpy, or move it onto "
@@ -177,6 +182,27 @@ def is_waiting(mechanism: str | None) -> bool:
     return mechanism in BY_NAME and BY_NAME[mechanism].waiting
 
 
+#: The innermost frames of a thread blocked in the kernel on a condition variable: the C library's wait and the
+#: unnamed addresses around it (static functions such as the interpreter's ``take_gil`` have no symbol).
+_COND_WAIT = re.compile(r"^0x[0-9a-f]+$|pthread_cond_(timed|clock)?wait|futex|^syscall$")
+
+
+def waits_for_gil(stack: ThreadStack) -> bool:
+    """The thread waits on a condition variable entered straight from Python code, with no lock API between:
+    the interpreter taking the GIL back (``take_gil``, static and often inlined, so unnamed). A ``threading``
+    lock or queue shows ``PyThread_acquire_lock*`` or a waiting call (``Condition.wait``, ``Queue.get``)
+    instead, which the lock entry names."""
+    frames = stack.frames
+    inner = 0
+    while inner < len(frames) and frames[inner].native and _COND_WAIT.search(frames[inner].function):
+        inner += 1
+    if inner == 0 or inner == len(frames) or not any("cond" in f.function for f in frames[:inner]):
+        return False
+    caller = frames[inner]
+    return not caller.native and bool(caller.file) and not any(
+        m.matches(caller) for m in MECHANISMS if m.waiting)
+
+
 def pins_host_memory(stack: ThreadStack) -> bool:
     """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
     return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
@@ -199,7 +225,7 @@ def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> s
     for m in table:
         if stack.idle and m.runs:
             continue
-        if any(m.matches(f) for f in stack.frames):
+        if any(m.matches(f) for f in stack.frames) or (m.stack is not None and m.stack(stack)):
             return m.name
     if not stack.idle and any(not f.native and f.file for f in stack.frames):
         return PYTHON

@@ -204,15 +204,19 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
 def not_the_gil(p: ProcessWindow) -> bool:
     """The stacks contradict Python threads taking turns on the GIL: the feeding thread's time goes mostly
     to something other than Python or a lock (a native op, the GPU, I/O), or it waits on a lock (a
-    ``threading`` lock or queue, not the GIL) held by threads that run native code. Without stacks nothing
-    is contradicted. (A thread waiting for the GIL shows Python frames, or ``take_gil``: Python.)"""
+    ``threading`` lock or queue, not the GIL) held by threads whose working time runs native code. Without
+    stacks nothing is contradicted. (A thread waiting for the GIL shows Python frames, ``take_gil``, or a
+    condition wait entered straight from Python: Python, ``mechanisms.waits_for_gil``.)"""
     ev = p.stacks
     if ev is None:
         return False
     if ev.share("python", "lock", None) < STACK_MAJORITY:
         return True
     held = ev.holders
-    return ev.share("lock") >= STACK_MAJORITY and held is not None and held.share("python", None) < STACK_MAJORITY
+    if ev.share("lock") < STACK_MAJORITY or held is None:
+        return False
+    working = 1.0 - held.share("lock")  # an idle pool thread waiting for its next item says nothing either way
+    return working > 0 and held.share("python", None) < STACK_MAJORITY * working
 
 
 #: What a thread that computes shows in its stacks (a producer the GPU thread waits on, say).

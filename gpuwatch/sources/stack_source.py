@@ -43,7 +43,7 @@ DOCTOR_EVERY_S = float(WINDOW_S)
 #: processes costs about 0.16 CPU-s (native symbols loaded once per window): at the daemon's share one round
 #: every ~160 s, which keeps py-spy below half of an always-on daemon's own CPU.
 BUDGET = 0.001
-DOCTOR_BUDGET = 0.008
+DOCTOR_BUDGET = 0.005  # with its own sampling, `gpuwatch doctor` live stays under 1 % of a core
 MAX_CONCURRENT = 2
 #: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too.
 BUSY_FEEDER = 50.0

@@ -122,3 +122,35 @@ def test_python_data_made_into_a_tensor_is_a_host_op() -> None:
                    native("libtorch_python.so", "torch::utils::internal_new_from_data"),
                    py("app/collate.py", "collate_rows"))
     assert classify(stack) == "host_op" and location(stack) == "collate.py:collate_rows"
+
+
+#: A thread blocked on a condition variable, as py-spy shows it on Python 3.12 (take_gil is static and inlined:
+#: the C library's wait sits under an unnamed interpreter address, or straight under the Python frame).
+COND = (native("libc.so.6", "0x7f87f0898e51"), native("libc.so.6", "pthread_cond_timedwait"))
+
+
+@pytest.mark.parametrize("stack", [
+    thread(*COND, py("tok.py", "tokenise"), py("tok.py", "produce")),
+    thread(*COND, native("libpython3.12.so", "0x7fb3fda6de1c"),
+           py(f"{STDLIB}/concurrent/futures/thread.py", "_worker")),
+    thread(*COND, native("libtorch_python.so", "pybind11::gil_scoped_release::~gil_scoped_release"),
+           native("libtorch_python.so", "torch::utils::tensor_ctor"), py("feed.py", "batch")),
+    thread(*COND, native("libtorch_python.so", "pybind11::gil_scoped_acquire::gil_scoped_acquire"),
+           native("libtorch_cpu.so", "c10::TensorImpl::incref_pyobject"), py("feed.py", "batch")),
+], ids=["under-python-code", "under-an-interpreter-address", "a-torch-op-taking-it-back", "a-torch-callback"])
+def test_a_condition_wait_entered_from_python_code_or_a_gil_guard_is_waiting_for_the_gil(stack: ThreadStack) -> None:
+    assert classify(stack) == "python"
+
+
+@pytest.mark.parametrize("stack", [
+    thread(*COND, py(f"{STDLIB}/threading.py", "wait"), py(f"{STDLIB}/concurrent/futures/_base.py", "result"),
+           py("serve.py", "gather"), idle=True),
+    thread(native("libc.so.6", "0x7f87f0898e51"), native("libpython3.12.so", "0x7f87f08a439e"),
+           native("libpython3.12.so", "PyThread_acquire_lock_timed"), py(f"{STDLIB}/threading.py", "wait"),
+           py(f"{STDLIB}/queue.py", "put"), py("tok.py", "produce"), idle=True),
+    thread(native("libc.so.6", "0x7fb3fd898e51"), native("libc.so.6", "0x7fb3fd8a5098"),
+           native("libpython3.12.so", "PyThread_acquire_lock_timed"), native("libpython3.12.so", "0x7fb3fda6de11"),
+           py(f"{STDLIB}/concurrent/futures/thread.py", "_worker"), idle=True),
+], ids=["a-future", "a-full-queue", "an-idle-pool-thread"])
+def test_a_lock_or_queue_wait_is_a_lock_even_where_the_lock_api_frame_is_missing(stack: ThreadStack) -> None:
+    assert classify(stack) == "lock"
