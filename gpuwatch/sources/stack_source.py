@@ -46,9 +46,11 @@ BUDGET = 0.001
 DOCTOR_BUDGET = 0.008
 MAX_CONCURRENT = 2
 #: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too; so has one
-#: whose threads sit in storage I/O (D state), at any CPU: a feeder that waits on storage is as much what the
-#: GPU waits for as a busy one, and its stacks name the code that reads or writes.
+#: whose threads sit in storage I/O (D state) or that moves this many bytes/s to or from storage, at any CPU: a
+#: feeder that waits on storage is as much what the GPU waits for as a busy one, and its stacks name the code
+#: that reads or writes (the doctor's cut for a feeder bound on storage, ``stack_window.FEEDER_IO_RATE``).
 BUSY_FEEDER = 50.0
+STORAGE_FEEDER = 5e6
 #: A GPU is under-used below this GPU-Util, or below this SM activity where profiling counters are read
 #: (GPU-Util near 100 % with idle SMs is a few long kernels, whose host side is worth seeing too).
 UNDERUSED_UTIL = 90.0
@@ -78,9 +80,10 @@ def underused(gpu: GpuSample | None) -> bool:
 
 
 def working(feeder: FeederSample) -> bool:
-    """A feeder worth sampling: busy on a core, or with a thread in storage I/O (D state)."""
+    """A feeder worth sampling: busy on a core, or in storage I/O (a thread in D state, or bytes moving)."""
+    moved = (feeder.io_read_bytes_s or 0.0) + (feeder.io_write_bytes_s or 0.0)
     return (feeder.cpu_percent or 0.0) >= BUSY_FEEDER or (feeder.threads_in_io_wait or 0) > 0 \
-        or "io" in feeder.thread_waits
+        or "io" in feeder.thread_waits or moved >= STORAGE_FEEDER
 
 
 class StackSource:

@@ -176,5 +176,7 @@ def test_the_feeders_a_finding_blames_give_their_code_locations_ranked_across_al
 def test_a_feeder_in_storage_io_has_its_stacks_sampled_at_any_cpu() -> None:
     assert working(FeederSample(pid=930, feeds=471, relation="child", cpu_percent=5.0, threads_in_io_wait=1))
     assert working(FeederSample(pid=930, feeds=471, relation="child", cpu_percent=5.0, thread_waits=("io",)))
+    assert working(FeederSample(pid=930, feeds=471, relation="child", cpu_percent=6.0, thread_waits=("other",),
+                                io_read_bytes_s=2.8e7))  # random reads: each read short, the bytes still move
     assert working(FeederSample(pid=930, feeds=471, relation="child", cpu_percent=95.0))
     assert not working(FeederSample(pid=930, feeds=471, relation="child", cpu_percent=5.0, thread_waits=("lock",)))
