@@ -85,9 +85,9 @@ def peer_writes(p: ProcessWindow) -> str | None:
     split = time_split(p)
     if ev.share("network") < STACK_MAJORITY and split.get("input", 0.0) <= split.get("io", 0.0):
         return None  # writes to a file: storage
-    peer = next((f.label for f in p.feeders if f.relation == "peer"), None)
+    peer = next((f.label for f in p.feeders if f.relation == "peer"), None) or "not found among this host's processes"
     return (f"its feeding thread blocks sending on a socket or pipe in {100 * ev.sends:.0f}% of its stack samples: "
-            f"the other end ({peer or 'a process not seen'}) does not take the data as fast as it is sent")
+            f"the other end ({peer}) does not take the data as fast as it is sent")
 
 
 def _waiting(p: ProcessWindow, busy: float) -> list[str]:
