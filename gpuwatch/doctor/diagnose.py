@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor import classes as table
 from gpuwatch.doctor.rules_evidence import waits_on_producer
+from gpuwatch.doctor.stack_window import ranked
 from gpuwatch.doctor.verdict import verdict
 from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.finding import Finding
@@ -47,11 +48,13 @@ def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: froz
         return f
     line = p.stacks.line(f"{p.label}, feeding thread")
     evidence = f.evidence if f.code not in thread or any(line == e for e in f.evidence) else (*f.evidence, line)
-    fed = next((x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None), None) \
+    # the feeders' code: every bound feeder's samples pooled, its locations ranked by the time they took
+    fed = ranked([x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None]) \
         if f.code in feeders else None
     if f.code in producer and waits_on_producer(p):
         fed = p.stacks.holders  # the producer thread's code keeps the GPU waiting
-    return dataclasses.replace(f, mechanism=p.stacks.mechanism, evidence=evidence,
+    # a rule that read the mechanism off more than the frames (page faults under numpy frames) keeps its own
+    return dataclasses.replace(f, mechanism=f.mechanism or p.stacks.mechanism, evidence=evidence,
                                locations=(fed or p.stacks).top_locations())
 
 

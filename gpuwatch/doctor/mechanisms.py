@@ -72,6 +72,15 @@ AWAITS_RESULT = re.compile(r"threading\.py:((Condition|Event)\.)?wait$|queue\.py
 SERVICE_CALL = re.compile(r"http/client\.py:|urllib/request\.py:|urllib3/|requests/|httpx/|aiohttp/client"
                           r"|grpc/_channel\.py:")
 
+#: The sending side of a socket or a pipe (``sends_to_peer``): a thread blocked there waits for the other end to
+#: take what it wrote (its send buffer or the pipe is full) or to accept its connection, never for work.
+SENDS = re.compile(r"^(__libc_)?(send|sendto|sendmsg|sendmmsg|sendall|write|writev|connect)$|SSL_write|os\.write$"
+                   r"|socket\.py:(\w+\.)?(write|send|sendall|sendto|sendmsg|connect|create_connection)$"
+                   r"|multiprocessing/connection\.py:(\w+\.)?_?send(_bytes)?$")
+#: The wait calls of a socket, a pipe or a file, whichever side (the innermost of them says which side it is).
+_IO_CALL = re.compile(r"^(__libc_)?(recv\w*|send\w*|read|readv|write|writev|connect|accept4?|poll|select"
+                      r"|epoll_wait)$|SSL_read|SSL_write|os\.(read|write)$")
+
 #: Highest priority first: a stack is the first mechanism any of its frames matches.
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("gpu_wait", functions=r"synchronize|cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize"
@@ -213,6 +222,20 @@ def calls_service(stack: ThreadStack) -> bool:
     return any(SERVICE_CALL.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
 
 
+def sends_to_peer(stack: ThreadStack) -> bool:
+    """The stack is blocked on the sending side of a socket or a pipe (or a file write: ``/proc`` tells which):
+    its innermost I/O call sends, writes or connects."""
+    for f in stack.frames:
+        if user_frame(f):
+            break
+        label = f"{f.file}:{f.function}" if f.file else f.function
+        if SENDS.search(f.function) or (f.file and SENDS.search(label)):
+            return True
+        if _IO_CALL.search(f.function):
+            return False  # the innermost call reads or polls: it waits for data, not for the peer to take it
+    return False
+
+
 def awaits_result(stack: ThreadStack) -> bool:
     """The stack waits for a result another thread or process hands over (a queue, a future, an event)."""
     return any(AWAITS_RESULT.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
@@ -252,11 +275,25 @@ def _application_frame(f: Frame) -> bool:
     return not f.native and bool(f.file) and not stdlib_file(f.file) and not FRAMEWORKS.search(f.file)
 
 
+#: A native frame py-spy could not name: an address in a library (``libc.so.6:0x7f9ac2c2a1ca``) opens nothing.
+BARE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
+
+
+def _python_frame(f: Frame) -> bool:
+    return not f.native and bool(f.file)
+
+
+def _named_frame(f: Frame) -> bool:
+    return not BARE_ADDRESS.match(f.function)
+
+
 @lru_cache(maxsize=4096)
 def location(stack: ThreadStack) -> str | None:
     """The innermost frame of the user's own code, ``file.py:function``; else of an installed application
-    (a program installed with pip runs from site-packages); else the innermost frame."""
-    for pick in (user_frame, _application_frame):
+    (a program installed with pip runs from site-packages); else the innermost Python frame (the standard
+    library or a framework: still a line to open); else the innermost named native frame; else the innermost
+    frame (a bare address is the last resort)."""
+    for pick in (user_frame, _application_frame, _python_frame, _named_frame):
         for f in stack.frames:
             if pick(f):
                 return f.label()

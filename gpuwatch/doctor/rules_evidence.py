@@ -160,7 +160,8 @@ _FEEDER_FIX = {
 }
 
 
-def _feeding(g: GpuWindow) -> ProcessWindow | None:
+def feeding_process(g: GpuWindow) -> ProcessWindow | None:
+    """The process that feeds the GPU: of those holding it, the one whose stacks were sampled, then the busiest."""
     holders = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) > 0 or (p.sm_util_mean or 0.0) > 0]
     return max(holders, key=lambda q: (q.stacks is not None, q.top_thread_cpu or 0.0, q.sm_util_mean or 0.0),
                default=None)
@@ -172,7 +173,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
     only when no finding explains the idle time)."""
     if g.busy is None or g.busy >= UNDER_USED:
         return None
-    p = _feeding(g)
+    p = feeding_process(g)
     if p is None:
         return None
     idle = 100.0 - g.busy
@@ -230,6 +231,17 @@ def waits_on_producer(p: ProcessWindow | None) -> bool:
     ev = p.stacks if p is not None else None
     return ev is not None and ev.share("lock") >= STACK_MAJORITY and ev.awaits >= STACK_MAJORITY \
         and ev.holders is not None and ev.holders.share(*COMPUTES) >= STACK_MAJORITY
+
+
+#: Waits on something other than the GPU: a peer, a lock or a queue, a timer, storage, a child process.
+WAITS_ELSEWHERE = ("collective", "network", "lock", "sleep", "storage", "subprocess")
+
+
+def waits_elsewhere(p: ProcessWindow | None) -> bool:
+    """The feeding thread's stacks put most of its samples in a wait on something other than the GPU: the GPU
+    waits on what that thread waits on (a collective, a peer, a lock), not on the copies or launches it makes
+    in between."""
+    return stacks_say(p, *WAITS_ELSEWHERE)
 
 
 def mostly_waiting(p: ProcessWindow | None) -> bool:

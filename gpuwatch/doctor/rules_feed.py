@@ -21,9 +21,11 @@ from gpuwatch.doctor.attribution import (
 from gpuwatch.doctor.evidence import finding, gpu_evidence, rate, thread_line
 from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.rules_evidence import (
+    feeding_process,
     loader_workers_bound,
     mostly_waiting,
     stacks_say,
+    waits_elsewhere,
     waits_on_producer,
 )
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH
@@ -66,7 +68,10 @@ COMPUTING_NATIVE = 0.25
 
 def copy_direction(g: GpuWindow) -> str | None:
     """"h2d" or "d2h" when PCIe carries a lot one way while the SMs are not busy; else None. Not when the busy
-    thread's stacks say it computes on the CPU: the PCIe traffic is then a side effect, not its work."""
+    thread's stacks say it computes on the CPU: the PCIe traffic is then a side effect, not its work. Nor when
+    no thread is pegged staging copies and the feeding thread's stacks say it mostly waits on something else (a
+    collective, a peer, a lock): the copies come between those waits, and the GPU waits on what that thread
+    waits on."""
     rx, tx = g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0
     if max(rx, tx) < PCIE_HIGH or (g.sm_active is not None and g.sm_active >= HEALTHY_SM):
         return None
@@ -76,6 +81,8 @@ def copy_direction(g: GpuWindow) -> str | None:
         return None
     if pegged and stacks_say(pegged[0], "allocator"):
         return None  # its time goes to allocating or page-locking memory, not to staging copies
+    if not pegged and waits_elsewhere(feeding_process(g)):
+        return None
     return "h2d" if rx >= tx else "d2h"
 
 
@@ -124,6 +131,9 @@ def pcie_copies(g: GpuWindow) -> Finding | None:
     code, title, counter, way = _COPY_TEXT[direction]
     moved = max(g.pcie_rx_bytes_s or 0.0, g.pcie_tx_bytes_s or 0.0)
     pegged = pegged_processes(g)
+    # the process the copies are about: the thread staging them, else the GPU's feeding process (its stacks
+    # then say what its thread does between copies)
+    about = pegged[0] if pegged else feeding_process(g)
     pageable = bool(pegged) and moved < PINNED_RATE
     pinned = f"{rate(moved)} is a pinned-memory rate: the copies are not staged, but the GPU waits for them"
     staged = attribution_line(pegged[0]) + ": pageable memory, each copy staged by this thread" if pageable else None
@@ -135,7 +145,7 @@ def pcie_copies(g: GpuWindow) -> Finding | None:
     return finding(
         code, title, "warning", COPY.base + min(COPY_CAP, COPY.per_point * moved / 1e9), g,
         gpu_evidence(g, f"{counter} {rate(moved)} ({way}) while SMs are {g.sm_active or 0:.0f}% active", how),
-        fix, pid=pegged[0].pid if pegged else None)
+        fix, pid=about.pid if about is not None else None)
 
 
 def launch_bound(g: GpuWindow) -> Finding | None:

@@ -15,11 +15,19 @@ from __future__ import annotations
 import dataclasses
 import re
 import statistics
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuwatch.doctor.mechanisms import awaits_result, calls_service, classify, location, pins_host_memory, words
+from gpuwatch.doctor.mechanisms import (
+    awaits_result,
+    calls_service,
+    classify,
+    location,
+    pins_host_memory,
+    sends_to_peer,
+    words,
+)
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.stacks import StackSample
 
@@ -59,6 +67,8 @@ class StackEvidence:
     awaits: float = 0.0
     #: Share of the samples awaiting the reply of a service the process called (an HTTP or gRPC client).
     calls: float = 0.0
+    #: Share of the samples blocked sending on a socket or a pipe (or writing a file: ``/proc`` tells which).
+    sends: float = 0.0
 
     def share(self, *mechanisms: str | None) -> float:
         return sum(s for m, s in self.shares if m in mechanisms)
@@ -94,6 +104,7 @@ class _Row:
     pinning: bool = False
     awaits: bool = False
     calls: bool = False
+    sends: bool = False
 
 
 #: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
@@ -110,7 +121,7 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
         return hit[1]
     out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
                      m == "allocator" and pins_host_memory(t), m == "lock" and awaits_result(t),
-                     m == "network" and calls_service(t))
+                     m == "network" and calls_service(t), m in ("network", "storage") and sends_to_peer(t))
                 for t in sample.stacks)
     _ROWS[id(sample)] = (sample, out)
     if len(_ROWS) > ROWS_CACHED:
@@ -135,7 +146,29 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
                         for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
         pinning=sum(s.count for s in stacks if s.pinning) / n, awaits=sum(s.count for s in stacks if s.awaits) / n,
-        calls=sum(s.count for s in stacks if s.calls) / n)
+        calls=sum(s.count for s in stacks if s.calls) / n, sends=sum(s.count for s in stacks if s.sends) / n)
+
+
+def ranked(evidence: Sequence[StackEvidence]) -> StackEvidence | None:
+    """Several processes' evidence as one (the feeders a finding names, say): their samples pooled, so their
+    code locations are ranked by the time each took across all of them."""
+    if len(evidence) <= 1:
+        return evidence[0] if evidence else None
+    n = sum(e.samples for e in evidence)
+    mech: dict[str | None, float] = defaultdict(float)
+    locs: dict[str, float] = defaultdict(float)
+    loc_mech: dict[str, dict[str | None, float]] = defaultdict(lambda: defaultdict(float))
+    for e in evidence:
+        for m, s in e.shares:
+            mech[m] += s * e.samples
+        for loc, s, m in e.locations:
+            locs[loc] += s * e.samples
+            loc_mech[loc][m] += s * e.samples
+    return StackEvidence(
+        pid=evidence[0].pid, tids=tuple(sorted({t for e in evidence for t in e.tids})), samples=n,
+        shares=tuple(sorted(((m, c / n) for m, c in mech.items()), key=lambda x: (-x[1], x[0] or ""))),
+        locations=tuple((loc, c / n, max(loc_mech[loc].items(), key=lambda x: x[1])[0])
+                        for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))))
 
 
 def feeding_threads(stacks: Sequence[_Row], pid: int, top_tid: int | None) -> set[int]:

@@ -57,6 +57,8 @@ class ProcessWindow:
     io_read_bytes_s: float | None = None
     io_write_bytes_s: float | None = None
     io_read_chars_s: float | None = None
+    #: Major page faults per second (median; None: not recorded): pages of a mapped file read from storage.
+    major_faults_s: float | None = None
     gpu_memory_bytes: float | None = None
     gpu_memory: Series = ()
     workers: int | None = None
@@ -176,7 +178,8 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
         wait_channel=channels.most_common(1)[0][0] if channels else None,
         io_read_bytes_s=m(lambda p: p.io_read_bytes_s), io_write_bytes_s=m(lambda p: p.io_write_bytes_s),
-        io_read_chars_s=m(lambda p: p.io_read_chars_s), gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes),
+        io_read_chars_s=m(lambda p: p.io_read_chars_s), major_faults_s=m(lambda p: p.major_faults_s),
+        gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes),
         gpu_memory=tuple((t, float(p.gpu_memory_bytes)) for t, p in samples if p.gpu_memory_bytes is not None),
         workers=max((p.workers for p in procs if p.workers is not None), default=None),
         workers_cpu=m(lambda p: p.workers_cpu_percent), workers_busy=m(lambda p: p.workers_busy),

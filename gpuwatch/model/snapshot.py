@@ -227,6 +227,9 @@ class ProcessSample:
     container: str | None = None
     #: Where its work comes from (``model.feeders.Upstream``): external, tree or unknown; None: not read.
     upstream: str | None = None
+    #: Major page faults per second (``/proc/PID/stat`` majflt): pages read from storage on touch (a mapped
+    #: file not resident), a wait no read call shows. None: not read (recordings made before it was).
+    major_faults_s: float | None = None
 
     @property
     def command(self) -> str:

@@ -42,6 +42,8 @@ class _Tracked:
     last_cpu: float
     last_io: tuple[int, int, int, int] | None
     threads: ThreadTracker
+    #: Major page faults at the last tick (``/proc/PID/stat``), None before the first.
+    last_majflt: int | None = None
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
@@ -187,7 +189,7 @@ class HostSource(Source):
         if stat is None:
             self._tracked.pop(pid, None)
             return None
-        state, cpu_total, n_threads, rss = stat
+        state, cpu_total, n_threads, rss, majflt = stat
         io = read_process_io(pid)
         dt = now - t.last_time
         out = dict(t.static)
@@ -199,10 +201,12 @@ class HostSource(Source):
                 rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
                 out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
                            io_read_chars_s=rates[2], io_write_chars_s=rates[3])
+            if t.last_majflt is not None:
+                out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         out["wait_channel"] = read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
-        t.last_time, t.last_cpu, t.last_io = now, cpu_total, io
+        t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
         return out
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:

@@ -216,7 +216,7 @@ class FeederTracker:
         if stat is None:
             self._feeders.pop(pid, None)
             return None
-        _, cpu_total, n_threads, _ = stat
+        _, cpu_total, n_threads, _, _ = stat
         f = self._feeders.get(pid)
         if f is None:
             f = self._feeders[pid] = _Feeder(pid, netfds.read_comm(pid), netfds.read_cmdline(pid), ThreadTracker(pid))

@@ -121,9 +121,11 @@ def read_cpu_seconds(pid: int) -> float | None:
     return None if fields is None else _cpu_seconds(fields)
 
 
-def read_process_stat(pid: int) -> tuple[str, float, int, int] | None:
-    """(state letter, CPU seconds, threads, RSS bytes) from one read of ``/proc/PID/stat``; None when the
-    process is gone. One read where psutil's cpu_times/status/num_threads/memory_info make three."""
+def read_process_stat(pid: int) -> tuple[str, float, int, int, int] | None:
+    """(state letter, CPU seconds, threads, RSS bytes, major page faults) from one read of ``/proc/PID/stat``;
+    None when the process is gone. One read where psutil's cpu_times/status/num_threads/memory_info make three.
+    A major fault (field 12, ``majflt``) is a page the process touched that had to be read from storage: the
+    wait of a memory-mapped file whose pages are not resident, which no read call shows."""
     try:
         raw = _read_small(f"/proc/{pid}/stat")
     except OSError:
@@ -131,7 +133,7 @@ def read_process_stat(pid: int) -> tuple[str, float, int, int] | None:
     fields = _stat_fields(raw, 22)
     if fields is None:
         return None
-    return chr(fields[0][0]), _cpu_seconds(fields), int(fields[17]), int(fields[21]) * _PAGE
+    return chr(fields[0][0]), _cpu_seconds(fields), int(fields[17]), int(fields[21]) * _PAGE, int(fields[9])
 
 
 def read_process_io(pid: int) -> tuple[int, int, int, int] | None:

@@ -45,8 +45,12 @@ DOCTOR_EVERY_S = float(WINDOW_S)
 BUDGET = 0.001
 DOCTOR_BUDGET = 0.005  # with its own sampling, `gpuwatch doctor` live stays under 1 % of a core
 MAX_CONCURRENT = 2
-#: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too.
+#: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too; so has one
+#: whose threads sit in storage I/O (D state) or that moves this many bytes/s to or from storage, at any CPU: a
+#: feeder that waits on storage is as much what the GPU waits for as a busy one, and its stacks name the code
+#: that reads or writes (the doctor's cut for a feeder bound on storage, ``stack_window.FEEDER_IO_RATE``).
 BUSY_FEEDER = 50.0
+STORAGE_FEEDER = 5e6
 #: A GPU is under-used below this GPU-Util, or below this SM activity where profiling counters are read
 #: (GPU-Util near 100 % with idle SMs is a few long kernels, whose host side is worth seeing too).
 UNDERUSED_UTIL = 90.0
@@ -73,6 +77,13 @@ def underused(gpu: GpuSample | None) -> bool:
         return False
     sm = gpu.sm_active
     return gpu.gpu_util is None or gpu.gpu_util < UNDERUSED_UTIL or (sm is not None and sm < UNDERUSED_SM)
+
+
+def working(feeder: FeederSample) -> bool:
+    """A feeder worth sampling: busy on a core, or in storage I/O (a thread in D state, or bytes moving)."""
+    moved = (feeder.io_read_bytes_s or 0.0) + (feeder.io_write_bytes_s or 0.0)
+    return (feeder.cpu_percent or 0.0) >= BUSY_FEEDER or (feeder.threads_in_io_wait or 0) > 0 \
+        or "io" in feeder.thread_waits or moved >= STORAGE_FEEDER
 
 
 class StackSource:
@@ -118,8 +129,8 @@ class StackSource:
         waiting = {p.pid for p in processes if underused(by_index.get(p.gpu_index))}
         busiest = {p.pid: p.top_thread_id for p in processes if p.top_thread_id is not None}
         gpu_due = sorted((self._last.get(pid, -math.inf), pid) for pid in waiting if self._due(pid, now))
-        fed = sorted({(-(f.cpu_percent or 0.0), f.pid) for f in feeders if f.feeds in waiting
-                      and (f.cpu_percent or 0.0) >= BUSY_FEEDER and f.pid not in waiting and self._due(f.pid, now)})
+        fed = sorted({(-(f.cpu_percent or 0.0), f.pid) for f in feeders if f.feeds in waiting and working(f)
+                      and f.pid not in waiting and self._due(f.pid, now)})
         # one place of a round is kept for a busy feeder, when there is one
         gpu_slots = MAX_CONCURRENT - 1 if fed else MAX_CONCURRENT
         chosen = list(dict.fromkeys([pid for _, pid in gpu_due][:gpu_slots] + [pid for _, pid in fed]))[:MAX_CONCURRENT]

@@ -176,15 +176,29 @@ def host_burners(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
     return loop.count
 
 
+#: The neighbour: many Python threads, each running single-threaded CPU matmuls in a loop. A torch op releases
+#: the GIL while it runs, so every thread is runnable in native code nearly all the time; one process with
+#: ``torch.set_num_threads(3 * cores)`` did not oversubscribe the host (one matmul's OpenMP team finishes and
+#: waits for the next: the H200 host read 68 % CPU and no run delay).
+NATIVE_NEIGHBOUR = ("import sys, threading, torch\n"
+                    "torch.set_num_threads(1)\n"
+                    "def burn():\n"
+                    "    a = torch.randn(512, 512)\n"
+                    "    while True:\n"
+                    "        a @ a\n"
+                    "for _ in range(int(sys.argv[1])):\n"
+                    "    threading.Thread(target=burn, daemon=True).start()\n"
+                    "print('up', flush=True)\n"
+                    "threading.Event().wait()\n")
+
+
 def host_native_neighbour(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """A neighbour running CPU matmuls on three threads per core (native code, no GIL), beside an FP32
-    feeding loop."""
-    threads = 3 * _cores()
-    argv = [sys.executable, "-c", "import torch, sys; torch.set_num_threads(int(sys.argv[1])); "
-            "a = torch.randn(1024, 1024)\nwhile True: a @ a", str(threads)]
+    """A neighbour process keeping three runnable threads per core in native code (CPU matmuls, each thread
+    single-threaded, the GIL released while they run), beside an FP32 feeding loop."""
+    argv = [sys.executable, "-c", NATIVE_NEIGHBOUR, str(3 * _cores())]
     w = torch.randn(4096, 4096, device=dev)
     with _neighbours(argv, 1):
-        time.sleep(2.0)  # its threads up
+        time.sleep(2.0)  # torch imported and its threads up
         loop = Loop(duration, on_ready)
         for _ in loop:
             ids = tokenise(TEXT, rounds=2)

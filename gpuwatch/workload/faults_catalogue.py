@@ -52,7 +52,7 @@ _CLASS_FAULTS: dict[str, Fault] = {
     "gil_json_thread": _f("gil_contention", "two threads parse JSON for a GPU loop on a third thread", "check"),
     "host_burners": _f("host_cpu_contention", "two busy processes per core beside a light feeding loop", "fit"),
     "host_worker_storm": _f("host_cpu_contention", "the feeder's own pool at three workers per core", "check"),
-    "host_native_neighbour": _f("host_cpu_contention", "a neighbour's CPU matmuls on three threads per core",
+    "host_native_neighbour": _f("host_cpu_contention", "a neighbour keeps three threads per core busy in CPU matmuls",
                                 "check"),
     "launch_bound": _f("launch_bound", "one thread launches thousands of tiny elementwise kernels", "fit"),
     "launch_row_loop": _f("launch_bound", "a Python loop indexes a GPU tensor row by row", "fit"),

@@ -99,6 +99,22 @@ with tempfile.TemporaryFile() as f:
         time.sleep(0.02)
 """
 
+#: Touches every page of a mapped file whose pages it has just evicted: each touch a major fault, the page read
+#: from storage (4 MiB a pass, a pause between passes so as not to load a shared disk).
+MAPPED_READER = """
+import mmap, os, tempfile, time
+with tempfile.TemporaryFile() as f:
+    f.write(os.urandom(4 << 20)); f.flush(); os.fsync(f.fileno())
+    print('ready', flush=True)
+    end = time.time() + 60
+    while time.time() < end:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            m.madvise(mmap.MADV_RANDOM)
+            sum(m[i] for i in range(0, len(m), 4096))
+        time.sleep(0.05)
+"""
+
 
 def details_after_a_second(code: str) -> dict[str, object]:
     """Start ``code`` (it prints 'ready'), poll it twice a second apart, kill it and its children."""
@@ -130,6 +146,15 @@ def test_a_sleeping_reader_shows_its_read_rate_and_where_it_waits() -> None:
     assert details["cpu_percent"] < 50, details
     if details["wait_channel"] is not None:  # hidden where the kernel restricts /proc/PID/wchan
         assert "sleep" in details["wait_channel"] or "nanosleep" in details["wait_channel"], details
+
+
+def test_a_reader_of_a_mapped_file_shows_its_major_page_faults_and_a_reader_through_calls_none() -> None:
+    """Touching evicted pages of a mapped file reads them from storage with no read call: only the major fault
+    count (``/proc/PID/stat`` majflt) shows it; reads through calls from the page cache take none."""
+    mapped: Any = details_after_a_second(MAPPED_READER)
+    assert mapped["major_faults_s"] >= 100, mapped  # ~1000 pages a pass, several passes a second
+    calls: Any = details_after_a_second(READER)
+    assert calls["major_faults_s"] < 10, calls
 
 
 @pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part

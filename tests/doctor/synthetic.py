@@ -59,6 +59,12 @@ class Load:
     workers_cpu: float | None = None
     #: The stack source's status ("error: ptrace not permitted"), None: no such source.
     stacks_status: SourceStatus | None = None
+    #: The whole process's CPU (None: the feeding thread's), bytes/s read from storage and through read calls,
+    #: and major page faults/s (None: not read, as on recordings made before they were).
+    cpu: float | None = None
+    read_bytes: float | None = None
+    read_chars: float | None = None
+    major_faults: float | None = None
 
 
 def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapshot]:
@@ -71,11 +77,13 @@ def window(load: Load, n: int = 10, t0: float = 1_764_666_000.0) -> list[Snapsho
                     clock_events=load.events,
                     profiling={"gpm": prof} if any(v is not None for v in (load.sm, load.tensor)) else {})
     proc = ProcessSample(pid=load.pid, gpu_index=0, gpu_memory_bytes=2 << 30, name="python3",
-                         cpu_percent=load.thread, top_thread_cpu_percent=load.thread, top_thread_id=load.pid,
+                         cpu_percent=load.thread if load.cpu is None else load.cpu,
+                         top_thread_cpu_percent=load.thread, top_thread_id=load.pid,
                          threads_in_io_wait=load.io_wait_threads, upstream=load.upstream, wait_channel=load.channel,
                          thread_waits=load.waits, thread_cpu_percents=(load.thread or 0.0,) if load.waits else (),
                          workers=load.workers, workers_cpu_percent=load.workers_cpu,
-                         threads_running=0 if load.channel else None)
+                         threads_running=0 if load.channel else None, io_read_bytes_s=load.read_bytes,
+                         io_read_chars_s=load.read_chars, major_faults_s=load.major_faults)
     host = HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=load.host_cpu, iowait_percent=load.host_iowait)
     sources = (load.stacks_status,) if load.stacks_status else ()
     return [Snapshot(time=t0 + i, host=host, gpus=(gpu,), processes=(proc,), seq=i + 1, sources=sources,

@@ -101,7 +101,12 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
         out.append(f"says it waits on {named[0]} while its stacks wait on {p.stacks.mechanism if p.stacks else None}")
     if f.code == "off_cpu_wait" and (p.top_thread_cpu or 0.0) >= PEGGED:
         out.append("claims a wait off the CPU while the feeding thread is pegged")
-    if p.stacks is not None and f.mechanism != p.stacks.mechanism:
+    # the frames of a thread that takes page faults are the code that touched the page, the wait is storage: a
+    # finding may say storage against its frames only where the kernel had that thread in storage waits (D state)
+    # most of its time off a core, and it says so
+    off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+    in_storage = split.get("io", 0.0) >= MAJORITY * off_core > 0 and any("D state" in e for e in f.evidence)
+    if p.stacks is not None and f.mechanism != p.stacks.mechanism and not (f.mechanism == "storage" and in_storage):
         out.append(f"says mechanism {f.mechanism} while the stacks say {p.stacks.mechanism}")
     return out
 

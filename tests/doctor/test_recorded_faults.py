@@ -79,8 +79,10 @@ def test_the_held_back_mechanism_variants_keep_what_they_scored_when_first_judge
 HIDDEN = frozenset(fault_hidden.BODIES)
 #: Their held-back half scored 3 of 7 right first when first judged, by the doctor as it stood when their
 #: recordings arrived (goal 90 %); 4 once page-locking host memory stopped reading as copies (a premise the fit
-#: half's pin_register_per_batch showed): a ratchet, raise it as they are won, never lower it.
-HIDDEN_CHECK_RIGHT = 4
+#: half's pin_register_per_batch showed); 7 once a feeding thread in D state under numpy frames read as page
+#: faults on a mapped file, a thread blocked sending as waiting on its peer, and copies yielded to a feeding thread
+#: that mostly waits in a collective: a ratchet, raise it as they are won, never lower it.
+HIDDEN_CHECK_RIGHT = 7
 
 
 def test_the_held_back_host_mechanism_variants_keep_what_they_scored_when_first_judged() -> None:
