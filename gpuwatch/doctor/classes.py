@@ -48,8 +48,8 @@ class DoctorClass:
     #: The bottleneck is the process's feeders: the finding's code locations are its busiest bound feeder's
     #: (where sampled), the code that keeps the GPU waiting.
     feeders: bool = False
-    #: Where the GPU thread awaits a producer thread of its own process (a future, a queue), the finding's code
-    #: locations are that producer's: the code that keeps the GPU waiting.
+    #: Where the GPU thread awaits a producer thread of its own process (a future, a queue) or waits for the GIL
+    #: that its other threads hold, the finding's code locations are theirs: the code that keeps the GPU waiting.
     producer: bool = False
 
 
@@ -76,7 +76,7 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("host_cpu_contention", host_cpu_contention, "the feeding thread waits for a core on an oversubscribed host",
        explains_idle=True, thread=True),
     _c("gil_contention", gil_contention, "Python threads take turns on the GIL", explains_idle=True, thread=True,
-       mechanisms=("python", "lock")),
+       mechanisms=("python", "lock"), producer=True),
     _c("input_cpu_bound", input_cpu_bound, "the thread that feeds the GPU is busy on the CPU (Python, or a "
        "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True, producer=True,
        severity="critical under 20 % GPU-Util, else warning (live: held until the score moves 2 points past "

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from gpuwatch.doctor import classes as table
-from gpuwatch.doctor.rules_evidence import waits_on_producer
+from gpuwatch.doctor.rules_evidence import waits_on_producer, waits_on_python_threads
 from gpuwatch.doctor.stack_window import ranked
 from gpuwatch.doctor.verdict import verdict
 from gpuwatch.doctor.window import GpuWindow, summarise
@@ -51,11 +51,12 @@ def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: froz
     # the feeders' code: every bound feeder's samples pooled, its locations ranked by the time they took
     fed = ranked([x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None]) \
         if f.code in feeders else None
-    if f.code in producer and waits_on_producer(p):
-        fed = p.stacks.holders  # the producer thread's code keeps the GPU waiting
+    locations = (fed or p.stacks).top_locations()
+    if f.code in producer and p.stacks.holders is not None and (waits_on_producer(p) or waits_on_python_threads(p)):
+        locations = p.stacks.holders.working_locations()  # the producers' (or GIL holders') work keeps it waiting
     # a rule that read the mechanism off more than the frames (page faults under numpy frames) keeps its own
     return dataclasses.replace(f, mechanism=f.mechanism or p.stacks.mechanism, evidence=evidence,
-                               locations=(fed or p.stacks).top_locations())
+                               locations=locations)
 
 
 def diagnose(snapshots: Sequence[Snapshot], pid: int | None = None,

@@ -55,6 +55,10 @@ class Mechanism:
                     or (self.modules and f.module and re.search(self.modules, f.module)))
 
 
+#: The frames that take the GIL back (``take_gil`` is static and inlined in Python 3.12+: its callers remain).
+GIL_TAKING = re.compile(r"take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure|_PyThreadState_Attach"
+                        r"|gil_scoped_acquire|gil_scoped_release")
+
 #: The allocator's frames that page-lock host memory (cudaHostRegister, pinned allocations): the driver's work,
 #: but no GPU memory comes or goes (``pins_host_memory``).
 HOST_PINNING = re.compile(r"cudaHostRegister|cudaHostUnregister|cuMemHostRegister|cuMemHostUnregister|cudaHostAlloc"
@@ -142,17 +146,16 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
               words="in a timed sleep", waiting=True,
               advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),
-    Mechanism("python", functions=r"take_gil|drop_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyGILState_Ensure"
-              r"|_PyThreadState_Attach|gil_scoped_acquire|gil_scoped_release",  # take_gil is inlined in 3.12+
-              stack=lambda s: waits_for_gil(s),
+    Mechanism("python", functions=GIL_TAKING.pattern + "|drop_gil", stack=lambda s: waits_for_gil(s),
               words="Python code (the interpreter, or waiting for the GIL)",
               advice="the thread runs Python (or waits its turn on the GIL): move the work out of the thread "
                      "that feeds the GPU into worker processes, vectorise it with torch/numpy, or move it onto "
                      "the GPU"),
     Mechanism("lock", functions=r"futex|pthread_cond_(timed)?wait|pthread_mutex_lock|sem_(timed)?wait|lock_PyThread"
               r"|PyThread_acquire_lock",
-              calls=r"threading\.py:(wait|acquire|join|_wait_for_tstate_lock)$|queue\.py:(get|put|join)$"
-              r"|multiprocessing/(queues|synchronize|connection)\.py:\w+$|concurrent/futures/_base\.py:(result|wait)$",
+              calls=r"threading\.py:(\w+\.)?(wait|acquire|join|_wait_for_tstate_lock)$|queue\.py:(\w+\.)?(get|put|join)$"
+              r"|multiprocessing/(queues|synchronize|connection)\.py:[\w.]+$"
+              r"|concurrent/futures/_base\.py:(\w+\.)?(result|wait)$",  # py-spy names methods Class.method
               words="waiting on a lock or a queue", waiting=True,
               advice="the thread waits for another thread or process to hand it work: find what fills the queue "
                      "or holds the lock; that is the bottleneck"),
@@ -197,11 +200,13 @@ _COND_WAIT = re.compile(r"^0x[0-9a-f]+$|pthread_cond_(timed|clock)?wait|futex|^s
 
 
 def waits_for_gil(stack: ThreadStack) -> bool:
-    """The thread waits on a condition variable entered straight from Python code, with no lock API between:
-    the interpreter taking the GIL back (``take_gil``, static and often inlined, so unnamed). A ``threading``
-    lock or queue shows ``PyThread_acquire_lock*`` or a waiting call (``Condition.wait``, ``Queue.get``)
-    instead, which the lock entry names."""
+    """The thread takes the GIL back: a frame that does (``GIL_TAKING``), or a condition variable waited on
+    straight from Python code with no lock API between: the interpreter taking the GIL back (``take_gil``,
+    static and often inlined, so unnamed). A ``threading`` lock or queue shows ``PyThread_acquire_lock*`` or a
+    waiting call (``Condition.wait``, ``Queue.get``) instead, which the lock entry names."""
     frames = stack.frames
+    if any(f.native and GIL_TAKING.search(f.function) for f in frames):
+        return True
     inner = 0
     while inner < len(frames) and frames[inner].native and _COND_WAIT.search(frames[inner].function):
         inner += 1

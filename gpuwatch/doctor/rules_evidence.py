@@ -12,7 +12,7 @@ from gpuwatch.doctor.attribution import attribution_line, host_line, threads_lin
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.mechanisms import advice, is_waiting, words
 from gpuwatch.doctor.scores import FEEDER, IDLE_BREAKDOWN, LONG_KERNELS
-from gpuwatch.doctor.stack_window import FeederWindow
+from gpuwatch.doctor.stack_window import LOCK_HOLDERS_SHARE, FeederWindow
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.thread_wait import WAIT_WORDS
@@ -216,8 +216,8 @@ def not_the_gil(p: ProcessWindow) -> bool:
     held = ev.holders
     if ev.share("lock") < STACK_MAJORITY or held is None:
         return False
-    working = 1.0 - held.share("lock")  # an idle pool thread waiting for its next item says nothing either way
-    return working > 0 and held.share("python", None) < STACK_MAJORITY * working
+    # an idle pool thread waiting for its next item says nothing either way: only where the holders work counts
+    return held.share("lock") < 1.0 and held.working_share(*HOLDS_GIL) < STACK_MAJORITY
 
 
 #: What a thread that computes shows in its stacks (a producer the GPU thread waits on, say).
@@ -231,6 +231,18 @@ def waits_on_producer(p: ProcessWindow | None) -> bool:
     ev = p.stacks if p is not None else None
     return ev is not None and ev.share("lock") >= STACK_MAJORITY and ev.awaits >= STACK_MAJORITY \
         and ev.holders is not None and ev.holders.share(*COMPUTES) >= STACK_MAJORITY
+
+
+#: What a thread holding the GIL shows: Python code, or C code that keeps it (json, pickle); unclassified frames.
+HOLDS_GIL = ("python", "serialization", None)
+
+
+def waits_on_python_threads(p: ProcessWindow | None) -> bool:
+    """The GPU thread waits to take the GIL back, or for results other threads of its process hand over, and
+    those threads, where they work, hold the GIL: their code is what keeps the GPU waiting."""
+    ev = p.stacks if p is not None else None
+    return ev is not None and (ev.gil >= LOCK_HOLDERS_SHARE or ev.awaits >= STACK_MAJORITY) \
+        and ev.holders is not None and ev.holders.working_share(*HOLDS_GIL) >= STACK_MAJORITY
 
 
 #: Waits on something other than the GPU: a peer, a lock or a queue, a timer, storage, a child process.

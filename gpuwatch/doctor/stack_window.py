@@ -23,9 +23,11 @@ from gpuwatch.doctor.mechanisms import (
     awaits_result,
     calls_service,
     classify,
+    is_waiting,
     location,
     pins_host_memory,
     sends_to_peer,
+    waits_for_gil,
     words,
 )
 from gpuwatch.model.feeders import FeederSample
@@ -69,6 +71,8 @@ class StackEvidence:
     calls: float = 0.0
     #: Share of the samples blocked sending on a socket or a pipe (or writing a file: ``/proc`` tells which).
     sends: float = 0.0
+    #: Share of the samples waiting to take the GIL back (``mechanisms.waits_for_gil``): Python, but off a core.
+    gil: float = 0.0
 
     def share(self, *mechanisms: str | None) -> float:
         return sum(s for m, s in self.shares if m in mechanisms)
@@ -80,6 +84,21 @@ class StackEvidence:
 
     def top_locations(self, n: int = 3) -> tuple[tuple[str, float], ...]:
         return tuple((loc, round(s, 3)) for loc, s, _ in self.locations[:n])
+
+    def working_share(self, *mechanisms: str | None) -> float:
+        """The share of ``mechanisms`` among the samples in which these threads work rather than wait (0 when
+        they only wait)."""
+        working = sum(s for m, s in self.shares if not is_waiting(m))
+        return self.share(*mechanisms) / working if working > 0 else 0.0
+
+    def working_locations(self, n: int = 3) -> tuple[tuple[str, float], ...]:
+        """The locations where these threads work rather than wait (shares of those): what other threads that
+        wait for them (a queue's consumer, a thread that wants the GIL) are held up by."""
+        working = [(loc, s) for loc, s, m in self.locations if not is_waiting(m)]
+        total = sum(s for _, s in working)
+        if total <= 0:
+            return self.top_locations(n)
+        return tuple((loc, round(s / total, 3)) for loc, s in working[:n])
 
     def line(self, who: str = "the feeding thread") -> str:
         """"the feeding thread (471) spends 96% in model.py:preprocess (a torch op on the CPU), 4% in ..."."""
@@ -105,6 +124,7 @@ class _Row:
     awaits: bool = False
     calls: bool = False
     sends: bool = False
+    gil: bool = False
 
 
 #: Rows of the samples read lately, by ``id`` (the entry keeps its sample alive, so the id is not reused while
@@ -121,7 +141,8 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
         return hit[1]
     out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
                      m == "allocator" and pins_host_memory(t), m == "lock" and awaits_result(t),
-                     m == "network" and calls_service(t), m in ("network", "storage") and sends_to_peer(t))
+                     m == "network" and calls_service(t), m in ("network", "storage") and sends_to_peer(t),
+                     m == "python" and waits_for_gil(t))
                 for t in sample.stacks)
     _ROWS[id(sample)] = (sample, out)
     if len(_ROWS) > ROWS_CACHED:
@@ -146,7 +167,8 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
                         for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
         pinning=sum(s.count for s in stacks if s.pinning) / n, awaits=sum(s.count for s in stacks if s.awaits) / n,
-        calls=sum(s.count for s in stacks if s.calls) / n, sends=sum(s.count for s in stacks if s.sends) / n)
+        calls=sum(s.count for s in stacks if s.calls) / n, sends=sum(s.count for s in stacks if s.sends) / n,
+        gil=sum(s.count for s in stacks if s.gil) / n)
 
 
 def ranked(evidence: Sequence[StackEvidence]) -> StackEvidence | None:
@@ -192,7 +214,7 @@ def process_stacks(samples: Iterable[StackSample], pid: int, top_tid: int | None
     ev = _reduce(pid, [s for s in stacks if s.tid in feeding])
     if ev is None:
         return None
-    if ev.share("lock") >= LOCK_HOLDERS_SHARE:
+    if ev.share("lock") + ev.gil >= LOCK_HOLDERS_SHARE:  # a lock, a queue or the GIL: others hold it
         others = [s for s in stacks if s.tid not in feeding and not s.idle]
         holders = _reduce(pid, others)
         if holders is not None:

@@ -175,8 +175,9 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
     # to workers, so no class fits; the general finding names the allocator (pin once, reuse)
     "pin_register_per_batch": _m("idle_breakdown", "a 256 MiB staging buffer cudaHostRegister-ed and "
                                  "unregistered around every copy", "fit", "allocator", "register_staging"),
+    # the page-locking is done in register_staging (stage_state_dict only loops over the weights calling it)
     "pin_checkpoint_staging": _m("idle_breakdown", "each step's weights staged into freshly page-locked buffers "
-                                 "(BF16)", "check", "allocator", "stage_state_dict"),
+                                 "(BF16)", "check", "allocator", "register_staging"),
     # major page faults on a mapped file: the thread waits in D state for storage, with no read() call
     "mmap_embedding_lookup": _m("off_cpu_wait", "random rows of a memory-mapped 512 MiB embedding table, its "
                                 "pages dropped between batches", "fit", "storage", "lookup_rows"),
