@@ -55,7 +55,9 @@ def _with_stacks(f: Finding, g: GpuWindow, thread: frozenset[str], feeders: froz
     if f.code in producer and p.stacks.holders is not None and (waits_on_producer(p) or waits_on_python_threads(p)):
         locations = p.stacks.holders.working_locations()  # the producers' (or GIL holders') work keeps it waiting
     # a rule that read the mechanism off more than the frames (page faults under numpy frames) keeps its own
-    return dataclasses.replace(f, mechanism=f.mechanism or p.stacks.mechanism, evidence=evidence,
+    # a finding that blames the feeders says what they do, not how the GPU thread waits for them
+    return dataclasses.replace(f, mechanism=f.mechanism or (fed.mechanism if fed else None) or p.stacks.mechanism,
+                               evidence=evidence,
                                locations=locations)
 
 

@@ -18,8 +18,10 @@ import pytest
 from gpuwatch.data import bundled_recording
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.attribution import time_split
+from gpuwatch.doctor.classes import feeder_findings
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.mechanisms import is_waiting, words
+from gpuwatch.doctor.stack_window import ranked
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
@@ -106,8 +108,12 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
     # most of its time off a core, and it says so
     off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
     in_storage = split.get("io", 0.0) >= MAJORITY * off_core > 0 and any("D state" in e for e in f.evidence)
-    if p.stacks is not None and f.mechanism != p.stacks.mechanism and not (f.mechanism == "storage" and in_storage):
-        out.append(f"says mechanism {f.mechanism} while the stacks say {p.stacks.mechanism}")
+    # the stacks of what it blames: a finding that blames the feeders says what their sampled stacks do
+    blamed = p.stacks
+    if f.code in feeder_findings():
+        blamed = ranked([x.stacks for x in p.feeders if x.bound is not None and x.stacks is not None]) or p.stacks
+    if blamed is not None and f.mechanism != blamed.mechanism and not (f.mechanism == "storage" and in_storage):
+        out.append(f"says mechanism {f.mechanism} while the stacks of what it blames say {blamed.mechanism}")
     return out
 
 
