@@ -8,6 +8,7 @@ second of watching costs, with start-up and the final report cancelled out. The 
 
     python benchmarks/doctor_live.py                       # on a GPU machine
     python benchmarks/doctor_live.py --fault feeder_python_pipe --short 5 --long 45
+    python benchmarks/doctor_live.py --merge-into benchmarks/results-h200.json   # a row of BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", type=float, default=5.0, help="short run's duration, seconds")
     parser.add_argument("--long", type=float, default=45.0, help="long run's duration, seconds")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--merge-into", type=Path, metavar="RESULTS",
+                        help="also store them as 'doctor_live' in a benchmark results file (results-h200.json)")
     args = parser.parse_args(argv)
     total = 2 * (args.short + args.long) + 40
     job = subprocess.Popen([sys.executable, "-m", "gpuwatch", "workload", "--fault", args.fault,
@@ -80,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
               f"| {row['added_pct_of_core']:.2f} | {row['top_long']} |")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.merge_into:
+        merged = json.loads(args.merge_into.read_text())
+        merged["doctor_live"] = {**results, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        args.merge_into.write_text(json.dumps(merged, indent=2) + "\n")
     return 0
 
 

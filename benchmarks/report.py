@@ -74,6 +74,12 @@ def rows(r: dict[str, Any]) -> list[Row]:
         out.append(("daemon at 0.1 s: CPU, RSS",
                     f"{_f(r.get('daemon_cpu_pct_100ms'), '%')} {_f(r.get('daemon_rss_mib_100ms'), ' MiB', 1)}",
                     "", "", ""))
+    live = r.get("doctor_live")
+    if isinstance(live, dict) and live.get("stacks"):
+        out.append((f"gpuwatch doctor live beside {live.get('fault')}: CPU per second of watching",
+                    _f(live["stacks"].get("added_pct_of_core"), "%"),
+                    f"--no-stacks {_f((live.get('no_stacks') or {}).get('added_pct_of_core'), '%')}", "<= 1 %",
+                    _verdict(_cmp(live["stacks"].get("added_pct_of_core"), 1.0, lambda a, b: a <= b))))
     if r.get("alerts_eval_ms_1s") is not None:
         out.append(("alert rules with full windows, 1 GPU: per snapshot, CPU",
                     f"1 s: {_f(r.get('alerts_eval_ms_1s'), ' ms')}, {_f(r.get('alerts_cpu_pct_1s'), '%', 3)}",
