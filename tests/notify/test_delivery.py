@@ -6,12 +6,12 @@ import asyncio
 import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from gpuwatch.config import NotifyConfig, ReceiverConfig
 from gpuwatch.notify import Deliverer, Outbox, Target, parse_secret, verify
 from gpuwatch.notify.delivery import backoff_s, retry_after_s
+from gpuwatch.notify.webhook_client import WebhookClient
 from notify.receiver import Receiver, Script
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -98,8 +98,7 @@ def test_an_unreachable_receiver_is_retried_not_crashed(tmp_path: Path) -> None:
     queue(d, b"{}")
 
     async def go() -> None:
-        async with aiohttp.ClientSession() as s:
-            await d.deliver_due(s)
+        await d.deliver_due(WebhookClient())
 
     asyncio.run(go())
     attempts, error, status = d.outbox.conn.execute("SELECT attempts, last_error, status FROM outbox").fetchone()
