@@ -236,7 +236,9 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, host: str, port: int, app: App, guard: ConnectionGuard, request_timeout: float,
                  limiter: RateLimited | None = None) -> None:
-        self.address_family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
+        # An ASCII host as bytes: a str would load the IDNA codec (and stringprep) just to encode it.
+        name = host.encode() if host.isascii() else host
+        self.address_family = socket.getaddrinfo(name or None, port, type=socket.SOCK_STREAM)[0][0]
         self.app = app
         self.guard = guard
         self.request_timeout = request_timeout
