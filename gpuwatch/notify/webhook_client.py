@@ -54,7 +54,7 @@ class WebhookClient:
 
     def _post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float, max_bytes: int) -> Answer:
         deadline = time.monotonic() + timeout
-        request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+        request = urllib.request.Request(url, data=body, headers={"User-Agent": "gpuwatch", **headers}, method="POST")
         try:
             response = self._opener.open(request, timeout=timeout)
         except urllib.error.HTTPError as exc:  # a status that is not 2xx: still an answer

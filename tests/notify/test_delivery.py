@@ -201,3 +201,16 @@ def test_receivers_that_check_no_signature_get_none_and_alertmanager_gets_its_ap
     assert got.path == path and got.headers["content-type"] == "application/json"
     assert "webhook-signature" not in got.headers and got.webhook_id == "msg_0"
     assert statuses(d) == {"msg_0": "delivered"}
+
+
+def test_proxies_from_the_environment_are_not_used_and_the_client_says_who_it_is(
+        tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: a proxied POST would fail
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    d = make(tmp_path, receiver)
+    queue(d, b'{"n":1}')
+    asyncio.run(drain(d, 10))
+    assert statuses(d) == {"msg_0": "delivered"}
+    assert receiver.requests[0].headers["user-agent"] == "gpuwatch"
