@@ -6,7 +6,8 @@ never answers) must not hold the process at exit, and a pool's workers are joine
 talks to the receiver; what the answer means for the outbox is decided on the event loop, so an abandoned
 attempt marks nothing. Redirects are never followed (the signed headers would go wherever they point), no
 proxy from the environment is used, and at most ``max_bytes`` of the answer are read (only its status
-counts). ``ssl`` is the standard library's; https receivers are verified against the system's CAs.
+counts). https receivers are verified against the system's CAs with the standard library's ``ssl``, which
+the daemon holds anyway (prometheus_client's exposition module imports it).
 """
 
 from __future__ import annotations
