@@ -156,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.defects:
             return "malformed header line"
         length = self.headers.get("Content-Length")
-        if length is not None and not length.strip().isdigit():
+        if length is not None and not (length.strip().isascii() and length.strip().isdigit()):  # not "²"
             return "Content-Length is not a number"
         if self.headers.get("Transfer-Encoding"):
             return "a request body must have a Content-Length"
