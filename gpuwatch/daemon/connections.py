@@ -80,7 +80,8 @@ class RateLimited:
 
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop, limiter: RateLimited | None = None) -> None:
-    """Accept failures (out of fds, ...) and other loop errors: one line a minute each, no traceback flood."""
+    """Errors the event loop reports (a task that failed unawaited, ...): one line a minute each, no traceback
+    flood. Accept failures are the server's, logged the same way (:meth:`Server.get_request`)."""
     limiter = limiter or RateLimited()
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
