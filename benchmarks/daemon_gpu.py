@@ -1,6 +1,6 @@
 """The daemon live on a real GPU beside a workload: scrape it, time it, keep what it said.
 
-Run on the GPU machine from the repository root (needs the image's torch, aiohttp, prometheus-client):
+Run on the GPU machine from the repository root (needs the image's torch, prometheus-client):
     PYTHONPATH=$PWD python3 benchmarks/daemon_gpu.py [--naive 90 --bf16 45]
 Phases: idle, the incident's naive service, its bf16 fix (``gpuwatch workload``). Every second it scrapes
 /metrics and samples the daemon's CPU and RSS; at the end of each phase it saves /metrics, /api/v1/alerts

@@ -11,7 +11,7 @@ import subprocess
 from typing import Any
 
 PACKAGES = ("textual", "nvitop", "nvitop-exporter", "gpustat", "psutil", "prometheus-client", "nvidia-ml-py",
-            "aiohttp", "torch", "py-spy")
+            "torch", "py-spy")
 
 
 def _cpu_model() -> str:

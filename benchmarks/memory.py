@@ -3,7 +3,7 @@ largest mappings of the running daemon and dashboard.
 
 An RSS goal that is missed needs this profile beside it: how much is the interpreter, how much the NVML
 library and its initialisation (the same for every tool that reads NVML), how much the frameworks
-(Textual, aiohttp) and how much gpuwatch's own code.
+(Textual, the HTTP server) and how much gpuwatch's own code.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("+ pynvml imported", "import pynvml"),
     ("+ nvmlInit", "import pynvml; pynvml.nvmlInit()"),
     ("asyncio", "import asyncio"),
-    ("aiohttp.web", "import aiohttp.web"),
+    ("http.server + urllib.request", "import http.server, urllib.request"),
     ("textual.app", "import textual.app"),
     ("gpuwatch daemon code (no NVML)", "import gpuwatch.daemon.runner, gpuwatch.runtime.build"),
     ("gpuwatch dashboard code (no NVML)", "import gpuwatch.tui.app, gpuwatch.runtime.build"),

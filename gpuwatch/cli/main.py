@@ -72,7 +72,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that command is imported and registered, so a command does not pay
-    the start-up time and memory of every other command's dependencies (aiohttp, textual, torch ...)."""
+    the start-up time and memory of every other command's dependencies (textual, torch ...)."""
     parser = Parser(prog="gpuwatch", description=DESCRIPTION,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpuwatch {__version__}")

@@ -45,12 +45,12 @@ def runtime_paths(exec_path: Path) -> list[Path]:
     if interpreter is not None:
         paths.append(interpreter)
     if interpreter is None or interpreter == Path(sys.executable):
-        import aiohttp
+        import prometheus_client
 
         import gpuwatch
 
         paths += [Path(sys.executable), Path(os.__file__).parent, Path(gpuwatch.__file__).parent,
-                  Path(aiohttp.__file__).parent]
+                  Path(prometheus_client.__file__).parent]
     return paths
 
 

@@ -3,23 +3,21 @@
 :func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) opens the roll-up store in the daemon's
 state directory, subscribes the accounting to the sampler and adds the two counter families to /metrics;
 :func:`serve` (once the app exists) serves ``GET /api/v1/efficiency`` and ties the worker thread to the
-app's start and cleanup (cleanup runs after the sampler stopped, so every Snapshot is accounted). The
+app's start and cleanup hooks (cleanup runs after the sampler stopped, so every Snapshot is accounted). The
 arrow goes one way: the daemon imports the accounting, never the reverse.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import sqlite3
 from pathlib import Path
 
-from aiohttp import web
-
 from gpuwatch.config import Config
 from gpuwatch.daemon.parts import StartError, state_dir
+from gpuwatch.daemon.server import App, Request, Response, json_response
 from gpuwatch.efficiency.metrics import TotalsCollector
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import FILE, Store
@@ -28,7 +26,6 @@ from gpuwatch.notify.outbox import move_aside
 from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
-ACCOUNTING = web.AppKey("efficiency", Accounting)
 DEFAULT_WINDOW_S = 86400.0
 
 
@@ -45,17 +42,16 @@ def build(config: Config, sampler: Sampler, exporter: Exporter) -> Accounting | 
     return accounting
 
 
-def serve(app: web.Application, accounting: Accounting | None) -> None:
+def serve(app: App, accounting: Accounting | None) -> None:
     """``GET /api/v1/efficiency`` on ``app``, and the worker thread started and stopped with it."""
     if accounting is None:
         return
-    app[ACCOUNTING] = accounting
-    app.router.add_get("/api/v1/efficiency", efficiency)
+    app.get("/api/v1/efficiency", lambda request: efficiency(request, accounting))
 
-    async def start(_: web.Application) -> None:
+    async def start() -> None:
         accounting.start()
 
-    async def stop(_: web.Application) -> None:  # drains the queue and commits: off the event loop
+    async def stop() -> None:  # drains the queue and commits: off the event loop
         await asyncio.get_running_loop().run_in_executor(None, accounting.stop)
 
     app.on_startup.append(start)
@@ -80,19 +76,17 @@ def open_store(path: Path, retention_s: float) -> Store:
                          f"writable directory, or [efficiency] enabled = false)") from None
 
 
-async def efficiency(request: web.Request) -> web.Response:
+def efficiency(request: Request, accounting: Accounting) -> Response:
     """The hourly roll-ups of the last ``?window=S`` seconds (default a day) before the newest accounted
-    snapshot, with the doctor's fix text per cause."""
-    accounting = request.app[ACCOUNTING]
+    snapshot, with the doctor's fix text per cause (on the connection's thread: the store has its lock)."""
     try:
         window = float(request.query.get("window", DEFAULT_WINDOW_S))
     except ValueError:
         window = -1.0
     if not math.isfinite(window) or window <= 0:
-        return web.json_response({"error": "window must be a positive number of seconds"}, status=400)
+        return json_response({"error": "window must be a positive number of seconds"}, 400)
     until = accounting.last_time
     if until is None:
-        return web.json_response({"error": "nothing accounted yet"}, status=503)
-    rollup = await asyncio.get_running_loop().run_in_executor(None, accounting.rollup, until - window)
-    body = {"since": until - window, "until": until, "origin": accounting.origin, **rollup.to_dict()}
-    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
+        return json_response({"error": "nothing accounted yet"}, 503)
+    rollup = accounting.rollup(until - window)
+    return json_response({"since": until - window, "until": until, "origin": accounting.origin, **rollup.to_dict()})

@@ -1,6 +1,7 @@
-"""The HTTP API (aiohttp). Anything that changes state needs ``Authorization: Bearer <token>``. Reads are
-open on a loopback address; on any other address (``--allow-remote``) they need the token too, except
-/healthz, unless ``[daemon] token_for_reads = false`` (process names and users are in the snapshot).
+"""The HTTP API (served by :mod:`gpuwatch.daemon.server`, each request on its connection's thread). Anything
+that changes state needs ``Authorization: Bearer <token>``. Reads are open on a loopback address; on any
+other address (``--allow-remote``) they need the token too, except /healthz, unless
+``[daemon] token_for_reads = false`` (process names and users are in the snapshot).
 
     GET  /                    a small HTML page linking the endpoints below
     GET  /metrics             Prometheus text exposition
@@ -26,19 +27,16 @@ open on a loopback address; on any other address (``--allow-remote``) they need 
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-from aiohttp.typedefs import Middleware
-
 from gpuwatch.daemon.pipeline import Pipeline
+from gpuwatch.daemon.server import App, Request, Response, json_response
 from gpuwatch.diagnosis import SharedDiagnosis
 from gpuwatch.doctor import RECENT_WINDOW_S
 from gpuwatch.exporter import CONTENT_TYPE, Exporter, render
@@ -56,13 +54,12 @@ class Services:
     #: The one live-doctor evaluation, shared with /metrics.
     diagnosis: SharedDiagnosis
     health: Callable[[], tuple[bool, dict[str, Any]]]
-    reload: Callable[[], Awaitable[tuple[bool, str]]]
+    #: Re-read config and rules; called on a connection's thread (it waits for the event loop's reload).
+    reload: Callable[[], tuple[bool, str]]
     token: str | None = None
     #: Reads (everything but /healthz) need the token as well.
     token_for_reads: bool = False
     max_stream_clients: int = 64
-    #: Seconds a stream client may go without reading before it is dropped.
-    write_timeout: float = 30.0
     #: Why the last /metrics render failed (None once one succeeds): /healthz and the watchdog read it.
     render_error: str | None = None
 
@@ -73,105 +70,122 @@ class Services:
         self.max_stream_clients = max_stream_clients
 
 
-SERVICES = web.AppKey("services", Services)
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S
 #: Most Snapshots one /api/v1/history answer holds: an hour at 1 s. Sent in chunks of HISTORY_CHUNK, each
-#: encoded off the event loop, so a long answer neither holds the loop nor builds one large body.
+#: encoded as it is sent, so a long answer never builds one large body.
 HISTORY_LIMIT, HISTORY_CHUNK = 3600, 100
+NDJSON = "application/x-ndjson"
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(data, separators=(",", ":")).encode(), status=status,
-                        content_type="application/json")
-
-
-def _authorised(request: web.Request, token: str | None) -> web.Response | None:
+def _authorised(request: Request, token: str | None) -> Response | None:
     if token is None:
-        return _json({"error": "no token is configured; set token_file in [daemon] or send SIGHUP instead"}, 403)
+        return json_response({"error": "no token is configured; set token_file in [daemon] or send SIGHUP instead"},
+                             403)
     scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-    # Header bytes that are not UTF-8 arrive as surrogates; encode them back as they came (never equal).
-    given_bytes = given.strip().encode("utf-8", "surrogateescape") if scheme.lower() == "bearer" else b""
+    # Header bytes arrive decoded as Latin-1; encode them back as they came (bytes that are not the token's
+    # UTF-8 are never equal to it).
+    given_bytes = given.strip().encode("latin-1", "replace") if scheme.lower() == "bearer" else b""
     if not hmac.compare_digest(given_bytes, token.encode()):
-        return _json({"error": "missing or wrong bearer token"}, 401)
+        return json_response({"error": "missing or wrong bearer token"}, 401)
     return None
 
 
-async def metrics(request: web.Request) -> web.Response:
-    s = request.app[SERVICES]
-    try:
-        body = await asyncio.get_running_loop().run_in_executor(None, render, s.exporter.registry)
-    except Exception as exc:  # a bug: say it on /healthz (and stop the watchdog) rather than only per scrape
-        error = f"{type(exc).__name__}: {exc}"[:300]
-        if error != s.render_error:
-            log.exception("rendering /metrics failed")
-        s.render_error = error
-        return web.Response(status=500, text=f"cannot render /metrics: {error}\n")
-    s.render_error = None
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+class Api:
+    """The handlers over one :class:`Services`; each runs on its connection's thread."""
+
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    def metrics(self, request: Request) -> Response:
+        s = self.s
+        try:
+            body = render(s.exporter.registry)
+        except Exception as exc:  # a bug: say it on /healthz (and stop the watchdog) rather than only per scrape
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            if error != s.render_error:
+                log.exception("rendering /metrics failed")
+            s.render_error = error
+            return Response(500, f"cannot render /metrics: {error}\n".encode())
+        s.render_error = None
+        return Response(200, body, CONTENT_TYPE)
+
+    def healthz(self, request: Request) -> Response:
+        ok, info = self.s.health()
+        return json_response({"status": "ok" if ok else "unavailable", **info}, 200 if ok else 503)
+
+    def snapshot(self, request: Request) -> Response:
+        snap = self.s.pipeline.latest
+        if snap is None:
+            return json_response({"error": "no snapshot yet"}, 503)
+        return json_response(snapshot_to_dict(snap))
+
+    def stream(self, request: Request) -> Response:
+        """The latest Snapshot, then one per tick from this client's bounded queue (a client that stops
+        reading loses its oldest lines, then is dropped when a write outlasts the socket timeout)."""
+        s = self.s
+        hub = s.pipeline.hub
+        queue = hub.subscribe(s.max_stream_clients)
+        if queue is None:
+            return json_response({"error": f"{s.max_stream_clients} stream clients already; try again later"}, 503)
+        latest = s.pipeline.latest
+
+        def lines() -> Iterator[bytes]:
+            if latest is not None:
+                yield (json.dumps(snapshot_to_dict(latest), separators=(",", ":")) + "\n").encode()
+            while (line := queue.get()) is not None:
+                yield line
+
+        return Response(200, content_type=NDJSON, headers={"Cache-Control": "no-cache"}, chunks=lines(),
+                        on_close=lambda: hub.unsubscribe(queue))
+
+    def alerts(self, request: Request) -> Response:
+        return json_response({"alerts": [a.to_dict() for a in self.s.pipeline.alerts]})
+
+    def diagnosis(self, request: Request) -> Response:
+        s = self.s
+        try:
+            pid = int(request.query["pid"]) if "pid" in request.query else None
+            window = float(request.query.get("window", DIAGNOSIS_WINDOW_S))
+        except ValueError:
+            return json_response({"error": "pid must be a whole number and window a number of seconds"}, 400)
+        if not math.isfinite(window) or window <= 0:
+            return json_response({"error": "window must be a positive number of seconds"}, 400)
+        if not s.history():
+            return json_response({"error": "no snapshot yet"}, 503)
+        evaluation = s.diagnosis.ask(window, pid)
+        if evaluation.findings is None:
+            return json_response({"error": evaluation.note}, 500)
+        # start and end: the samples every finding comes from; "watching" while the window is still filling
+        watching = {"watching": evaluation.watching} if evaluation.watching else {}
+        return json_response({"findings": [f.to_dict() for f in evaluation.findings],
+                              "snapshots": evaluation.snapshots, "window_s": window, "start": evaluation.start,
+                              "end": evaluation.end, **watching})
+
+    def history(self, request: Request) -> Response:
+        asked = _history_query(request.query)
+        if isinstance(asked, str):
+            return json_response({"error": asked}, 400)
+        since, until, limit = asked
+        kept = [x for x in self.s.history() if since <= x.time <= until][-limit:]
+        chunks = (_ndjson(kept[at:at + HISTORY_CHUNK]) for at in range(0, len(kept), HISTORY_CHUNK))
+        return Response(200, content_type=NDJSON, headers={"Cache-Control": "no-cache"}, chunks=chunks)
+
+    def reload(self, request: Request) -> Response:
+        denied = _authorised(request, self.s.token)
+        if denied is not None:
+            return denied
+        ok, message = self.s.reload()
+        return json_response({"reloaded": ok, "message": message}, 200 if ok else 422)
+
+    def read_guard(self, request: Request) -> Response | None:
+        """Every method and path, not only GET routes (HEAD, 404s and 405s too), except /healthz."""
+        s = self.s
+        if s.token_for_reads and request.path != "/healthz":
+            return _authorised(request, s.token)
+        return None
 
 
-async def healthz(request: web.Request) -> web.Response:
-    ok, info = request.app[SERVICES].health()
-    return _json({"status": "ok" if ok else "unavailable", **info}, 200 if ok else 503)
-
-
-async def snapshot(request: web.Request) -> web.Response:
-    snap = request.app[SERVICES].pipeline.latest
-    if snap is None:
-        return _json({"error": "no snapshot yet"}, 503)
-    return _json(snapshot_to_dict(snap))
-
-
-async def stream(request: web.Request) -> web.StreamResponse:
-    s = request.app[SERVICES]
-    pipeline = s.pipeline
-    if pipeline.hub.clients >= s.max_stream_clients:
-        return _json({"error": f"{s.max_stream_clients} stream clients already; try again later"}, 503)
-    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
-    queue = pipeline.hub.subscribe()
-    try:
-        if pipeline.latest is not None:
-            first = (json.dumps(snapshot_to_dict(pipeline.latest), separators=(",", ":")) + "\n").encode()
-            await asyncio.wait_for(resp.write(first), s.write_timeout)
-        while True:
-            line = await queue.get()
-            if line is None:
-                break
-            # A client that reads nothing for this long is dropped, so stalled clients free their slot.
-            await asyncio.wait_for(resp.write(line), s.write_timeout)
-    except (ConnectionError, asyncio.CancelledError, asyncio.TimeoutError):
-        pass  # the client went away or stopped reading
-    finally:
-        pipeline.hub.unsubscribe(queue)
-    return resp
-
-
-async def alerts(request: web.Request) -> web.Response:
-    return _json({"alerts": [a.to_dict() for a in request.app[SERVICES].pipeline.alerts]})
-
-
-async def diagnosis(request: web.Request) -> web.Response:
-    s = request.app[SERVICES]
-    try:
-        pid = int(request.query["pid"]) if "pid" in request.query else None
-        window = float(request.query.get("window", DIAGNOSIS_WINDOW_S))
-    except ValueError:
-        return _json({"error": "pid must be a whole number and window a number of seconds"}, 400)
-    if not math.isfinite(window) or window <= 0:
-        return _json({"error": "window must be a positive number of seconds"}, 400)
-    if not s.history():
-        return _json({"error": "no snapshot yet"}, 503)
-    evaluation = await asyncio.get_running_loop().run_in_executor(None, s.diagnosis.ask, window, pid)
-    if evaluation.findings is None:
-        return _json({"error": evaluation.note}, 500)
-    # start and end: the samples every finding comes from; "watching" while the window is still filling
-    return _json({"findings": [f.to_dict() for f in evaluation.findings], "snapshots": evaluation.snapshots,
-                  "window_s": window, "start": evaluation.start, "end": evaluation.end,
-                  **({"watching": evaluation.watching} if evaluation.watching else {})})
-
-
-def _history_query(query: Any) -> tuple[float, float, int] | str:
+def _history_query(query: Mapping[str, str]) -> tuple[float, float, int] | str:
     """``(since, until, limit)`` from ``?since=&until=&limit=``, or what is wrong with them in words."""
     try:
         since, until = float(query.get("since", "-inf")), float(query.get("until", "inf"))
@@ -187,47 +201,6 @@ def _history_query(query: Any) -> tuple[float, float, int] | str:
 
 def _ndjson(snapshots: Sequence[Snapshot]) -> bytes:
     return b"".join((json.dumps(snapshot_to_dict(x), separators=(",", ":")) + "\n").encode() for x in snapshots)
-
-
-async def history(request: web.Request) -> web.StreamResponse:
-    s = request.app[SERVICES]
-    asked = _history_query(request.query)
-    if isinstance(asked, str):
-        return _json({"error": asked}, 400)
-    since, until, limit = asked
-    kept = [x for x in s.history() if since <= x.time <= until][-limit:]
-    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
-    loop = asyncio.get_running_loop()
-    try:
-        for at in range(0, len(kept), HISTORY_CHUNK):
-            chunk = await loop.run_in_executor(None, _ndjson, kept[at:at + HISTORY_CHUNK])
-            await asyncio.wait_for(resp.write(chunk), s.write_timeout)
-        await resp.write_eof()
-    except (ConnectionError, asyncio.TimeoutError):
-        pass  # the client went away or stopped reading
-    return resp
-
-
-async def reload(request: web.Request) -> web.Response:
-    s = request.app[SERVICES]
-    denied = _authorised(request, s.token)
-    if denied is not None:
-        return denied
-    ok, message = await s.reload()
-    return _json({"reloaded": ok, "message": message}, 200 if ok else 422)
-
-
-@web.middleware
-async def _read_guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                      ) -> web.StreamResponse:
-    s = request.app[SERVICES]
-    # Every method, not only GET: aiohttp answers HEAD (and 405s) through the same routes.
-    if s.token_for_reads and request.path != "/healthz":
-        denied = _authorised(request, s.token)
-        if denied is not None:
-            return denied
-    return await handler(request)
 
 
 INDEX_HTML = b"""<!doctype html>
@@ -247,21 +220,22 @@ INDEX_HTML = b"""<!doctype html>
 """
 
 
-async def index(request: web.Request) -> web.Response:
+def index(request: Request) -> Response:
     """What a person who opens the port in a browser sees: where to go, rather than a 404."""
-    return web.Response(body=INDEX_HTML, content_type="text/html", charset="utf-8")
+    return Response(200, INDEX_HTML, "text/html; charset=utf-8")
 
 
-def build_app(services: Services, middlewares: Sequence[Middleware] = ()) -> web.Application:
-    app = web.Application(middlewares=[*middlewares, _read_guard])
-    app[SERVICES] = services
-    app.router.add_get("/", index)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/api/v1/snapshot", snapshot)
-    app.router.add_get("/api/v1/stream", stream, allow_head=False)  # HEAD would start a stream
-    app.router.add_get("/api/v1/alerts", alerts)
-    app.router.add_get("/api/v1/diagnosis", diagnosis)
-    app.router.add_get("/api/v1/history", history)
-    app.router.add_post("/api/v1/reload", reload)
+def build_app(services: Services) -> App:
+    api = Api(services)
+    app = App()
+    app.guards.append(api.read_guard)
+    app.get("/", index)
+    app.get("/metrics", api.metrics)
+    app.get("/healthz", api.healthz)
+    app.get("/api/v1/snapshot", api.snapshot)
+    app.get("/api/v1/stream", api.stream, head=False)  # HEAD would start a stream
+    app.get("/api/v1/alerts", api.alerts)
+    app.get("/api/v1/diagnosis", api.diagnosis)
+    app.get("/api/v1/history", api.history)
+    app.post("/api/v1/reload", api.reload)
     return app

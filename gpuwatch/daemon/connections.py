@@ -1,14 +1,16 @@
 """Keeps the API up under many or slow connections, and the log quiet under junk requests.
 
 * A request head must be complete within ``request_timeout`` of connecting (or of the previous response
-  on a kept-alive connection); the same time closes an idle connection. aiohttp's keep-alive timer does
-  both: it runs from connect, is not extended by drip-fed bytes, and closes a connection waiting for a head.
+  on a kept-alive connection); the same time closes an idle connection. The guard's reaper thread keeps
+  each waiting connection's deadline: it runs from connect, is not extended by drip-fed bytes, and cuts
+  (``shutdown``) a connection still waiting for its head. Every read and write has the same timeout.
 * At most ``max_connections`` connections, and never more than the file descriptors allow. A new
   connection beyond the cap evicts the oldest one not being served (a slow or idle client), so half-sent
   heads cannot lock out ``/healthz``; only when every connection is mid-request is the new one refused
   with 503.
 * The file descriptor soft limit is raised to the hard limit at start.
-* Malformed requests and accept errors log one line without a traceback, at most once a minute per kind.
+* Malformed requests and accept errors log one line without a traceback, at most once a minute per kind
+  (:mod:`gpuwatch.daemon.server` says them through :class:`RateLimited`).
 """
 
 from __future__ import annotations
@@ -16,17 +18,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-
-from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 log = logging.getLogger(__name__)
 
-#: Connections the kernel may queue for us; asyncio accepts up to this many in one go, before the
-#: connections they evict have closed, so the fds they need must be kept free too.
+#: Connections the kernel may queue for us; the accept thread may take this many before the threads of
+#: the connections they evict have closed them, so the fds they need must be kept free too.
 BACKLOG = 128
 #: File descriptors kept free for everything that is not a client connection (outbox, logs, DCGM), plus
 #: one accept burst.
@@ -77,35 +79,9 @@ class RateLimited:
         return True, self._held.pop(key, 0)
 
 
-class RequestLog(logging.LoggerAdapter):
-    """aiohttp's server logger, tamed: a malformed request is the client's fault, so one line at INFO
-    with no traceback; an error in our own handler keeps its traceback but is rate-limited too."""
-
-    def __init__(self, limiter: RateLimited | None = None) -> None:
-        super().__init__(logging.getLogger("gpuwatch.daemon.http"), {})
-        self.limiter = limiter or RateLimited()
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info")
-        if isinstance(exc, HttpProcessingError):
-            ok, held = self.limiter.allow(f"bad:{type(exc).__name__}")
-            if ok:
-                reason = str(exc.message).strip().splitlines()[0] if exc.message else type(exc).__name__
-                more = f" ({held} more like it not logged)" if held else ""
-                self.logger.info("malformed request (HTTP %d: %s)%s", exc.code, reason[:120], more)
-            return
-        if level < logging.WARNING:
-            self.logger.log(level, msg, *args, **{k: v for k, v in kwargs.items() if k != "exc_info"})
-            return
-        ok, held = self.limiter.allow(f"err:{msg}:{type(exc).__name__}")
-        if ok:
-            if held:
-                self.logger.error("%d more request errors were not logged", held)
-            self.logger.log(level, msg, *args, **kwargs)
-
-
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop, limiter: RateLimited | None = None) -> None:
-    """Accept failures (out of fds, ...) and other loop errors: one line a minute each, no traceback flood."""
+    """Errors the event loop reports (a task that failed unawaited, ...): one line a minute each, no traceback
+    flood. Accept failures are the server's, logged the same way (:meth:`Server.get_request`)."""
     limiter = limiter or RateLimited()
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -119,65 +95,120 @@ def quiet_accept_errors(loop: asyncio.AbstractEventLoop, limiter: RateLimited | 
     loop.set_exception_handler(handler)
 
 
-class ConnectionGuard:
-    """Caps connections by evicting idle ones; its middleware tells which connections are mid-request."""
+@dataclass
+class _Connection:
+    sock: socket.socket
+    #: When its head must be complete (None while a request is being served).
+    deadline: float | None
+    #: Shut down, its thread not yet gone: it no longer counts against the cap.
+    cut: bool = False
 
-    def __init__(self, limit: int) -> None:
+    def cut_now(self) -> None:
+        """Wake the thread blocked on this connection (its read returns nothing) and let it close it."""
+        self.cut = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class ConnectionGuard:
+    """Caps connections by evicting idle ones and cuts heads past their deadline. The server calls
+    :meth:`admit` on its accept thread, :meth:`busy`/:meth:`idle` around each request and :meth:`release`
+    before it closes a socket; a socket is shut down only while it is registered, under the lock, so a
+    descriptor number the kernel has given to a newer connection is never touched."""
+
+    def __init__(self, limit: int, request_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
+        self.request_timeout = request_timeout
+        self.clock = clock
         self.evicted = 0
         self.refused = 0
-        self._busy: set[object] = set()
+        #: Connections cut for a head not complete in time.
+        self.timed_out = 0
+        self._conns: dict[socket.socket, _Connection] = {}  # oldest first
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._reaper: threading.Thread | None = None
 
-    @web.middleware
-    async def middleware(self, request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        transport = request.transport
-        self._busy.add(transport)
-        try:
-            return await handler(request)
-        finally:
-            self._busy.discard(transport)
+    def start(self) -> None:
+        self._reaper = threading.Thread(target=self._reap, name="gpuwatch-http-reaper", daemon=True)
+        self._reaper.start()
 
-    def factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
-        def make() -> asyncio.Protocol:
-            # Connections already closing (no transport) hold their fds only until the loop's next turn:
-            # they do not count. Within one accept burst every idle connection may have been evicted for
-            # the burst's earlier arrivals; the later ones are still taken (FD_RESERVE holds a burst), not
-            # refused: that refusal is what could lock /healthz out behind a flood of half-sent heads.
-            live = [c for c in server.connections if c.transport is not None]
+    def admit(self, sock: socket.socket) -> bool:
+        """Register a new connection, evicting the oldest idle ones at the cap; False: refuse it."""
+        with self._cond:
+            # Connections already cut hold their fds only until their thread wakes: they do not count.
+            # Within one accept burst every idle connection may have been evicted for the burst's earlier
+            # arrivals; the later ones are still taken (FD_RESERVE holds a burst), not refused: that
+            # refusal is what could lock /healthz out behind a flood of half-sent heads.
+            live = [c for c in self._conns.values() if not c.cut]
             if len(live) >= self.limit:
-                idle = [c for c in live if c.transport not in self._busy]
+                idle = [c for c in live if c.deadline is not None]
                 if not idle:
                     self.refused += 1
-                    return _Refuse()
+                    return False
                 for c in idle[:len(live) - self.limit + 1]:  # the oldest idle or half-sent ones make room
-                    c.force_close()
+                    c.cut_now()
                     self.evicted += 1
-            return server()
+            self._conns[sock] = _Connection(sock, self.clock() + self.request_timeout)
+            self._cond.notify()
+        return True
 
-        return make
+    def busy(self, sock: socket.socket) -> None:
+        """Its head is in: no deadline while it is served (reads and writes have their own timeout)."""
+        with self._cond:
+            c = self._conns.get(sock)
+            if c is not None:
+                c.deadline = None
 
+    def idle(self, sock: socket.socket) -> None:
+        """Answered: the next head (or the close of an idle keep-alive) is due within the timeout."""
+        with self._cond:
+            c = self._conns.get(sock)
+            if c is not None:
+                c.deadline = self.clock() + self.request_timeout
+                self._cond.notify()
 
-class _Refuse(asyncio.Protocol):
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(REFUSAL)
-        transport.close()
+    def release(self, sock: socket.socket) -> None:
+        with self._cond:
+            self._conns.pop(sock, None)
+            self._cond.notify_all()
 
+    @property
+    def connections(self) -> int:
+        with self._cond:
+            return len(self._conns)
 
-class GuardedSite(web.TCPSite):
-    """A TCP site whose connections go through a :class:`ConnectionGuard`."""
+    def _reap(self) -> None:
+        with self._cond:
+            while not self._stopping:
+                now, due = self.clock(), None
+                for c in self._conns.values():
+                    if c.deadline is None or c.cut:
+                        continue
+                    if c.deadline <= now:
+                        c.cut_now()
+                        self.timed_out += 1
+                    elif due is None or c.deadline < due:
+                        due = c.deadline
+                self._cond.wait(None if due is None else due - now)
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard) -> None:
-        super().__init__(runner, host, port, reuse_address=True, backlog=BACKLOG)
-        self.guard = guard
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self.guard.factory(server), self._host, self._port,
-                                                backlog=self._backlog, reuse_address=True)
-        sockets = self._server.sockets
-        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+    def drain(self, grace_s: float) -> None:
+        """At stop: cut idle connections at once, give requests in flight ``grace_s`` to finish, then cut
+        the rest and stop the reaper."""
+        deadline = self.clock() + grace_s
+        with self._cond:
+            for c in self._conns.values():
+                if c.deadline is not None:
+                    c.cut_now()
+            while any(not c.cut for c in self._conns.values()) and self.clock() < deadline:
+                self._cond.wait(max(0.0, min(0.1, deadline - self.clock())))
+                for c in self._conns.values():
+                    if c.deadline is not None and not c.cut:
+                        c.cut_now()
+            for c in self._conns.values():
+                if not c.cut:
+                    c.cut_now()
+            self._stopping = True
+            self._cond.notify_all()

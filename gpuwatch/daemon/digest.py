@@ -19,10 +19,9 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from aiohttp import web
-
 from gpuwatch.config.fields import day_time_offset
 from gpuwatch.config.model import Config, DigestConfig, ReceiverConfig
+from gpuwatch.daemon.server import App
 from gpuwatch.efficiency import digest, digest_markdown
 from gpuwatch.efficiency.service import Accounting
 from gpuwatch.model.rollout import Rollout
@@ -127,7 +126,7 @@ class DigestSender:
                 self.failing = False
 
 
-def serve(app: web.Application, config: Config, outbox: Outbox, accounting: Accounting | None,
+def serve(app: App, config: Config, outbox: Outbox, accounting: Accounting | None,
           receivers: Callable[[], Sequence[ReceiverConfig]], wake: Callable[[], None],
           rollouts: Callable[[float, float], Sequence[Rollout]] | None = None) -> DigestSender | None:
     """The sender, run with ``app`` (None: ``[digest] receivers`` is empty, or no accounting to read)."""
@@ -136,10 +135,10 @@ def serve(app: web.Application, config: Config, outbox: Outbox, accounting: Acco
     sender = DigestSender(config.digest, outbox, accounting, receivers, rollouts)
     tasks: list[asyncio.Task[None]] = []
 
-    async def start(_: web.Application) -> None:
+    async def start() -> None:
         tasks.append(asyncio.get_running_loop().create_task(sender.run(wake)))
 
-    async def stop(_: web.Application) -> None:
+    async def stop() -> None:
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

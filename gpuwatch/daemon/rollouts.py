@@ -17,11 +17,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from aiohttp import web
-
 from gpuwatch.config import Config, ReceiverConfig
 from gpuwatch.daemon.accounting import open_store
 from gpuwatch.daemon.parts import state_dir
+from gpuwatch.daemon.server import App, Request, Response, json_response
 from gpuwatch.efficiency.rollouts import RolloutDetector, RolloutSettings
 from gpuwatch.efficiency.store import FILE, Store
 from gpuwatch.efficiency.worker import SnapshotWorker
@@ -86,9 +85,6 @@ class Rollouts(SnapshotWorker):
         self.start()
 
 
-ROLLOUTS = web.AppKey("rollouts", Rollouts)
-
-
 def settings(config: Config) -> RolloutSettings:
     e = config.efficiency
     return RolloutSettings(settle_s=e.rollout_settle, window_s=e.rollout_window,
@@ -105,18 +101,17 @@ def build(config: Config, sampler: Sampler, outbox: Outbox, notify: Notifier) ->
     return worker
 
 
-def serve(app: web.Application, worker: Rollouts | None, wake: Callable[[], None]) -> None:
+def serve(app: App, worker: Rollouts | None, wake: Callable[[], None]) -> None:
     """``GET /api/v1/rollouts`` on ``app``, and the worker started and stopped with it."""
     if worker is None:
         return
-    app[ROLLOUTS] = worker
     worker.on_queued = wake
-    app.router.add_get("/api/v1/rollouts", rollouts)
+    app.get("/api/v1/rollouts", lambda request: rollouts(request, worker))
 
-    async def start(_: web.Application) -> None:
+    async def start() -> None:
         worker.start_on(asyncio.get_running_loop())
 
-    async def stop(_: web.Application) -> None:
+    async def stop() -> None:
         await asyncio.get_running_loop().run_in_executor(None, worker.stop)
 
     app.on_startup.append(start)
@@ -137,11 +132,9 @@ def since_param(text: str | None, now: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-async def rollouts(request: web.Request) -> web.Response:
+def rollouts(request: Request, worker: Rollouts) -> Response:
     """The rollouts judged since ``?since=`` (default: all kept), oldest first."""
     since = since_param(request.query.get("since"), time.time())
     if since is None:
-        return web.json_response({"error": "since must be Unix seconds or a duration such as 7d"}, status=400)
-    worker = request.app[ROLLOUTS]
-    found = await asyncio.get_running_loop().run_in_executor(None, worker.store.rollouts, since)
-    return web.json_response({"rollouts": [r.to_dict() for r in found]})
+        return json_response({"error": "since must be Unix seconds or a duration such as 7d"}, 400)
+    return json_response({"rollouts": [r.to_dict() for r in worker.store.rollouts(since)]})

@@ -19,24 +19,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import web
-
 from gpuwatch.alerts import RuleSet
 from gpuwatch.config import Config, ConfigError, check_listen
 from gpuwatch.config.fields import is_loopback
 from gpuwatch.daemon import accounting, digest, parts, rollouts
 from gpuwatch.daemon.app import Services, build_app
 from gpuwatch.daemon.assembly import assemble
-from gpuwatch.daemon.connections import (
-    ConnectionGuard,
-    GuardedSite,
-    RequestLog,
-    connection_cap,
-    quiet_accept_errors,
-    raise_fd_limit,
-)
+from gpuwatch.daemon.connections import ConnectionGuard, connection_cap, quiet_accept_errors, raise_fd_limit
 from gpuwatch.daemon.reloadable import needs_restart
 from gpuwatch.daemon.sd_notify import SystemdNotifier, watchdog_may_ping
+from gpuwatch.daemon.server import Server, bind
 from gpuwatch.notify import Target
 from gpuwatch.sampler.sampler import Sampler
 
@@ -44,6 +36,8 @@ log = logging.getLogger(__name__)
 
 FIRST_SNAPSHOT_WAIT_S = 15.0
 FLUSH_TIMEOUT_S = 5.0
+#: At stop, how long responses in flight may take to finish before their connections are cut.
+GRACE_S = 5.0
 
 
 class Daemon:
@@ -70,13 +64,12 @@ class Daemon:
         self._warn_if_no_rules(config)
         reads = config.daemon.token_for_reads
         self.services = Services(p.pipeline, p.exporter, lambda: list(p.sampler.history), p.diagnosis,
-                                 self._health, self.reload, self.token,
+                                 self._health, self._reload_from_thread, self.token,
                                  token_for_reads=not is_loopback(self.host) if reads is None else reads,
-                                 max_stream_clients=config.daemon.max_stream_clients,
-                                 write_timeout=config.daemon.request_timeout)
+                                 max_stream_clients=config.daemon.max_stream_clients)
         #: The connection cap; :meth:`run` lowers it to what the open-file limit allows.
-        self.guard = ConnectionGuard(config.daemon.max_connections)
-        self.app = build_app(self.services, middlewares=[self.guard.middleware])
+        self.guard = ConnectionGuard(config.daemon.max_connections, config.daemon.request_timeout)
+        self.app = build_app(self.services)
         self.efficiency = p.efficiency
         accounting.serve(self.app, self.efficiency)
         rollouts.serve(self.app, p.rollouts, p.deliverer.wake.set)
@@ -166,6 +159,12 @@ class Daemon:
         self.sd.ready(message)
         return True, message
 
+    def _reload_from_thread(self) -> tuple[bool, str]:
+        """POST /api/v1/reload, from a connection's thread: the reload runs on the event loop, as SIGHUP's."""
+        if self.loop is None:
+            return False, "the daemon is not running"
+        return asyncio.run_coroutine_threadsafe(self.reload(), self.loop).result()
+
     async def _watchdog(self, stop: asyncio.Event) -> None:
         interval = self.sd.watchdog_interval()
         if interval is None:
@@ -213,17 +212,15 @@ class Daemon:
         self.pipeline.start(loop)
         quiet_accept_errors(loop)
         self.guard.limit = connection_cap(self.config.daemon.max_connections, raise_fd_limit())
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False, logger=RequestLog(),
-                               keepalive_timeout=self.config.daemon.request_timeout)
-        await runner.setup()
-        site = GuardedSite(runner, self.host, self.port, self.guard)
         try:
-            await site.start()
+            server = bind(self.host, self.port, self.app, self.guard, self.config.daemon.request_timeout)
         except OSError as exc:
-            await runner.cleanup()
-            raise parts.StartError(f"cannot listen on {self.host}:{self.port}: {exc.strerror} (pick another "
+            raise parts.StartError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc} (pick another "
                                    f"port with --listen HOST:PORT)") from None
-        self.bound_port = site.port
+        for hook in self.app.on_startup:
+            await hook()
+        server.start()
+        self.bound_port = server.port
         self._install_signals(loop, stop)
         self.sampler.start()
         self.diagnosis.start()
@@ -238,17 +235,19 @@ class Daemon:
         self.sd.ready(f"serving on {self.host}:{self.bound_port}, {self.description}")
         await stop.wait()
         self.sd.stopping()
-        await self._shutdown(runner, tasks)
+        await self._shutdown(server, tasks)
         return 0
 
-    async def _shutdown(self, runner: web.AppRunner, tasks: list[asyncio.Task[None]]) -> None:
+    async def _shutdown(self, server: Server, tasks: list[asyncio.Task[None]]) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.sampler.stop)
         await loop.run_in_executor(None, self.diagnosis.stop)
         await loop.run_in_executor(None, self.pipeline.close)
         self.hub.close()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await runner.cleanup()
+        await loop.run_in_executor(None, server.close, GRACE_S)  # in-flight responses finish; streams ended
+        for hook in self.app.on_cleanup:
+            await hook()
         left = await self.deliverer.flush(FLUSH_TIMEOUT_S)
         if left:
             log.warning("%d notification(s) still undelivered; they go out after the next start", left)

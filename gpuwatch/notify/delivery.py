@@ -7,7 +7,8 @@ at once. A row not delivered within ``max_age`` of being queued is dead-lettered
 
 Stopping never waits for a receiver: an attempt in flight when the daemon stops is abandoned (its row stays
 pending, unchanged, and goes out with the same ``webhook-id`` after the next start), so a receiver that
-accepts and never answers cannot hold the daemon past systemd's stop timeout.
+accepts and never answers cannot hold the daemon past systemd's stop timeout. Each POST is the standard
+library's, on a thread of its own (:mod:`gpuwatch.notify.webhook_client`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiohttp
-
 from gpuwatch.config import NotifyConfig, ReceiverConfig
 from gpuwatch.config.model import ALERTMANAGER_API
 from gpuwatch.notify.alertmanager_api import post_url
@@ -32,6 +31,7 @@ from gpuwatch.notify.health import FailureTracker
 from gpuwatch.notify.outbox import Outbox, OutboxRow
 from gpuwatch.notify.receiver_health import ReceiverHealth
 from gpuwatch.notify.signing import Secret, signed_headers
+from gpuwatch.notify.webhook_client import Answer, WebhookClient, describe
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -115,20 +115,17 @@ class Deliverer:
         """New receivers and secrets (a reload); notifications already queued for a removed one wait."""
         self.targets = dict(targets)
 
-    async def _read_bounded(self, resp: aiohttp.ClientResponse, receiver: str) -> None:
-        """Read (and drop) the response body up to MAX_RESPONSE_BYTES; past it, say so once per receiver."""
-        seen = 0
-        async for chunk in resp.content.iter_any():
-            seen += len(chunk)
-            if seen > MAX_RESPONSE_BYTES:
-                if receiver not in self._cut_responses:
-                    self._cut_responses.add(receiver)
-                    log.warning("receiver %s sent a response of more than %d KiB (HTTP %d); not read further (its "
-                                "status counts)", receiver, MAX_RESPONSE_BYTES // 1024, resp.status)
-                self.responses_cut += 1
-                return
+    def _note_cut(self, answer: Answer, receiver: str) -> None:
+        """A response longer than MAX_RESPONSE_BYTES was not read to its end: say so once per receiver."""
+        if not answer.cut:
+            return
+        if receiver not in self._cut_responses:
+            self._cut_responses.add(receiver)
+            log.warning("receiver %s sent a response of more than %d KiB (HTTP %d); not read further (its "
+                        "status counts)", receiver, MAX_RESPONSE_BYTES // 1024, answer.status)
+        self.responses_cut += 1
 
-    async def _attempt(self, session: aiohttp.ClientSession, row: OutboxRow, target: Target) -> None:
+    async def _attempt(self, client: WebhookClient, row: OutboxRow, target: Target) -> None:
         now = self.clock()
         if now - row.created > self.cfg.max_age:
             self.outbox.mark_dead(row.id, now, f"not delivered within max_age {self.cfg.max_age:g} s")
@@ -137,15 +134,12 @@ class Deliverer:
         url, headers = target.request(row.webhook_id, now, row.body)
         status, retry_after, error = 0, None, ""
         try:
-            timeout = aiohttp.ClientTimeout(total=self.cfg.timeout)
-            # Never follow a redirect: the signed headers would go to wherever it points.
-            async with session.post(url, data=row.body, headers=headers, timeout=timeout,
-                                    allow_redirects=False) as resp:
-                status = resp.status
-                retry_after = retry_after_s(resp.headers.get("Retry-After"), now)
-                await self._read_bounded(resp, row.receiver)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            # Never follows a redirect: the signed headers would go to wherever it points.
+            answer = await client.post(url, row.body, headers, self.cfg.timeout, MAX_RESPONSE_BYTES)
+            status, retry_after = answer.status, retry_after_s(answer.retry_after, now)
+            self._note_cut(answer, row.receiver)
+        except (asyncio.TimeoutError, OSError, ValueError) as exc:  # URLError is an OSError; a bad URL a ValueError
+            error = describe(exc)
         now = self.clock()
         if 200 <= status < 300:
             self.outbox.mark_delivered(row.id, now)
@@ -166,7 +160,7 @@ class Deliverer:
         self.outbox.mark_retry(row.id, now + delay, error)
         log.info("notification %s to %s failed (%s); retry in %.1f s", row.webhook_id, row.receiver, error, delay)
 
-    async def deliver_due(self, session: aiohttp.ClientSession, ignore_backoff: bool = False) -> int:
+    async def deliver_due(self, client: WebhookClient, ignore_backoff: bool = False) -> int:
         """One attempt at each receiver's oldest pending row that is due; returns rows handled."""
         now = self.clock()
         jobs, expired = [], 0
@@ -180,7 +174,7 @@ class Deliverer:
                     expired += 1
                 continue
             if ignore_backoff or row.next_attempt <= now:
-                jobs.append(self._attempt(session, row, target))
+                jobs.append(self._attempt(client, row, target))
         if jobs:
             await asyncio.gather(*jobs)
         return len(jobs) + expired
@@ -194,43 +188,43 @@ class Deliverer:
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; woken early by :attr:`wake` when rows are queued."""
         last_prune = float("-inf")
-        async with aiohttp.ClientSession() as session:
-            while not stop.is_set():
-                if self.clock() - last_prune >= PRUNE_EVERY_S:  # delivered/dead rows older than a week go
-                    self.outbox.prune(self.clock())
-                    last_prune = self.clock()
-                try:
-                    while await until_stopped(self.deliver_due(session), stop):
-                        if stop.is_set():
-                            return
+        client = WebhookClient()
+        while not stop.is_set():
+            if self.clock() - last_prune >= PRUNE_EVERY_S:  # delivered/dead rows older than a week go
+                self.outbox.prune(self.clock())
+                last_prune = self.clock()
+            try:
+                while await until_stopped(self.deliver_due(client), stop):
                     if stop.is_set():
                         return
-                    wait = min(self.next_due_in(), IDLE_LOOK_S)
-                except Exception as exc:  # the outbox cannot be read or written (disk, damage), or a bug
-                    self.health.failed(exc, with_traceback=not isinstance(exc, sqlite3.Error))
-                    wait = 1.0
-                else:
-                    self.health.succeeded()
-                self.wake.clear()
-                waiters = [asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(stop.wait())]
-                await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-                for w in waiters:
-                    w.cancel()
+                if stop.is_set():
+                    return
+                wait = min(self.next_due_in(), IDLE_LOOK_S)
+            except Exception as exc:  # the outbox cannot be read or written (disk, damage), or a bug
+                self.health.failed(exc, with_traceback=not isinstance(exc, sqlite3.Error))
+                wait = 1.0
+            else:
+                self.health.succeeded()
+            self.wake.clear()
+            waiters = [asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(stop.wait())]
+            await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
 
     async def flush(self, timeout_s: float) -> int:
         """At shutdown: one more try for every pending head, without waiting for backoff; returns rows left."""
         deadline = self.clock() + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while self.clock() < deadline:
-                before = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
-                try:
-                    await asyncio.wait_for(self.deliver_due(session, ignore_backoff=True),
-                                           max(0.1, deadline - self.clock()))
-                except asyncio.TimeoutError:
-                    break
-                after = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
-                if after == 0 or after >= before:
-                    break
+        client = WebhookClient()
+        while self.clock() < deadline:
+            before = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
+            try:
+                await asyncio.wait_for(self.deliver_due(client, ignore_backoff=True),
+                                       max(0.1, deadline - self.clock()))
+            except asyncio.TimeoutError:
+                break
+            after = sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
+            if after == 0 or after >= before:
+                break
         return sum(n for (_, s), n in self.outbox.counts().items() if s == "pending")
 
 

@@ -96,6 +96,8 @@ MALFORMED = [
     b"GARBAGE\r\n\r\n",
     b"GET / HTTP/9.9\r\n\r\n",
     b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n",  # a digit to str.isdigit, not to int
+    b"POST /api/v1/reload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
     b"GET /metrics HTTP/1.1\r\nBad Header Line\r\n\r\n",
     b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n",
     b"\x00\x01\x02\x03\r\n\r\n",

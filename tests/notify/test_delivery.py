@@ -6,12 +6,12 @@ import asyncio
 import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from gpuwatch.config import NotifyConfig, ReceiverConfig
 from gpuwatch.notify import Deliverer, Outbox, Target, parse_secret, verify
 from gpuwatch.notify.delivery import backoff_s, retry_after_s
+from gpuwatch.notify.webhook_client import WebhookClient
 from notify.receiver import Receiver, Script
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -98,8 +98,7 @@ def test_an_unreachable_receiver_is_retried_not_crashed(tmp_path: Path) -> None:
     queue(d, b"{}")
 
     async def go() -> None:
-        async with aiohttp.ClientSession() as s:
-            await d.deliver_due(s)
+        await d.deliver_due(WebhookClient())
 
     asyncio.run(go())
     attempts, error, status = d.outbox.conn.execute("SELECT attempts, last_error, status FROM outbox").fetchone()
@@ -202,3 +201,16 @@ def test_receivers_that_check_no_signature_get_none_and_alertmanager_gets_its_ap
     assert got.path == path and got.headers["content-type"] == "application/json"
     assert "webhook-signature" not in got.headers and got.webhook_id == "msg_0"
     assert statuses(d) == {"msg_0": "delivered"}
+
+
+def test_proxies_from_the_environment_are_not_used_and_the_client_says_who_it_is(
+        tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: a proxied POST would fail
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    d = make(tmp_path, receiver)
+    queue(d, b'{"n":1}')
+    asyncio.run(drain(d, 10))
+    assert statuses(d) == {"msg_0": "delivered"}
+    assert receiver.requests[0].headers["user-agent"] == "gpuwatch"

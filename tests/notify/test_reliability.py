@@ -17,6 +17,7 @@ from gpuwatch.config import NotifyConfig
 from gpuwatch.notify import Notifier, Outbox
 from gpuwatch.notify import notifier as notifier_module
 from gpuwatch.notify.salvage import open_outbox
+from gpuwatch.notify.webhook_client import WebhookClient
 from notify.disk import fill, small_tmpfs
 from notify.receiver import Receiver, Script
 from notify.test_delivery import make, queue, statuses
@@ -201,11 +202,9 @@ def test_healthz_delivery_reports_each_receiver_and_turns_unhealthy_after_the_co
     queue(d, b'{"n":1}', created=now[0])
 
     async def attempts(k: int) -> None:
-        import aiohttp
-
-        async with aiohttp.ClientSession() as session:
-            for _ in range(k):
-                await d.deliver_due(session, ignore_backoff=True)
+        client = WebhookClient()
+        for _ in range(k):
+            await d.deliver_due(client, ignore_backoff=True)
 
     asyncio.run(attempts(3))
     early = d.health_report()

@@ -1,20 +1,21 @@
 """``--connect``: the fleet view over real HTTP, one row per host and GPU, alerts from the daemon's API.
 
-The server is a real aiohttp server on 127.0.0.1 speaking the daemon's API (stream, alerts, diagnosis)."""
+The server is the daemon's own HTTP server (:mod:`gpuwatch.daemon.server`) on 127.0.0.1, its routes speaking
+the daemon's API (stream, alerts, diagnosis) about scripted hosts."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from pilot_wait import wait_for
 from synthetic import snapshot
 
+from gpuwatch.daemon.connections import ConnectionGuard
+from gpuwatch.daemon.server import App, Request, Response, Server, json_response
 from gpuwatch.model.codec import snapshot_to_dict
 from gpuwatch.tui.app import make_app
 from gpuwatch.tui.remote import RemoteFeed, normalise_url
@@ -41,51 +42,42 @@ class FakeDaemon:
         self.watching = watching
         #: What /healthz answers (the status follows ``ok``), as the real daemon does.
         self.health: dict[str, Any] = health or {"ok": True, "delivery": {"ok": True, "receivers": {}}}
-        self.loop = asyncio.new_event_loop()
+        self.server: Server | None = None
         self.port = 0
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
-    async def stream(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await resp.prepare(request)
-        tick = 0
-        while True:
-            await resp.write((json.dumps(snapshot_to_dict(snapshot(tick, self.gpus, host=self.host))) + "\n").encode())
-            tick += 1
-            await asyncio.sleep(0.05)
+    def stream(self, request: Request) -> Response:
+        def lines() -> Iterator[bytes]:
+            tick = 0
+            while True:
+                yield (json.dumps(snapshot_to_dict(snapshot(tick, self.gpus, host=self.host))) + "\n").encode()
+                tick += 1
+                time.sleep(0.05)
 
-    async def alerts(self, request: web.Request) -> web.Response:
-        return web.json_response({"alerts": [ALERT]})
+        return Response(200, content_type="application/x-ndjson", chunks=lines())
 
-    async def diagnosis(self, request: web.Request) -> web.Response:
-        return web.json_response({"findings": [FINDING], **({"watching": self.watching} if self.watching else {})})
+    def alerts(self, request: Request) -> Response:
+        return json_response({"alerts": [ALERT]})
 
-    async def healthz(self, request: web.Request) -> web.Response:
-        return web.json_response(self.health, status=200 if self.health.get("ok") else 503)
+    def diagnosis(self, request: Request) -> Response:
+        return json_response({"findings": [FINDING], **({"watching": self.watching} if self.watching else {})})
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/api/v1/stream", self.stream)
-        app.router.add_get("/api/v1/alerts", self.alerts)
-        app.router.add_get("/api/v1/diagnosis", self.diagnosis)
-        runner = web.AppRunner(app)
-        self.loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.ready.set()
-        self.loop.run_forever()
+    def healthz(self, request: Request) -> Response:
+        return json_response(self.health, status=200 if self.health.get("ok") else 503)
 
     def __enter__(self) -> FakeDaemon:
-        self.thread.start()
-        assert self.ready.wait(10)
+        app = App()
+        app.get("/healthz", self.healthz)
+        app.get("/api/v1/stream", self.stream, head=False)
+        app.get("/api/v1/alerts", self.alerts)
+        app.get("/api/v1/diagnosis", self.diagnosis)
+        self.server = Server("127.0.0.1", 0, app, ConnectionGuard(64, 30.0), request_timeout=30.0)
+        self.server.start()
+        self.port = self.server.port
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        assert self.server is not None
+        self.server.close(0.0)
 
     @property
     def url(self) -> str:
