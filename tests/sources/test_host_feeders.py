@@ -177,6 +177,49 @@ def test_a_udp_server_has_external_work(start: Any) -> None:
     assert details["upstream"] == "external", details
 
 
+#: A TCP server whose one client is its own child: the requests come from inside its tree.
+TCP_SERVER_OWN_CLIENT = """
+import os, socket, time
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+port = srv.getsockname()[1]
+if os.fork() == 0:
+    srv.close()
+    c = socket.create_connection(('127.0.0.1', port))
+    while True:
+        c.sendall(b'r')
+        time.sleep(0.2)
+conn, _ = srv.accept()
+print('ready', flush=True)
+while conn.recv(4096):
+    pass
+"""
+#: A TCP server nobody has connected to yet: a front door, work may come from anywhere.
+TCP_SERVER_NO_CLIENT = """
+import socket
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+print('ready', flush=True)
+srv.accept()
+"""
+
+
+def test_a_tcp_server_whose_only_client_is_its_own_child_is_fed_from_its_tree(start: Any) -> None:
+    """Listening is no outside demand when every connection it accepted comes from its own descendant."""
+    server = start(TCP_SERVER_OWN_CLIENT)
+    details, feeders = watch(server.pid)
+    assert details["upstream"] == "tree", details
+    assert [f.relation for f in feeders] == ["child"], feeders
+
+
+def test_a_tcp_server_with_no_client_yet_has_a_front_door(start: Any) -> None:
+    details, feeders = watch(start(TCP_SERVER_NO_CLIENT).pid)
+    assert details["upstream"] == "external", details
+    assert feeders == []
+
+
 def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
     assert waiting({"top_thread_cpu_percent": 3.0}) and waiting({"cpu_percent": 10.0})
     assert not waiting({"top_thread_cpu_percent": 99.0}) and not waiting({})
