@@ -1,0 +1,93 @@
+"""The demand variants run for real on the CPU, read by the host source as the doctor's evidence: the server has
+a front door, its requests come from a load generator outside its process tree (no descendant of it) that is
+idle between requests, and the generator goes when the variant does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from tools import require_torch
+
+require_torch()
+
+from gpuwatch.model.thread_wait import classify_wait  # noqa: E402
+from gpuwatch.sources.host import HostSource  # noqa: E402
+from gpuwatch.sources.procfs import read_children  # noqa: E402
+from gpuwatch.workload import loadgen  # noqa: E402
+
+pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
+
+#: The variant's body on the CPU with small matrices (its GPU sizes would take the test's two cores for minutes).
+BODY = """
+import sys, torch
+from gpuwatch.workload.fault_threads import BODIES
+BODIES[sys.argv[1]](torch, torch.device('cpu'), float(sys.argv[2]), lambda: print('ready', flush=True), size=64)
+"""
+SECONDS = 5.0
+
+
+def _started(fault: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", BODY, fault, str(SECONDS)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _watch(pid: int, polls: int = 3) -> tuple[dict[str, Any], list[Any]]:
+    """The host source polled as the sampler does, ``polls`` times 0.7 s apart: the last tick's reading."""
+    source = HostSource()
+    reading = source.poll(0.0, [pid])
+    for _ in range(polls - 1):
+        time.sleep(0.7)
+        reading = source.poll(0.0, [pid])
+    return reading.process_details[pid], list(reading.feeders)
+
+
+def _generators(server: int) -> list[int]:
+    """The load generators this server started, found by their command line (they are not its children)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"gpuwatch.workload.loadgen" in argv and argv[-2:-1] == [str(server).encode()] and loadgen.alive(int(name)):
+            out.append(int(name))
+    return out
+
+
+#: fault -> (how its generator reaches it, what the GPU loop's thread, the main one, waits on)
+CASES = {"demand_socket": ("udp", "input"), "demand_queue": ("tcp", "lock"), "demand_bursty": ("tcp", "input")}
+
+
+@pytest.mark.parametrize("fault", sorted(CASES))
+def test_the_demand_comes_from_an_idle_generator_outside_the_servers_tree(fault: str) -> None:
+    proc = _started(fault)
+    try:
+        (generator,) = _generators(proc.pid)
+        assert generator not in read_children(proc.pid, depth=4)
+        details, feeders = _watch(proc.pid)
+        assert details["upstream"] == "external", details
+        assert classify_wait("S", details.get("wait_channel")) == CASES[fault][1], details
+        if CASES[fault][0] == "tcp":  # the other end of an accepted loopback connection is found: a peer, idle
+            (peer,) = feeders
+            assert (peer.pid, peer.relation) == (generator, "peer"), peer
+            assert peer.cpu_percent is not None and peer.cpu_percent < 20, peer
+        else:  # a datagram names no sender: no feeder, and the generator is no child to find
+            assert feeders == [], feeders
+        assert proc.wait(timeout=SECONDS + 30) == 0
+        deadline = time.monotonic() + loadgen.FINISH_WAIT_S + 2
+        while _generators(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _generators(proc.pid) == []  # no orphan left behind
+    finally:
+        proc.kill()
+        proc.wait()
