@@ -1,5 +1,7 @@
 """Fault variants about where a GPU process's threads spend their time: Python threads sharing the GIL,
 an oversubscribed host, a server that simply has no work, and the GPU loop on a thread that is not main.
+The server's requests come from a load generator outside its process tree (``loadgen``), as a client's do in
+production: a client it started, or a thread of its own making up requests, would be work from its own tree.
 
 Each is structurally different from its siblings (threads vs a pool vs processes; the GPU loop on the main
 thread or another; FP32 or BF16), so that the doctor is judged on the mechanism, not on one script.
