@@ -115,7 +115,8 @@ class SocketLinks:
         mine = [r for r in rows if r.inode in sockets]
         listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
         external = netfds.read_unix_listening(pid, sockets) > 0
-        external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote) for r in mine)
+        external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote)
+                        and netfds.bound_to_receive(r.local) for r in mine)
         mirror = {(r.local, r.remote): r.inode for r in rows if not r.udp and r.state == netfds.TCP_ESTABLISHED}
         outside: list[int] = []  # the other ends of its loopback connections that no tree process holds
         from_tree = 0  # connections accepted on its TCP front doors from processes of its own tree

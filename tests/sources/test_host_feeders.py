@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gpuwatch.model.feeders import FeederSample
+from gpuwatch.sources import netfds
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.host_feeders import waiting
 from gpuwatch.sources.procfs import read_children
@@ -218,6 +219,32 @@ def test_a_tcp_server_with_no_client_yet_has_a_front_door(start: Any) -> None:
     details, feeders = watch(start(TCP_SERVER_NO_CLIENT).pid)
     assert details["upstream"] == "external", details
     assert feeders == []
+
+
+#: A process that only sends datagrams (a metrics client): the kernel binds its socket on the first send.
+UDP_SENDER = """
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b'metric:1|c', ('127.0.0.1', 9))
+print('ready', flush=True)
+while True:
+    time.sleep(0.2)
+    s.sendto(b'metric:1|c', ('127.0.0.1', 9))
+"""
+
+
+def test_a_udp_socket_that_only_sends_is_no_front_door(start: Any) -> None:
+    details, _ = watch(start(UDP_SENDER).pid)
+    assert details["upstream"] == "tree", details
+
+
+def test_a_udp_socket_is_bound_to_receive_by_a_specific_address_or_a_port_outside_the_ephemeral_range() -> None:
+    low, high = netfds.ephemeral_ports()
+    assert netfds.bound_to_receive(f"0100007F:{low:04X}")  # 127.0.0.1, whatever the port
+    assert netfds.bound_to_receive("00000000:1F90")  # 0.0.0.0:8080
+    assert netfds.bound_to_receive("0" * 32 + ":0202")  # [::]:514
+    assert not netfds.bound_to_receive(f"00000000:{high:04X}")  # what a first sendto gets
+    assert not netfds.bound_to_receive("0" * 32 + f":{low:04X}")
 
 
 def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
