@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ require_torch()
 
 from gpuwatch.model.thread_wait import classify_wait  # noqa: E402
 from gpuwatch.sources.host import HostSource  # noqa: E402
-from gpuwatch.sources.procfs import read_children  # noqa: E402
+from gpuwatch.sources.procfs import read_children, read_wait_channel  # noqa: E402
 from gpuwatch.workload import loadgen  # noqa: E402
 
 pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
@@ -64,6 +65,18 @@ def _generators(server: int) -> list[int]:
     return out
 
 
+def _main_thread_waits(pid: int, reads: int = 20) -> str | None:
+    """What the GPU loop's thread (the main one) waits on most often while asleep, as the host source reads
+    it (``/proc/PID/wchan``), over ``reads`` reads 50 ms apart (it is on a core now and then, serving)."""
+    seen: Counter[str] = Counter()
+    for _ in range(reads):
+        channel = read_wait_channel(pid)
+        if channel is not None:
+            seen[classify_wait("S", channel)] += 1
+        time.sleep(0.05)
+    return seen.most_common(1)[0][0] if seen else None
+
+
 #: fault -> (how its generator reaches it, what the GPU loop's thread, the main one, waits on)
 CASES = {"demand_socket": ("udp", "input"), "demand_queue": ("tcp", "lock"), "demand_bursty": ("tcp", "input")}
 
@@ -76,7 +89,7 @@ def test_the_demand_comes_from_an_idle_generator_outside_the_servers_tree(fault:
         assert generator not in read_children(proc.pid, depth=4)
         details, feeders = _watch(proc.pid)
         assert details["upstream"] == "external", details
-        assert classify_wait("S", details.get("wait_channel")) == CASES[fault][1], details
+        assert _main_thread_waits(proc.pid) == CASES[fault][1]
         if CASES[fault][0] == "tcp":  # the other end of an accepted loopback connection is found: a peer, idle
             (peer,) = feeders
             assert (peer.pid, peer.relation) == (generator, "peer"), peer
