@@ -1,6 +1,7 @@
 """The demand variants run for real on the CPU, read by the host source as the doctor's evidence: the server has
 a front door, its requests come from a load generator outside its process tree (no descendant of it) that is
-idle between requests, and the generator goes when the variant does."""
+idle between requests, the doctor calls it demand-bound on an idle GPU, and the generator goes when the variant
+does."""
 
 from __future__ import annotations
 
@@ -9,27 +10,29 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
+from doctor.live import on_idle_gpu
 from tools import require_torch
 
 require_torch()
 
+from gpuwatch.doctor import diagnose, top_problem  # noqa: E402
 from gpuwatch.model.thread_wait import classify_wait  # noqa: E402
-from gpuwatch.sources.host import HostSource  # noqa: E402
 from gpuwatch.sources.procfs import read_children, read_wait_channel  # noqa: E402
 from gpuwatch.workload import loadgen  # noqa: E402
 
 pytestmark = pytest.mark.torch  # CI's second pass, with torch's CPU build
 
-#: The variant's body on the CPU with small matrices (its GPU sizes would take the test's two cores for minutes).
+#: The variant's body on the CPU with small matrices (its GPU sizes would take the test's two cores for minutes),
+#: on one thread (torch's CPU thread pool spins between ops: on the GPU the host thread only launches).
 BODY = """
 import sys, torch
+torch.set_num_threads(1)
 from gpuwatch.workload.fault_threads import BODIES
 BODIES[sys.argv[1]](torch, torch.device('cpu'), float(sys.argv[2]), lambda: print('ready', flush=True), size=64)
 """
-SECONDS = 5.0
+SECONDS = 8.0
 
 
 def _started(fault: str) -> subprocess.Popen[str]:
@@ -37,16 +40,6 @@ def _started(fault: str) -> subprocess.Popen[str]:
                             start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
-
-
-def _watch(pid: int, polls: int = 3) -> tuple[dict[str, Any], list[Any]]:
-    """The host source polled as the sampler does, ``polls`` times 0.7 s apart: the last tick's reading."""
-    source = HostSource()
-    reading = source.poll(0.0, [pid])
-    for _ in range(polls - 1):
-        time.sleep(0.7)
-        reading = source.poll(0.0, [pid])
-    return reading.process_details[pid], list(reading.feeders)
 
 
 def _generators(server: int) -> list[int]:
@@ -87,8 +80,9 @@ def test_the_demand_comes_from_an_idle_generator_outside_the_servers_tree(fault:
     try:
         (generator,) = _generators(proc.pid)
         assert generator not in read_children(proc.pid, depth=4)
-        details, feeders = _watch(proc.pid)
-        assert details["upstream"] == "external", details
+        snaps = on_idle_gpu(proc.pid, polls=6)
+        details, feeders = snaps[-1].processes[0], list(snaps[-1].feeders)
+        assert details.upstream == "external", details
         assert _main_thread_waits(proc.pid) == CASES[fault][1]
         if CASES[fault][0] == "tcp":  # the other end of an accepted loopback connection is found: a peer, idle
             (peer,) = feeders
@@ -96,6 +90,9 @@ def test_the_demand_comes_from_an_idle_generator_outside_the_servers_tree(fault:
             assert peer.cpu_percent is not None and peer.cpu_percent < 20, peer
         else:  # a datagram names no sender: no feeder, and the generator is no child to find
             assert feeders == [], feeders
+        findings = diagnose(snaps)  # the doctor, on this evidence and an idle GPU: a server waiting for requests
+        top = top_problem(findings)
+        assert top is not None and top.code == "demand_bound", [f.code for f in findings]
         assert proc.wait(timeout=SECONDS + 30) == 0
         deadline = time.monotonic() + loadgen.FINISH_WAIT_S + 2
         while _generators(proc.pid) and time.monotonic() < deadline:
