@@ -94,12 +94,22 @@ def _moves_data(p: ProcessWindow) -> bool:
     return moved >= IO_RATE or (p.io_wait_share or 0.0) >= IO_WAIT_SHARE
 
 
+#: Where its work comes from (``ProcessWindow.upstream``) when that says outside demand may reach it: a front
+#: door (a listener, a bound UDP socket, an accepted connection from outside the tree), or not read at all (a
+#: recording made before the host source followed sockets: judged on its threads alone, as then). ``tree``
+#: (only its own processes feed it: a thread of its own that makes up work on a timer, a client it started)
+#: and ``unknown`` (its sockets could not be read) are no evidence of demand.
+DEMAND_UPSTREAM = ("external", None)
+
+
 def demand_evidence(p: ProcessWindow) -> bool:
-    """Nothing contradicts outside demand: the work does not come from its own tree, no feeder is busy or
-    blocked, and its stacks (where sampled) show it waiting for work, not waiting on the GPU or computing; a
-    thread mostly in network calls counts as waiting for work only where a connection from outside was
-    accepted (else it is a client waiting on a remote service, ``off_cpu_wait``)."""
-    if p.upstream == "tree" or any(f.bound is not None for f in p.feeders):
+    """Outside demand is what it waits for: its sockets show a front door (or were not read: see
+    DEMAND_UPSTREAM), no feeder is busy or blocked, and its stacks (where sampled) show it waiting for work, not
+    waiting on the GPU or computing; a thread mostly in network calls counts as waiting for work only where a
+    connection from outside was accepted (else it is a client waiting on a remote service, ``off_cpu_wait``).
+    The feeding thread may wait on a queue or a pipe that another thread of its own fills from the front door
+    (the web thread -> GPU worker handoff): the front door is the process's, whichever thread reads it."""
+    if p.upstream not in DEMAND_UPSTREAM or any(f.bound is not None for f in p.feeders):
         return False
     if stacks_say(p, "network") and (p.upstream != "external"
                                      or (p.stacks is not None and p.stacks.calls >= STACK_MAJORITY)):

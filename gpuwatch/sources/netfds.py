@@ -2,14 +2,16 @@
 
 Both ends of a pipe show the same ``pipe:[inode]`` in ``/proc/PID/fd``, so two processes sharing one are
 talking. A TCP connection is two sockets whose addresses mirror each other in ``/proc/PID/net/tcp``
-(the table of the process's network namespace); a listening socket (state LISTEN) or a bound UDP socket
-means work may come from anywhere. Plain ``os`` calls, one read per file, as in :mod:`procfs`.
+(the table of the process's network namespace); a listening socket (state LISTEN) or a UDP socket bound to
+receive (not one the kernel bound on a first send) means work may come from anywhere. Plain ``os`` calls, one
+read per file, as in :mod:`procfs`.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 TCP_ESTABLISHED = "01"
 TCP_LISTEN = "0A"
@@ -163,6 +165,33 @@ def is_loopback(address: str) -> bool:
 
 def is_unspecified(address: str) -> bool:
     return set(address.rsplit(":", 1)[0]) <= {"0"}
+
+
+#: The kernel's default range of ephemeral ports (``net.ipv4.ip_local_port_range``), where it cannot be read.
+EPHEMERAL_PORTS = (32768, 60999)
+
+
+@lru_cache(maxsize=1)
+def ephemeral_ports() -> tuple[int, int]:
+    """The ports the kernel gives a socket that was not bound to one (read once)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", "rb") as f:
+            low, high = (int(v) for v in f.read().split()[:2])
+    except (OSError, ValueError):
+        return EPHEMERAL_PORTS
+    return low, high
+
+
+def bound_to_receive(local: str) -> bool:
+    """Whether an unconnected UDP socket's local ``ADDR:PORT`` says a server bound it to receive: a specific
+    address, or a port outside the ephemeral range. A socket that only sends (a metrics client's ``sendto``) is
+    bound by the kernel on its first datagram to the wildcard address and an ephemeral port: no front door."""
+    low, high = ephemeral_ports()
+    try:
+        port = int(local.rsplit(":", 1)[-1], 16)
+    except ValueError:
+        return True
+    return not is_unspecified(local) or not low <= port <= high
 
 
 def read_comm(pid: int) -> str | None:

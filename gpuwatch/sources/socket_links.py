@@ -103,7 +103,9 @@ class SocketLinks:
         (tree members from ``held``, others looked for in /proc), and where its work comes from: ``external``
         when it, or a tree process at the other end of one of its sockets (``linked`` share one with it),
         listens (TCP, bound UDP, a unix server socket) or holds an accepted connection from outside the tree;
-        else ``tree``. A parent that only reads its output through a pipe (a launcher) is not a front end."""
+        else ``tree``. A TCP listener whose accepted connections all come from tree processes is fed from the
+        tree: a client the server started is no outside demand. A parent that only reads its output through a
+        pipe (a launcher) is not a front end."""
         peers = [m for inode, peer in netfds.unix_peers(own.sockets).items() if (m := held.get(peer)) is not None]
         front = {pid, *linked, *peers}
         sockets = own.sockets | frozenset(inode for inode, m in held.items() if m in front)
@@ -112,22 +114,29 @@ class SocketLinks:
         rows = [r for r in self._inet(pid, now) if r.inode in sockets or r.state == netfds.TCP_ESTABLISHED]
         mine = [r for r in rows if r.inode in sockets]
         listening = {r.local_port for r in mine if not r.udp and r.state == netfds.TCP_LISTEN}
-        external = bool(listening) or netfds.read_unix_listening(pid, sockets) > 0
-        external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote) for r in mine)
+        external = netfds.read_unix_listening(pid, sockets) > 0
+        external |= any(r.udp and r.state == netfds.UDP_BOUND and netfds.is_unspecified(r.remote)
+                        and netfds.bound_to_receive(r.local) for r in mine)
         mirror = {(r.local, r.remote): r.inode for r in rows if not r.udp and r.state == netfds.TCP_ESTABLISHED}
         outside: list[int] = []  # the other ends of its loopback connections that no tree process holds
+        from_tree = 0  # connections accepted on its TCP front doors from processes of its own tree
         for r in mine:
             if r.udp or r.state != netfds.TCP_ESTABLISHED:
                 continue
             other = mirror.get((r.remote, r.local))
             holder = held.get(other) if other is not None else None
+            accepted = r.local_port in listening and other not in own.sockets
             if holder is not None:
                 if r.inode in own.sockets:
                     peers.append(holder)
-            elif r.local_port in listening and other not in own.sockets:
+                from_tree += accepted
+            elif accepted:
                 external = True  # an accepted connection from outside the tree
             if holder is None and other is not None and other not in own.sockets and r.inode in own.sockets:
                 outside.append(other)
+        # a TCP front door nobody is connected to may take work from anywhere; one whose clients are all its own
+        # descendants or siblings is fed from inside the tree
+        external |= bool(listening) and not from_tree
         peers += [p for p in self._holders(outside, exclude, now).values() if p not in exclude]
         return ("external" if external else "tree"), list(dict.fromkeys(peers))
 

@@ -1,5 +1,7 @@
 """Fault variants about where a GPU process's threads spend their time: Python threads sharing the GIL,
 an oversubscribed host, a server that simply has no work, and the GPU loop on a thread that is not main.
+The server's requests come from a load generator outside its process tree (``loadgen``), as a client's do in
+production: a client it started, or a thread of its own making up requests, would be work from its own tree.
 
 Each is structurally different from its siblings (threads vs a pool vs processes; the GPU loop on the main
 thread or another; FP32 or BF16), so that the doctor is judged on the mechanism, not on one script.
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import random
 import select
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from gpuwatch.workload import loadgen
 from gpuwatch.workload.fault_loop import Loop, Ready, sync
 
 TEXT = "the quick brown fox jumps over the lazy dog " * 120
@@ -239,18 +241,15 @@ def _serve_step(torch: Any, x: Any, w: Any, steps: int) -> None:
     x.sum().item()
 
 
-def demand_socket(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """A server blocked in ``recv`` on a UDP socket; a client process sends ~60 requests a second
-    (Poisson), each a few milliseconds of BF16 work."""
-    w = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+def demand_socket(torch: Any, dev: Any, duration: float, on_ready: Ready, size: int = 8192) -> int:
+    """A server blocked in ``recv`` on a UDP socket; a load generator outside its process tree (detached, no
+    child of it) sends ~60 requests a second (Poisson), each a few milliseconds of BF16 work."""
+    w = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
     server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     server.bind(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    client = [sys.executable, "-c", "import random, socket, sys, time\ns = socket.socket(socket.AF_INET, "
-              "socket.SOCK_DGRAM)\nwhile True:\n    time.sleep(random.expovariate(60.0))\n    "
-              "s.sendto(b'req', ('127.0.0.1', int(sys.argv[1])))", str(port)]
-    with _neighbours(client, 1):
+    client = loadgen.start("udp", server.getsockname()[1], "poisson:60", duration + 60)
+    try:
         server.settimeout(1.0)
         loop = Loop(duration, on_ready)
         for _ in loop:
@@ -259,56 +258,72 @@ def demand_socket(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int
             except TimeoutError:
                 continue
             _serve_step(torch, x, w, 4)
-    server.close()
+    finally:
+        server.close()
+        loadgen.finish(client)
     return loop.count
 
 
-def demand_queue(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """The GPU loop waits on an in-process queue (a futex) that a listener thread fills at random, ~15
-    requests a second; FP16 work."""
-    w = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
-    x = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+def demand_queue(torch: Any, dev: Any, duration: float, on_ready: Ready, size: int = 8192) -> int:
+    """The classic web thread -> GPU worker handoff: a listener thread reads requests (~15 a second, Poisson)
+    from a TCP connection that a load generator outside the process tree opened, and puts each into a queue;
+    the GPU loop waits on that queue (a futex); FP16 work."""
+    w = torch.randn(size, size, device=dev, dtype=torch.float16)
+    x = torch.randn(size, size, device=dev, dtype=torch.float16)
     requests: queue.Queue[int] = queue.Queue()
-    stop = threading.Event()
+    with loadgen.front_door() as listener:
+        client = loadgen.start("tcp", listener.getsockname()[1], "poisson:15", duration + 60)
+        conn, _ = listener.accept()
 
-    def listen() -> None:
-        rng = random.Random(1)
-        while not stop.wait(rng.expovariate(15.0)):
-            requests.put(1)
+        def listen() -> None:
+            while True:
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for _ in data:
+                    requests.put(1)
 
-    threading.Thread(target=listen, daemon=True).start()
-    loop = Loop(duration, on_ready)
-    for _ in loop:
+        threading.Thread(target=listen, daemon=True).start()
         try:
-            requests.get(timeout=1.0)
-        except queue.Empty:
-            continue
-        _serve_step(torch, x, w, 6)
-    stop.set()
+            loop = Loop(duration, on_ready)
+            for _ in loop:
+                try:
+                    requests.get(timeout=1.0)
+                except queue.Empty:
+                    continue
+                _serve_step(torch, x, w, 6)
+        finally:
+            loadgen.hang_up(conn)
+            loadgen.finish(client)
     return loop.count
 
 
-def demand_bursty(torch: Any, dev: Any, duration: float, on_ready: Ready) -> int:
-    """Traffic in bursts: a pipe brings a burst of requests every 1.5 s, served back to back, then the
-    server waits in ``select`` until the next one."""
-    w = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    r, wfd = os.pipe()
-    stop = threading.Event()
-
-    def bursts() -> None:
-        while not stop.wait(1.5):
-            os.write(wfd, b"r" * 40)
-
-    threading.Thread(target=bursts, daemon=True).start()
-    loop = Loop(duration, on_ready)
-    for _ in loop:
-        ready, _, _ = select.select([r], [], [], 1.0)
-        if not ready:
-            continue
-        for _ in os.read(r, 4096):
-            _serve_step(torch, x, w, 4)
-    stop.set()
+def demand_bursty(torch: Any, dev: Any, duration: float, on_ready: Ready, size: int = 8192) -> int:
+    """Traffic in bursts: a load generator outside the process tree sends a burst of 40 requests every 1.5 s
+    on a TCP connection the server accepted; they are served back to back, then the server waits in
+    ``select`` until the next one."""
+    w = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    with loadgen.front_door() as listener:
+        client = loadgen.start("tcp", listener.getsockname()[1], "bursts:40:1.5", duration + 60)
+        conn, _ = listener.accept()
+        try:
+            loop = Loop(duration, on_ready)
+            for _ in loop:
+                ready, _, _ = select.select([conn], [], [], 1.0)
+                if not ready:
+                    continue
+                data = conn.recv(4096)
+                if not data:
+                    break  # the generator is gone
+                for _ in data:
+                    _serve_step(torch, x, w, 4)
+        finally:
+            loadgen.hang_up(conn)
+            loadgen.finish(client)
     return loop.count
 
 

@@ -69,11 +69,14 @@ _CLASS_FAULTS: dict[str, Fault] = {
     "dataloader_workers": _f("dataloader_bound", "two DataLoader workers, each saturated, feed an idle GPU", "fit"),
     "process_pool": _f("dataloader_bound", "a multiprocessing pool of three decodes items", "fit"),
     "dataloader_four": _f("dataloader_bound", "four DataLoader workers with heavier items (FP32)", "check"),
-    "demand_socket": _f("demand_bound", "a server waits in recv for ~60 requests/s on a UDP socket", "fit"),
-    "demand_queue": _f("demand_bound", "the GPU loop waits on an in-process queue, ~15 requests/s (FP16)",
-                       "check"),
-    "demand_bursty": _f("demand_bound", "bursts of requests through a pipe every 1.5 s, select between",
-                        "check"),
+    # demand_*: the requests come from a load generator outside the server's tree (detached, idle between
+    # requests) through the server's front door: outside demand, and the GPU waits for it
+    "demand_socket": _f("demand_bound", "a server waits in recv on a UDP socket for ~60 requests/s from a "
+                        "detached client", "fit"),
+    "demand_queue": _f("demand_bound", "a listener thread hands ~15 requests/s from a detached client's TCP "
+                       "connection to the GPU loop through a queue (FP16)", "check"),
+    "demand_bursty": _f("demand_bound", "a detached client sends bursts of 40 requests every 1.5 s on a TCP "
+                        "connection, select between", "check"),
     "time_slicing": _f("time_slicing", "three processes share one GPU, each saturating it alone", "fit"),
     "slicing_unequal": _f("time_slicing", "a large FP16 job beside a small bursty one", "fit"),
     "slicing_two_bursty": _f("time_slicing", "two processes of GEMM bursts with pauses", "check"),

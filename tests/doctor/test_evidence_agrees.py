@@ -80,6 +80,8 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
             out.append("claims demand while a feeder is busy or blocked")
         if p.upstream == "tree":
             out.append("claims demand while the work comes from its own process tree")
+        if p.upstream == "unknown":
+            out.append("claims demand while its sockets could not be read (no evidence of a front door)")
         if _share(p, "gpu_wait", "host_op", "python", "compile", "storage") >= MAJORITY:
             out.append("claims a server waiting for work while its stacks work or wait on something else")
         if (p.top_thread_cpu or 0.0) >= PEGGED:

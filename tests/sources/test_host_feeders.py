@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from gpuwatch.model.feeders import FeederSample
+from gpuwatch.sources import netfds
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.host_feeders import waiting
 from gpuwatch.sources.procfs import read_children
@@ -175,6 +176,75 @@ def test_a_udp_server_has_external_work(start: Any) -> None:
     parent = start(UDP_SERVER)
     details, _ = watch(parent.pid)
     assert details["upstream"] == "external", details
+
+
+#: A TCP server whose one client is its own child: the requests come from inside its tree.
+TCP_SERVER_OWN_CLIENT = """
+import os, socket, time
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+port = srv.getsockname()[1]
+if os.fork() == 0:
+    srv.close()
+    c = socket.create_connection(('127.0.0.1', port))
+    while True:
+        c.sendall(b'r')
+        time.sleep(0.2)
+conn, _ = srv.accept()
+print('ready', flush=True)
+while conn.recv(4096):
+    pass
+"""
+#: A TCP server nobody has connected to yet: a front door, work may come from anywhere.
+TCP_SERVER_NO_CLIENT = """
+import socket
+srv = socket.socket()
+srv.bind(('127.0.0.1', 0))
+srv.listen()
+print('ready', flush=True)
+srv.accept()
+"""
+
+
+def test_a_tcp_server_whose_only_client_is_its_own_child_is_fed_from_its_tree(start: Any) -> None:
+    """Listening is no outside demand when every connection it accepted comes from its own descendant."""
+    server = start(TCP_SERVER_OWN_CLIENT)
+    details, feeders = watch(server.pid)
+    assert details["upstream"] == "tree", details
+    assert [f.relation for f in feeders] == ["child"], feeders
+
+
+def test_a_tcp_server_with_no_client_yet_has_a_front_door(start: Any) -> None:
+    details, feeders = watch(start(TCP_SERVER_NO_CLIENT).pid)
+    assert details["upstream"] == "external", details
+    assert feeders == []
+
+
+#: A process that only sends datagrams (a metrics client): the kernel binds its socket on the first send.
+UDP_SENDER = """
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b'metric:1|c', ('127.0.0.1', 9))
+print('ready', flush=True)
+while True:
+    time.sleep(0.2)
+    s.sendto(b'metric:1|c', ('127.0.0.1', 9))
+"""
+
+
+def test_a_udp_socket_that_only_sends_is_no_front_door(start: Any) -> None:
+    details, _ = watch(start(UDP_SENDER).pid)
+    assert details["upstream"] == "tree", details
+
+
+def test_a_udp_socket_is_bound_to_receive_by_a_specific_address_or_a_port_outside_the_ephemeral_range() -> None:
+    low, high = netfds.ephemeral_ports()
+    assert netfds.bound_to_receive(f"0100007F:{low:04X}")  # 127.0.0.1, whatever the port
+    assert netfds.bound_to_receive("00000000:1F90")  # 0.0.0.0:8080
+    assert netfds.bound_to_receive("0" * 32 + ":0202")  # [::]:514
+    assert not netfds.bound_to_receive(f"00000000:{high:04X}")  # what a first sendto gets
+    assert not netfds.bound_to_receive("0" * 32 + f":{low:04X}")
 
 
 def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
