@@ -138,6 +138,10 @@ MECHANISMS: tuple[Mechanism, ...] = (
               modules=r"libssl|libgrpc", words="in network calls (sockets, HTTP)", waiting=True,
               advice="the thread waits on the network: take remote calls out of the GPU loop (prefetch, cache, "
                      "batch requests), and keep a connection pool"),
+    Mechanism("input", files=r"selectors\.py$", stack=lambda s: waits_for_input(s),
+              words="waiting for input (poll/select on sockets or pipes)", waiting=True,
+              advice="the thread waits for input on a socket or a pipe: find what should send it (a client, a peer, "
+                     "a child); a server without requests has the GPU's headroom"),
     Mechanism("storage", functions=r"^read$|^pread|^write$|^pwrite|fsync|fdatasync|^open$|^openat|__libc_read"
               r"|__libc_write|readinto|^mmap|os\.read|io_submit|io_uring",
               words="in file reads and writes (storage)", waiting=True,
@@ -197,6 +201,16 @@ def is_waiting(mechanism: str | None) -> bool:
 #: The innermost frames of a thread blocked in the kernel on a condition variable: the C library's wait and the
 #: unnamed addresses around it (static functions such as the interpreter's ``take_gil`` have no symbol).
 _COND_WAIT = re.compile(r"^0x[0-9a-f]+$|pthread_cond_(timed|clock)?wait|futex|^syscall$")
+
+
+_POLL = re.compile(r"^(__)?(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?)$")
+
+
+def waits_for_input(stack: ThreadStack) -> bool:
+    """Python code polls sockets or pipes for input (``select``, ``poll``, ``epoll``): a driver's helper thread
+    polling with no Python frame is not the program waiting for work."""
+    return any(f.native and _POLL.search(f.function) for f in stack.frames) \
+        and any(not f.native and f.file for f in stack.frames)
 
 
 def waits_for_gil(stack: ThreadStack) -> bool:

@@ -34,7 +34,12 @@ HEADROOM_UTIL = 90.0  # under this the GPU could take more work
 #: ``attribution.WAITING_EXPLAINS``: an idle server whose share wanders around the cut stays demand-bound.
 DEMAND_BAND = 0.25
 #: Mechanisms a server waiting for work is in (or unclassified idle frames: epoll in C).
-WAITING_FOR_WORK = ("network", "lock", "sleep", None)
+WAITING_FOR_WORK = ("input", "network", "lock", "sleep", None)
+#: What a server does while it serves a request on the GPU: launches its kernels and waits for its result.
+SERVING = ("gpu_wait", "launch", "allocator")
+#: A server's stacks show it waiting for work in at least this share of their samples (the rest serving):
+#: a server at a third of the GPU spends most of its samples on requests, and is still demand-bound.
+DEMAND_WAIT_MIN = 0.25
 
 
 def under_used(g: GpuWindow) -> bool:
@@ -107,6 +112,7 @@ def demand_evidence(p: ProcessWindow) -> bool:
     DEMAND_UPSTREAM), no feeder is busy or blocked, and its stacks (where sampled) show it waiting for work, not
     waiting on the GPU or computing; a thread mostly in network calls counts as waiting for work only where a
     connection from outside was accepted (else it is a client waiting on a remote service, ``off_cpu_wait``).
+    Between requests it waits for work; while it serves one it launches kernels and waits for their result.
     The feeding thread may wait on a queue or a pipe that another thread of its own fills from the front door
     (the web thread -> GPU worker handoff): the front door is the process's, whichever thread reads it."""
     if p.upstream not in DEMAND_UPSTREAM or any(f.bound is not None for f in p.feeders):
@@ -115,7 +121,8 @@ def demand_evidence(p: ProcessWindow) -> bool:
                                      or (p.stacks is not None and p.stacks.calls >= STACK_MAJORITY)):
         return False  # in network calls with no connection accepted from outside, or awaiting the reply of a
         # service it called (an HTTP client): a client awaiting a service, not a server awaiting requests
-    return p.stacks is None or stacks_say(p, *WAITING_FOR_WORK)
+    return p.stacks is None or (stacks_say(p, *WAITING_FOR_WORK, *SERVING)
+                                and stacks_say(p, *WAITING_FOR_WORK, share=DEMAND_WAIT_MIN))
 
 
 def waiting_servers(g: GpuWindow) -> list[ProcessWindow]:

@@ -21,6 +21,7 @@ from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.classes import feeder_findings
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.mechanisms import is_waiting, words
+from gpuwatch.doctor.rules_threads import DEMAND_WAIT_MIN, WAITING_FOR_WORK
 from gpuwatch.doctor.stack_window import ranked
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
 from gpuwatch.model.feeders import FeederSample
@@ -82,7 +83,9 @@ def contradictions(f: Finding, g: GpuWindow) -> list[str]:
             out.append("claims demand while the work comes from its own process tree")
         if p.upstream == "unknown":
             out.append("claims demand while its sockets could not be read (no evidence of a front door)")
-        if _share(p, "gpu_wait", "host_op", "python", "compile", "storage") >= MAJORITY:
+        if _share(p, "host_op", "python", "compile", "storage") >= MAJORITY or (
+                _share(p, "gpu_wait", "host_op", "python", "compile", "storage") >= MAJORITY
+                and _share(p, *WAITING_FOR_WORK) < DEMAND_WAIT_MIN):  # (serving requests between waits is fine)
             out.append("claims a server waiting for work while its stacks work or wait on something else")
         if (p.top_thread_cpu or 0.0) >= PEGGED:
             out.append("claims an idle server while its feeding thread is pegged")

@@ -34,6 +34,8 @@ STACKS: dict[str, tuple[ThreadStack, str]] = {
     "network": (thread(native("libc.so.6", "recv"), py(f"{STDLIB}/socket.py", "recv_into"),
                        py(f"{SITE}/urllib3/response.py", "read"), py("client.py", "fetch_features"), idle=True),
                 "client.py:fetch_features"),
+    "input": (thread(native("libc.so.6", "poll"), py("server.py", "serve_forever"), idle=True),
+              "server.py:serve_forever"),
     "sleep": (thread(native("libc.so.6", "clock_nanosleep"), py("poller.py", "wait_for_job"), idle=True),
               "poller.py:wait_for_job"),
     "python": (thread(native("libpython3.11.so", "take_gil"), py("tok.py", "encode")), "tok.py:encode"),
