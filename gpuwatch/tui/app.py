@@ -21,6 +21,7 @@ from textual.screen import Screen
 from gpuwatch.tui.actions import DashboardScreen
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
 from gpuwatch.tui.screen import SourceState
+from gpuwatch.tui.terminal_output import forget as forget_terminal_cells
 from gpuwatch.tui.terminal_output import install as write_changed_cells_only
 
 #: Seconds after start-up when the objects alive then (modules, widgets, styles: nearly all of them) leave the
@@ -62,6 +63,9 @@ class GpuWatchApp(App[None]):
 
     def on_mount(self) -> None:
         self.feed.start(self)
+        # Back from a suspension (ctrl+z, or a program run in the foreground) the terminal shows another
+        # program's screen: the next frame is written whole.
+        self.app_resume_signal.subscribe(self, lambda _app: forget_terminal_cells(), immediate=True)
         if not self.is_headless:  # a test process runs many apps: its garbage is its own business
             self.set_timer(FREEZE_AFTER_S, gc.freeze)
 
