@@ -58,6 +58,7 @@ class Screen:
         self.pens = [[""] * cols for _ in range(rows)]
         self.x = self.y = 0
         self.pen = ""
+        self.top, self.bottom = 0, rows - 1
         #: Per (row, column): bytes written, cells written, cells changed, frames; reset by ``reset``.
         self.bytes: Counter[tuple[int, int]] = Counter()
         self.written: Counter[tuple[int, int]] = Counter()
@@ -103,6 +104,16 @@ class Screen:
             self.x = max(1, nums[0] if nums else 1) - 1
         elif final == "m":
             self.pen = "" if params in ("", "0") else f"{self.pen};{params}" if not params.startswith("0;") else params
+        elif final == "r":  # a scroll region (the cursor goes home)
+            self.top = max(1, nums[0] if nums else 1) - 1
+            self.bottom = (nums[1] if len(nums) > 1 and nums[1] else self.rows) - 1
+            self.x = self.y = 0
+        elif final in "ST":  # scroll the region up (S) or down (T); blank lines come in
+            n = max(1, nums[0] if nums else 1)
+            for grid, blank in ((self.chars, " "), (self.pens, "?")):
+                region = grid[self.top:self.bottom + 1]
+                fill = [[blank] * self.cols for _ in range(min(n, len(region)))]
+                grid[self.top:self.bottom + 1] = (region[n:] + fill) if final == "S" else (fill + region[:-n])
         elif final == "J" and params == "2":
             self.chars = [[" "] * self.cols for _ in range(self.rows)]
 

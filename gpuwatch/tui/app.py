@@ -21,8 +21,8 @@ from textual.screen import Screen
 from gpuwatch.tui.actions import DashboardScreen
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
 from gpuwatch.tui.screen import SourceState
-from gpuwatch.tui.terminal_output import forget as forget_terminal_cells
-from gpuwatch.tui.terminal_output import install as write_changed_cells_only
+from gpuwatch.tui.terminal_cells import forget as forget_terminal_cells
+from gpuwatch.tui.terminal_cells import install as write_changed_cells_only
 
 #: Seconds after start-up when the objects alive then (modules, widgets, styles: nearly all of them) leave the
 #: garbage collector's care: its full collections no longer walk them, which cost the dashboard every few ticks.

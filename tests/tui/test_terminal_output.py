@@ -1,6 +1,7 @@
 """What a tick writes to the terminal: only the cells that changed, each run from its first cell, with only
-the colour codes that change. Checked on the writer itself, on the cell diff, on the plot's cadence, and
-in a real terminal (tmux): the screen built from partial updates is the screen a full repaint draws."""
+the colour codes that change, and rows that moved scrolled in place. Checked on the writer itself, on the
+cell diff, on the plot's cadence, and in a real terminal (tmux): the screen built from partial updates is
+the screen a full repaint draws, and scrolled rows land where the new frame has them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import replay_app
 from rich.color import ColorSystem
 from rich.segment import Segment
@@ -16,6 +18,7 @@ from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 from tmux_pane import Tmux
 
+from gpuwatch.tui.terminal_cells import TerminalCells
 from gpuwatch.tui.terminal_output import DEFAULT_PEN, Pen, SpanWriter, pen_of, render_spans, transition
 from gpuwatch.tui.widgets.history_plot import HistoryPlot, complete_columns
 from gpuwatch.tui.widgets.lines import Cell, cells, changed_runs
@@ -140,3 +143,29 @@ def test_a_screen_built_from_partial_updates_is_the_screen_a_full_repaint_draws(
     assert partial.splitlines() == full.splitlines()
     tmux("send-keys", "-t", "gw", "q")
     assert tmux.wait_exit() == 0
+
+
+def _frame(cells: TerminalCells, lines: list[str]) -> str:
+    """What :class:`TerminalCells` writes to show ``lines`` (each a full row of the 40x12 screen)."""
+    writer = SpanWriter(ColorSystem.TRUECOLOR)
+    cells.update(writer, [(0, y, [Segment(line.ljust(40)[:8], BOLD_WHITE_ON_GREY),
+                                  Segment(line.ljust(40)[8:], BLUE_ON_GREY)]) for y, line in enumerate(lines)])
+    return writer.finish()
+
+
+@pytest.mark.parametrize("move", ["up 3", "down 1"])
+def test_rows_that_moved_are_scrolled_in_place_and_a_real_terminal_shows_the_new_frame(
+        tmux: Tmux, tmp_path: Path, move: str) -> None:
+    rows = [f"row {i:02d}  " + "".join(chr(65 + (i * 7 + j) % 26) for j in range(28)) for i in range(12)]
+    moved = [*rows[:2], *rows[5:], "three", "new", "rows"] if move == "up 3" else ["a new first row", *rows[:-1]]
+    cells = TerminalCells()
+    cells.forget(40, 12)
+    first = _frame(cells, rows)
+    second = _frame(cells, moved)
+    assert ("\x1b[3;12r\x1b[3S" if move == "up 3" else "\x1b[1;12r\x1b[1T") in second  # one scroll moved them
+    assert len(second) < len(first) / 3
+    stream = tmp_path / "frames"
+    stream.write_text(first + second)
+    tmux.start(f"sh -c 'cat {stream}; sleep 60'", size=(40, 12))
+    shown = tmux.wait_screen(moved[-1].strip())
+    assert [line.rstrip() for line in shown.splitlines()[:12]] == [line.rstrip() for line in moved]
