@@ -5,6 +5,7 @@ the screen a full repaint draws, and scrolled rows land where the new frame has 
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 from tmux_pane import Tmux
 
-from gpuwatch.tui.terminal_cells import TerminalCells
+from gpuwatch.tui.terminal_cells import TerminalCells, write_by_pen
 from gpuwatch.tui.terminal_output import DEFAULT_PEN, Pen, SpanWriter, pen_of, render_spans, transition
 from gpuwatch.tui.widgets.history_plot import HistoryPlot, complete_columns
 from gpuwatch.tui.widgets.lines import Cell, cells, changed_runs
@@ -169,3 +170,16 @@ def test_rows_that_moved_are_scrolled_in_place_and_a_real_terminal_shows_the_new
     tmux.start(f"sh -c 'cat {stream}; sleep 60'", size=(40, 12))
     shown = tmux.wait_screen(moved[-1].strip())
     assert [line.rstrip() for line in shown.splitlines()[:12]] == [line.rstrip() for line in moved]
+
+
+def test_runs_are_written_so_that_each_colour_is_stated_about_once() -> None:
+    # a tick: on two rows a bar's tip (blue) and its figure (white) changed, as on the GPU panel
+    blue, white = pen_of(BLUE_ON_GREY, ColorSystem.TRUECOLOR), pen_of(WHITE_ON_GREY, ColorSystem.TRUECOLOR)
+    runs = [(14, 3, [("▊", blue)]), (36, 3, [("2", white), ("9", white)]),
+            (14, 6, [("▍", blue)]), (36, 6, [("4", white)])]
+    writer = SpanWriter(ColorSystem.TRUECOLOR)
+    write_by_pen(writer, runs)
+    out = writer.finish()
+    assert out.count("38;2;0;120;212") == 1 and out.count("38;2;224;224;224") == 1
+    moves_and_text = re.sub(r"\x1b\[[0-9;]*m", "", out)  # each run still lands at its own place
+    assert moves_and_text == "\x1b[4;15H▊\x1b[7;15H▍\x1b[4;37H29\x1b[7;37H4"
