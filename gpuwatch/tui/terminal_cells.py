@@ -29,8 +29,9 @@ _ORIGINAL_LAYOUT = getattr(getattr(_compositor, "LayoutUpdate", None), "render_s
 #: Unchanged cells between two changed runs up to which the runs are written as one: a cursor move and the
 #: colours again cost about as many bytes.
 MERGE_GAP = 4
-#: Changed cells in one update below which row moves are not looked for (a tick changes a few dozen).
-MOVE_MIN_CELLS = 320
+#: Row moves are looked for only in an update that rewrites at least MOVE_MIN_ROWS runs of MOVE_MIN_WIDTH
+#: cells or more (text that moved); a tick's figures and bar tips are runs of a few cells.
+MOVE_MIN_ROWS, MOVE_MIN_WIDTH = 3, 40
 #: The farthest a row move reaches, in rows (the plot gives up to 16 rows to the panes under it).
 MOVE_MAX_ROWS = 20
 
@@ -62,7 +63,7 @@ class TerminalCells:
                 self._write_whole(writer, x0, y, segments)  # a hyperlink keeps Textual's own rendering (OSC 8)
             else:
                 cells.append((x0, y, self._cells(segments, writer.color_system)[:max(0, self.width - x0)]))
-        if sum(len(new) for _, _, new in cells) >= MOVE_MIN_CELLS:
+        if sum(1 for _, _, new in cells if len(new) >= MOVE_MIN_WIDTH) >= MOVE_MIN_ROWS:
             moved = self._move_rows(writer, cells)
             if moved:  # rows a scroll touched are written whole from what they should show
                 cells = [c for c in cells if c[1] not in moved] + [(0, y, row) for y, row in sorted(moved.items())]
