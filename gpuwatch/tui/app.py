@@ -48,7 +48,10 @@ class GpuWatchApp(App[None]):
     TITLE = "gpuwatch"
     #: F10 and Ctrl-C quit from any screen, the filter box and the dialogs included, as in htop and nvitop
     #: (Textual's own Ctrl-C only says how to quit).
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True)]
+    #: Ctrl-L redraws the whole screen, as in htop and curses programs: only what changed is written, so text
+    #: another program wrote over the dashboard (a ``wall`` message) would otherwise stay until it changes.
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True),
+                                             Binding("ctrl+l", "redraw", "redraw", show=False, priority=True)]
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
@@ -68,6 +71,10 @@ class GpuWatchApp(App[None]):
         self.app_resume_signal.subscribe(self, lambda _app: forget_terminal_cells(), immediate=True)
         if not self.is_headless:  # a test process runs many apps: its garbage is its own business
             self.set_timer(FREEZE_AFTER_S, gc.freeze)
+
+    def action_redraw(self) -> None:
+        forget_terminal_cells()
+        self.screen.refresh()
 
     def on_unmount(self) -> None:
         self.feed.stop()

@@ -183,3 +183,20 @@ def test_runs_are_written_so_that_each_colour_is_stated_about_once() -> None:
     assert out.count("38;2;0;120;212") == 1 and out.count("38;2;224;224;224") == 1
     moves_and_text = re.sub(r"\x1b\[[0-9;]*m", "", out)  # each run still lands at its own place
     assert moves_and_text == "\x1b[4;15H▊\x1b[7;15H▍\x1b[4;37H29\x1b[7;37H4"
+
+
+def test_ctrl_l_redraws_what_another_program_wrote_over_the_dashboard(tmux: Tmux, bundled: Path) -> None:
+    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
+    tmux.wait_screen("GPU-Util", " 558 ", "Diagnosis ·")
+    tmux("send-keys", "-t", "gw", "p")  # paused: nothing changes by itself any more
+    tmux.wait_screen("PAUSED")
+    clean = _settled(tmux)
+    with open(tmux.pane("#{pane_tty}"), "w") as tty:  # what `wall` does to a terminal
+        tty.write("\x1b[20;10HBROADCAST FROM ANOTHER PROGRAM")
+    tmux.wait_screen("BROADCAST FROM ANOTHER PROGRAM")
+    time.sleep(1.5)
+    assert "BROADCAST" in tmux.screen()  # only changed cells are written: the stray text stays...
+    tmux("send-keys", "-t", "gw", "C-l")
+    assert _settled(tmux).splitlines() == clean.splitlines()  # ...until ctrl+l redraws the whole screen
+    tmux("send-keys", "-t", "gw", "q")
+    assert tmux.wait_exit() == 0
