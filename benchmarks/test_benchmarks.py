@@ -192,3 +192,26 @@ def test_the_scale_grid_fit_recovers_the_cost_per_gpu_and_per_process() -> None:
                       "how": "test"})
     assert len([line for line in table if line.startswith("| 256 |")]) == 1
     assert "200 µs per GPU + 50 µs per process" in table[-1]
+
+
+def test_terminal_bytes_are_attributed_to_the_pane_they_repaint_and_unchanged_cells_are_told_apart() -> None:
+    from benchmarks.tui_bytes import analyse
+
+    screen = [" gpuwatch 10:00:00", " GPU 0 NVIDIA H200", " GPU-Util  50%", " PID      USER", " 558      root",
+              "╭─ Alerts 0 firing", "│ none", "╰──", "╭─ Diagnosis · 1 finding", "│ GPU idles 60%", "│ watching",
+              "╰──", " q quit"]
+    first = "".join(f"\x1b[{y + 1};1H{line}" for y, line in enumerate(screen)).encode()
+    clock = b"\x1b[1;17H\x1b[1m01"  # the clock: two changed cells
+    same = b"\x1b[0m\x1b[3;12H50"  # a figure rewritten as it was (same colours): written, not changed
+    finding = b"\x1b[10;14H55"
+    moved = b"\x1b[10;11r\x1b[1S\x1b[r"  # the finding's lines scrolled up one: they move, nothing is written
+    stream = first + clock + same + finding + moved
+    index = [(0.0, 0), (1.0, len(first)), (2.0, len(first) + len(clock)),
+             (3.0, len(first) + len(clock) + len(same)), (4.0, len(first) + len(clock) + len(same) + len(finding))]
+    result = analyse(stream, index, 30, 13, warmup=0.5)
+    panes = result["panes"]
+    assert panes["status line"]["cells_written"] == 2 and panes["status line"]["cells_changed"] == 2
+    assert panes["GPU panel"]["cells_written"] == 2 and panes["GPU panel"]["cells_changed"] == 0
+    assert panes["diagnosis pane"]["cells_changed"] == 2
+    assert result["bytes"] == len(stream) - len(first)
+    assert result["screen"][9].startswith("│ watching") and result["screen"][10].strip() == ""  # moved up

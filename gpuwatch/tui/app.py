@@ -21,7 +21,8 @@ from textual.screen import Screen
 from gpuwatch.tui.actions import DashboardScreen
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
 from gpuwatch.tui.screen import SourceState
-from gpuwatch.tui.terminal_output import install as write_changed_cells_only
+from gpuwatch.tui.terminal_cells import forget as forget_terminal_cells
+from gpuwatch.tui.terminal_cells import install as write_changed_cells_only
 
 #: Seconds after start-up when the objects alive then (modules, widgets, styles: nearly all of them) leave the
 #: garbage collector's care: its full collections no longer walk them, which cost the dashboard every few ticks.
@@ -47,7 +48,10 @@ class GpuWatchApp(App[None]):
     TITLE = "gpuwatch"
     #: F10 and Ctrl-C quit from any screen, the filter box and the dialogs included, as in htop and nvitop
     #: (Textual's own Ctrl-C only says how to quit).
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True)]
+    #: Ctrl-L redraws the whole screen, as in htop and curses programs: only what changed is written, so text
+    #: another program wrote over the dashboard (a ``wall`` message) would otherwise stay until it changes.
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True),
+                                             Binding("ctrl+l", "redraw", "redraw", show=False, priority=True)]
 
     def __init__(self, feed: Feed) -> None:
         super().__init__()
@@ -62,8 +66,15 @@ class GpuWatchApp(App[None]):
 
     def on_mount(self) -> None:
         self.feed.start(self)
+        # Back from a suspension (ctrl+z, or a program run in the foreground) the terminal shows another
+        # program's screen: the next frame is written whole.
+        self.app_resume_signal.subscribe(self, lambda _app: forget_terminal_cells(), immediate=True)
         if not self.is_headless:  # a test process runs many apps: its garbage is its own business
             self.set_timer(FREEZE_AFTER_S, gc.freeze)
+
+    def action_redraw(self) -> None:
+        forget_terminal_cells()
+        self.screen.refresh()
 
     def on_unmount(self) -> None:
         self.feed.stop()

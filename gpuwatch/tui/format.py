@@ -107,6 +107,17 @@ def age(seconds: float | None) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def age_steps(seconds: float | None) -> str:
+    """An age that changes a few times a minute: ``age`` of the seconds rounded down to 5 s under a minute,
+    to 10 s under ten minutes, to whole minutes after (``40s``, ``3m10s``, ``42m00s``, ``2h10m``). An
+    alert's FOR column ticking every second rewrote its cells every second for no decision it changes."""
+    if seconds is None:
+        return DASH
+    s = max(0, int(seconds))
+    step = 5 if s < 60 else 10 if s < 600 else 60
+    return age(s - s % step)
+
+
 def clock(t: float) -> str:
     """The snapshot's time of day in UTC, so screenshots and tests do not depend on the local zone."""
     import time

@@ -9,7 +9,9 @@ the dashboard wrote ~3 kB/s where nvitop (curses) writes ~0.3 kB/s.
 :func:`install` replaces Textual's partial-update writer with one that writes each span from its first
 cell and emits only the colour codes that change from one segment (and span) to the next. The screen the
 terminal shows is the same (tests compare a real terminal's screen, tmux's, with the app's own render).
-Textual's full-screen redraws (start-up, resize) are untouched.
+
+:mod:`gpuwatch.tui.terminal_cells` installs these writers in Textual, behind its record of what the
+terminal shows: only the cells that differ from it are written.
 """
 
 from __future__ import annotations
@@ -25,9 +27,6 @@ from rich.style import Style
 from textual import _compositor
 from textual.strip import Strip
 
-_ORIGINAL = getattr(_compositor.ChopsUpdate, "render_segments", None)
-
-
 #: SGR codes of Rich's attribute bits, in bit order (bold, dim, italic, underline, blink, blink2, reverse,
 #: conceal, strike, underline2, frame, encircle, overline).
 ATTRIBUTE_CODES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "21", "51", "52", "53")
@@ -42,6 +41,8 @@ class Pen(NamedTuple):
 
 
 DEFAULT_PEN = Pen(0, "", "")
+#: One terminal cell as written: its character ("" for the second cell of a wide one) and rendition.
+Shown = tuple[str, Pen]
 
 
 @lru_cache(maxsize=4096)
@@ -133,25 +134,20 @@ class SpanWriter:
             self.pen = DEFAULT_PEN if style is None else pen_of(style, self.color_system)
             out.append(text)
 
+    def put(self, shown: list[Shown]) -> None:
+        """Cells as :class:`~gpuwatch.tui.terminal_cells.TerminalCells` keeps them (the second cell of a wide
+        character is skipped: the first covers it)."""
+        out = self.out
+        for ch, pen in shown:
+            if not ch:
+                continue
+            if pen != self.pen:
+                out.append(transition(self.pen, pen))
+                self.pen = pen
+            out.append(ch)
+
     def finish(self) -> str:
         """Everything written, ending in the default rendition (as Textual's own writer leaves it)."""
         if self.pen not in (None, DEFAULT_PEN):
             self.out.append("\x1b[0m")
         return "".join(self.out)
-
-
-def install() -> bool:
-    """Use :func:`render_spans` for Textual's partial updates; ``False`` (Textual's own writer stays) when
-    this Textual's update object is not the shape this module knows."""
-    cls = getattr(_compositor, "ChopsUpdate", None)
-    if cls is None or _ORIGINAL is None or not {"chops", "spans", "chop_ends"} <= set(
-            cls.__init__.__code__.co_varnames):
-        return False
-    setattr(cls, "render_segments", render_spans)  # noqa: B010 (mypy refuses assigning a method)
-    return True
-
-
-def uninstall() -> None:
-    """Textual's own writer again (tests compare the two)."""
-    if _ORIGINAL is not None:
-        setattr(_compositor.ChopsUpdate, "render_segments", _ORIGINAL)  # noqa: B010

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.tui.format import age, bar, energy, gib, memory, pct, rate, size
+from gpuwatch.tui.format import age, age_steps, bar, energy, gib, memory, pct, rate, size
 from gpuwatch.tui.status import banner_text
 from gpuwatch.tui.widgets.history_plot import bucket, draw, time_axis
 
@@ -29,6 +29,14 @@ def test_rates_use_decimal_units_as_links_are_quoted(value: float | None, expect
 ])
 def test_ages_are_compact(seconds: float | None, expected: str) -> None:
     assert age(seconds) == expected
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [
+    (None, "–"), (-3, "0s"), (4.9, "0s"), (5, "5s"), (44, "40s"), (59, "55s"), (60, "1m00s"), (185, "3m00s"),
+    (599, "9m50s"), (600, "10m00s"), (2579, "42m00s"), (7800, "2h10m"),
+])
+def test_an_alerts_age_moves_in_steps_that_grow_with_it(seconds: float | None, expected: str) -> None:
+    assert age_steps(seconds) == expected
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "   –"), (0, "  0%"), (62.4, " 62%"), (100, "100%")])

@@ -1,13 +1,16 @@
 """What a tick writes to the terminal: only the cells that changed, each run from its first cell, with only
-the colour codes that change. Checked on the writer itself, on the cell diff, on the plot's cadence, and
-in a real terminal (tmux): the screen built from partial updates is the screen a full repaint draws."""
+the colour codes that change, and rows that moved scrolled in place. Checked on the writer itself, on the
+cell diff, on the plot's cadence, and in a real terminal (tmux): the screen built from partial updates is
+the screen a full repaint draws, and scrolled rows land where the new frame has them."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import replay_app
 from rich.color import ColorSystem
 from rich.segment import Segment
@@ -16,6 +19,7 @@ from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 from tmux_pane import Tmux
 
+from gpuwatch.tui.terminal_cells import TerminalCells, write_by_pen
 from gpuwatch.tui.terminal_output import DEFAULT_PEN, Pen, SpanWriter, pen_of, render_spans, transition
 from gpuwatch.tui.widgets.history_plot import HistoryPlot, complete_columns
 from gpuwatch.tui.widgets.lines import Cell, cells, changed_runs
@@ -138,5 +142,61 @@ def test_a_screen_built_from_partial_updates_is_the_screen_a_full_repaint_draws(
     full = _settled(tmux)
     assert "GPU-Util" in full and "PAUSED" in full
     assert partial.splitlines() == full.splitlines()
+    tmux("send-keys", "-t", "gw", "q")
+    assert tmux.wait_exit() == 0
+
+
+def _frame(cells: TerminalCells, lines: list[str]) -> str:
+    """What :class:`TerminalCells` writes to show ``lines`` (each a full row of the 40x12 screen)."""
+    writer = SpanWriter(ColorSystem.TRUECOLOR)
+    cells.update(writer, [(0, y, [Segment(line.ljust(40)[:8], BOLD_WHITE_ON_GREY),
+                                  Segment(line.ljust(40)[8:], BLUE_ON_GREY)]) for y, line in enumerate(lines)])
+    return writer.finish()
+
+
+@pytest.mark.parametrize("move", ["up 3", "down 1"])
+def test_rows_that_moved_are_scrolled_in_place_and_a_real_terminal_shows_the_new_frame(
+        tmux: Tmux, tmp_path: Path, move: str) -> None:
+    rows = [f"row {i:02d}  " + "".join(chr(65 + (i * 7 + j) % 26) for j in range(28)) for i in range(12)]
+    moved = [*rows[:2], *rows[5:], "three", "new", "rows"] if move == "up 3" else ["a new first row", *rows[:-1]]
+    cells = TerminalCells()
+    cells.forget(40, 12)
+    first = _frame(cells, rows)
+    second = _frame(cells, moved)
+    assert ("\x1b[3;12r\x1b[3S" if move == "up 3" else "\x1b[1;12r\x1b[1T") in second  # one scroll moved them
+    assert len(second) < len(first) / 3
+    stream = tmp_path / "frames"
+    stream.write_text(first + second)
+    tmux.start(f"sh -c 'cat {stream}; sleep 60'", size=(40, 12))
+    shown = tmux.wait_screen(moved[-1].strip())
+    assert [line.rstrip() for line in shown.splitlines()[:12]] == [line.rstrip() for line in moved]
+
+
+def test_runs_are_written_so_that_each_colour_is_stated_about_once() -> None:
+    # a tick: on two rows a bar's tip (blue) and its figure (white) changed, as on the GPU panel
+    blue, white = pen_of(BLUE_ON_GREY, ColorSystem.TRUECOLOR), pen_of(WHITE_ON_GREY, ColorSystem.TRUECOLOR)
+    runs = [(14, 3, [("▊", blue)]), (36, 3, [("2", white), ("9", white)]),
+            (14, 6, [("▍", blue)]), (36, 6, [("4", white)])]
+    writer = SpanWriter(ColorSystem.TRUECOLOR)
+    write_by_pen(writer, runs)
+    out = writer.finish()
+    assert out.count("38;2;0;120;212") == 1 and out.count("38;2;224;224;224") == 1
+    moves_and_text = re.sub(r"\x1b\[[0-9;]*m", "", out)  # each run still lands at its own place
+    assert moves_and_text == "\x1b[4;15H▊\x1b[7;15H▍\x1b[4;37H29\x1b[7;37H4"
+
+
+def test_ctrl_l_redraws_what_another_program_wrote_over_the_dashboard(tmux: Tmux, bundled: Path) -> None:
+    tmux.start(f"{sys.executable} -m gpuwatch tui --replay {bundled} --speed 10")
+    tmux.wait_screen("GPU-Util", " 558 ", "Diagnosis ·")
+    tmux("send-keys", "-t", "gw", "p")  # paused: nothing changes by itself any more
+    tmux.wait_screen("PAUSED")
+    clean = _settled(tmux)
+    with open(tmux.pane("#{pane_tty}"), "w") as tty:  # what `wall` does to a terminal
+        tty.write("\x1b[20;10HBROADCAST FROM ANOTHER PROGRAM")
+    tmux.wait_screen("BROADCAST FROM ANOTHER PROGRAM")
+    time.sleep(1.5)
+    assert "BROADCAST" in tmux.screen()  # only changed cells are written: the stray text stays...
+    tmux("send-keys", "-t", "gw", "C-l")
+    assert _settled(tmux).splitlines() == clean.splitlines()  # ...until ctrl+l redraws the whole screen
     tmux("send-keys", "-t", "gw", "q")
     assert tmux.wait_exit() == 0

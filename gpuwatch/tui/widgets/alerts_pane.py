@@ -15,7 +15,7 @@ from rich.text import Text
 
 from gpuwatch.doctor.groups import id_list, merge_numbers, skeleton
 from gpuwatch.model.alert import STATE_ORDER, Alert
-from gpuwatch.tui.format import age
+from gpuwatch.tui.format import age_steps
 from gpuwatch.tui.widgets.row_table import Col, RowTable
 
 #: Below this many cells the pane drops FOR and SEVERITY and shows the state as one letter, so that alert
@@ -103,7 +103,7 @@ def alert_cells(row: AlertRow, now: float | None, styles: dict[str, str], wide: 
     label = f" {a.state.upper()} " if wide else STATE_LETTER.get(a.state, "?")
     badge = Text(label, style=f"bold reverse {colour}" if a.state != "resolved" else "dim")
     since = row.oldest()
-    when = age(None if since is None or now is None else now - since)
+    when = age_steps(None if since is None or now is None else now - since)
     dim = "dim" if a.state == "resolved" else ""
     name = Text(a.name, style=dim or "bold")
     where = Text(where_text(row, wide), style="dim")
