@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
     pids = [s.pid for s in stand_ins]
-    trees = {"this tree": ROOT}
+    trees = {"this tree": ROOT} if not args.new else {args.new: export_tree(args.new, logdir / "new")}
     if args.baseline:
         trees = {f"baseline {args.baseline}": export_tree(args.baseline, logdir / "baseline"), **trees}
     daemons = [Daemon(f"daemon-{i}", tree, pids, args.util, args.interval, logdir)
@@ -289,6 +289,8 @@ def main() -> int:
     p.add_argument("--procs", type=int, default=4, help="stand-in GPU processes (default 4, the H200 load's)")
     p.add_argument("--util", type=int, default=40, help="the fake GPU's utilisation, percent")
     p.add_argument("--baseline", metavar="REF", help="a git ref to run beside this tree, in the same window")
+    p.add_argument("--new", metavar="REF", help="run this git ref instead of the working tree (edits made while "
+                   "it runs then change nothing)")
     p.add_argument("--profile", action="store_true", help="py-spy each daemon and break its samples down")
     p.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     p.add_argument("--out", help="where the py-spy files go (default: the log folder)")
