@@ -9,9 +9,12 @@ calls are Python functions, counted apart as ``fake NVML``) and the XID event wa
 
 To compare two versions, ``--baseline REF`` runs a second daemon from ``git archive REF`` beside this
 tree's, over the same stand-ins, measured in the same window: on a shared machine only that ratio is
-repeatable, not the absolute numbers. Each daemon is scraped every 15 s, as the H200 benchmark's window
-does. ``--profile`` adds a py-spy (``record --format raw --nonblocking``) of each daemon, summarised by part
-(which thread's work) and by gpuwatch module (the innermost gpuwatch frame of each working sample).
+repeatable, not the absolute numbers. CPU comes from /proc: ``cpu_pct`` from the process's stat (utime +
+stime, what psutil and the H200 benchmark read: sampled at the timer tick) and ``cpu_pct_exact`` from each
+thread's schedstat (nanoseconds on a CPU; threads that ended inside the window are not in it). Each daemon
+is scraped every 15 s, as the H200 benchmark's window does. ``--profile`` adds a py-spy (``record
+--format raw --nonblocking``) of each daemon, summarised by part (which thread's work) and by gpuwatch
+module (the innermost gpuwatch frame of each working sample).
 
     PYTHONPATH=$PWD python3 benchmarks/daemon_cpu.py --baseline HEAD~3 --seconds 120 --profile
 """
@@ -139,17 +142,25 @@ def _ticks(path: Path) -> tuple[int, int]:
     return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
 
 
-def _cpu(pid: int) -> tuple[float, float, dict[int, float]]:
-    """(own, reaped children's) CPU seconds of ``pid`` and each of its threads' own, from /proc."""
+def _run_ns(path: Path) -> int:
+    """Nanoseconds on a CPU from a schedstat file: exact, where utime and stime are sampled at the timer tick
+    (a thread that wakes briefly on a timer is charged whole ticks or none)."""
+    return int(path.read_text().split()[0])
+
+
+def _cpu(pid: int) -> tuple[float, float, dict[int, float], dict[int, float]]:
+    """(own, reaped children's) CPU seconds of ``pid`` from its stat, and each of its threads' own: from the
+    tick-sampled stat and from the exact schedstat."""
     tick = os.sysconf("SC_CLK_TCK")
     own, kids = _ticks(Path(f"/proc/{pid}/stat"))
-    threads = {}
+    sampled, exact = {}, {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            threads[int(task.name)] = _ticks(task / "stat")[0] / tick
-        except (OSError, ValueError):
+            sampled[int(task.name)] = _ticks(task / "stat")[0] / tick
+            exact[int(task.name)] = _run_ns(task / "schedstat") / 1e9
+        except (OSError, ValueError, IndexError):
             continue
-    return own / tick, kids / tick, threads
+    return own / tick, kids / tick, sampled, exact
 
 
 def thread_names(pid: int) -> dict[int, str]:
@@ -260,9 +271,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for (label, _), d in zip(trees.items(), daemons, strict=True):
             own = after[d.name][0] - before[d.name][0]
             kids = after[d.name][1] - before[d.name][1]
+            exact = by_thread(before[d.name][3], after[d.name][3], names[d.name], wall, d.proc.pid)
             row: dict[str, Any] = {
                 "cpu_pct": round(100 * own / wall, 3), "children_cpu_pct": round(100 * kids / wall, 3),
-                "scrapes": d.scrapes,
+                "cpu_pct_exact": round(sum(exact.values()) / 10, 3), "scrapes": d.scrapes,
+                "ms_per_s_by_thread_exact": exact,
                 "ms_per_s_by_thread": by_thread(before[d.name][2], after[d.name][2], names[d.name], wall, d.proc.pid)}
             if d.name in spies:
                 failed = profiling.finish_py_spy(spies[d.name], timeout_s=args.seconds + 30)
@@ -271,8 +284,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows[label] = row
         result["daemons"] = rows
         if len(rows) == 2:
-            base, new = (r["cpu_pct"] for r in rows.values())
-            result["ratio_new_to_baseline"] = round(new / base, 3) if base else None
+            for field in ("cpu_pct", "cpu_pct_exact"):
+                base, new = (r[field] for r in rows.values())
+                result[f"ratio_new_to_baseline_{field}"] = round(new / base, 3) if base else None
     finally:
         for d in daemons:
             d.proc.stop()
