@@ -10,6 +10,7 @@ ends less than half a window before it (the daemon asks once a window), and stil
 ``since`` found then, so the step-back search (up to 40 more diagnoses) runs only for findings that are
 new. On a steady incident that is one diagnosis per call instead of forty-one (the daemon's, asked every
 30 s over its 10 minutes, searched all forty afresh at every call while only overlapping windows counted).
+The steadying below carries over only between overlapping windows, as it always has.
 It also keeps what it shows steady (:mod:`gpuwatch.doctor.steady`): a finding's severity changes, and a
 finding disappears, only once the change has held for half a window (``dwell_s``) over at least two
 calls, so a figure wandering around a rule's cut-off does not flip the pane every few seconds.
@@ -66,10 +67,10 @@ class LiveDoctor:
     def __call__(self, history: Sequence[Snapshot]) -> list[Finding]:
         end = history[-1].time if history else None
         # the last call's window overlaps this one or ends just before it: a finding in both held all along
-        continues = self._continues(history)
-        known = self._since if continues else {}
-        if not continues:
-            self.steady.reset()  # a new history (or a jump): nothing shown before carries over
+        known = self._since if self._continues(history) else {}
+        overlaps = end is not None and self._end is not None and 0 <= end - self._end < self.seconds
+        if not overlaps:
+            self.steady.reset()  # a new history, a jump, or calls a window apart: what is shown starts afresh
         findings = _with_since(history, self.seconds, None, known)
         self._end, self._since = end, {key(f): f.since for f in findings if f.since is not None}
         return findings if end is None else self.steady(findings, end, key)
