@@ -14,6 +14,7 @@ for _p in (ROOT / "tests", ROOT):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from benchmarks.daemon_cpu import breakdown, by_thread  # noqa: E402
 from benchmarks.procs import Meter, start_in_pty  # noqa: E402
 from benchmarks.profiling import summarize_collapsed  # noqa: E402
 from benchmarks.raw_floor import TracingNvml, describe, nvml_floor, typical_calls  # noqa: E402
@@ -145,6 +146,30 @@ def test_profile_summary_leaves_out_waiting_samples(tmp_path: Path) -> None:
     text = summarize_collapsed(raw)
     assert text.startswith("30 samples not waiting")
     assert "100.0%  work (a.py:5)" in text and "selectors" not in text
+
+
+def test_a_daemon_profile_is_broken_down_by_part_and_innermost_gpuwatch_module_without_waits(tmp_path: Path) -> None:
+    raw = tmp_path / "daemon.raw"
+    raw.write_text(
+        "thread (1): gpuwatch-host;Thread.run (threading.py:982);HostSource.poll (gpuwatch/sources/host.py:213);"
+        "_read_small (gpuwatch/sources/procfs.py:23) 6\n"
+        "thread (2): gpuwatch-nvml;NvmlSource.poll (gpuwatch/sources/nvml/source.py:175);"
+        "method (fakes/fake_pynvml_gpu.py:55) 2\n"
+        "thread (3): gpuwatch-alerts;Pipeline._evaluate_loop (gpuwatch/daemon/pipeline.py:120);"
+        "json.dumps (json/__init__.py:231) 2\n"
+        "thread (4): gpuwatch-sampler;Sampler._loop (gpuwatch/sampler/sampler.py:121);"
+        "Event.wait (threading.py:629) 90\n")
+    found = breakdown(raw)
+    assert found["working_samples"] == 10
+    assert found["by_part"] == {"host source": 60.0, "fake NVML": 20.0, "alerts + notifier": 20.0}
+    assert found["by_module"] == {"sources.procfs": 60.0, "fake NVML": 20.0, "daemon.pipeline": 20.0}
+
+
+def test_thread_cpu_is_per_second_of_wall_time_by_name_and_threads_that_did_not_run_are_left_out() -> None:
+    before = {10: 1.0, 11: 2.0, 12: 5.0}
+    after = {10: 1.5, 11: 2.0, 12: 5.25, 13: 0.25}
+    rows = by_thread(before, after, {11: "idle", 12: "gpuwatch-host"}, wall=100.0, pid=10)
+    assert rows == {"MainThread": 5.0, "gpuwatch-host": 2.5, "thread 13": 2.5}
 
 
 def test_a_pty_program_sees_the_requested_size_and_its_last_screen_is_kept() -> None:

@@ -5,9 +5,12 @@ changing. "Since" is found by stepping back half a window at a time for as long 
 (same code, GPU and process) holds; it is bounded by the history the caller keeps.
 
 A caller that asks again and again over a growing history (the dashboard every 5 s, the daemon every
-15 s) uses :class:`LiveDoctor`: a finding that held at its last call, less than a window ago, and still
-holds keeps the ``since`` found then, so the step-back search (up to 40 more diagnoses) runs only for
-findings that are new. On a steady incident that is one diagnosis per call instead of forty-one.
+30 s) uses :class:`LiveDoctor`: a finding that held at its last call, whose window overlaps this one or
+ends less than half a window before it (the daemon asks once a window), and still holds keeps the
+``since`` found then, so the step-back search (up to 40 more diagnoses) runs only for findings that are
+new. On a steady incident that is one diagnosis per call instead of forty-one (the daemon's, asked every
+30 s over its 10 minutes, searched all forty afresh at every call while only overlapping windows counted).
+The steadying below carries over only between overlapping windows, as it always has.
 It also keeps what it shows steady (:mod:`gpuwatch.doctor.steady`): a finding's severity changes, and a
 finding disappears, only once the change has held for half a window (``dwell_s``) over at least two
 calls, so a figure wandering around a rule's cut-off does not flip the pane every few seconds.
@@ -63,14 +66,22 @@ class LiveDoctor:
 
     def __call__(self, history: Sequence[Snapshot]) -> list[Finding]:
         end = history[-1].time if history else None
-        # the last call's window overlaps this one: a finding in both held all along
+        # the last call's window overlaps this one or ends just before it: a finding in both held all along
+        known = self._since if self._continues(history) else {}
         overlaps = end is not None and self._end is not None and 0 <= end - self._end < self.seconds
-        known = self._since if overlaps else {}
         if not overlaps:
-            self.steady.reset()  # a new history (or a jump): nothing shown before carries over
+            self.steady.reset()  # a new history, a jump, or calls a window apart: what is shown starts afresh
         findings = _with_since(history, self.seconds, None, known)
         self._end, self._since = end, {key(f): f.since for f in findings if f.since is not None}
         return findings if end is None else self.steady(findings, end, key)
+
+    def _continues(self, history: Sequence[Snapshot]) -> bool:
+        """Whether this call's window continues the last call's: they overlap, or leave less than half a
+        window between them unjudged (the step-back search's own step, so it would find the same ``since``).
+        A caller asking once a window (the daemon's refresh) is one, whatever its ticks' phase."""
+        if not history or self._end is None:
+            return False
+        return 0 <= history[-1].time - self._end < self.seconds * 1.5
 
 
 def _with_since(history: Sequence[Snapshot], seconds: float, pid: int | None,

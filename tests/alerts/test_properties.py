@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from alerts.build import engine_for, gpu, snap
 from gpuwatch.alerts import Transition
-from gpuwatch.alerts.windows import Window
+from gpuwatch.alerts.windows import Window, quantile
 from gpuwatch.model.snapshot import Snapshot
 
 LOW = '{threshold: {metric: gpu.util, op: "<", value: 30}}'
@@ -109,6 +109,23 @@ def test_any_clock_order_keeps_times_consistent(times: list[float], for_s: int) 
             assert a.active_since is not None
             if a.fired_at is not None:
                 assert a.fired_at - a.active_since >= for_s
+
+
+@given(st.lists(st.tuples(st.floats(0.05, 30.0), st.sampled_from([0.0, -0.0, 1.0, 37.5, 1e11, 0.1, math.inf])
+                          | st.floats(allow_nan=True)), min_size=1, max_size=300),
+       st.sampled_from([1.0, 10.0, 60.0]), st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+@settings(max_examples=200, deadline=None)
+def test_a_quantile_windows_kept_order_gives_what_sorting_its_samples_gives(
+        items: list[tuple[float, float]], window_s: float, q: float) -> None:
+    """A quantile rule reads a window whose values are kept in order as they come and go: after any sequence
+    of samples (repeats, infinities, a NaN) its quantile is the one sorting the window's samples gives."""
+    window, t = Window(ordered=True), 0.0
+    for dt, value in items:
+        t += dt
+        window.add(t, value)
+        window.advance(t, window_s, 0.0)
+        want, got = quantile(window.values(), q), quantile(window.sorted_values(), q, is_sorted=True)
+        assert got == want or (math.isnan(got) and math.isnan(want))
 
 
 @given(st.lists(st.tuples(st.floats(0.05, 30.0), st.sampled_from([0.0, 1.0, 37.5, 1e11, 0.1]) | st.floats(0, 1e6)),

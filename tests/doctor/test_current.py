@@ -127,3 +127,33 @@ def test_on_a_steady_incident_the_live_doctor_runs_one_diagnosis_per_call(monkey
     # a fresh search steps back over the whole incident every time: 3 diagnoses a call on these ~70 s,
     # up to 41 on the 10 minutes the dashboard keeps
     assert live <= asks + 3 and fresh >= 2 * asks
+
+
+def test_asked_once_a_window_as_the_daemon_asks_a_steady_finding_keeps_its_since_at_one_diagnosis_a_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon refreshes its findings once a window (every 30 s over a 30 s window): each window starts
+    where the last one ended, and a finding found in both held all along, as when windows overlap. Were only
+    overlapping windows taken as continuing, every refresh would step back over the whole history again (up
+    to 40 more diagnoses) and start the hysteresis afresh."""
+    calls = {"n": 0}
+    real = current.diagnose
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(current, "diagnose", counted)
+    history = joined(*["python_preprocess"] * 20)[0]  # ~200 s of one steady incident
+    live = LiveDoctor(RECENT_WINDOW_S)
+    per_call, tops = [], []
+    due = history[0].time + RECENT_WINDOW_S
+    for i, snap in enumerate(history):
+        if snap.time >= due:
+            due = snap.time + RECENT_WINDOW_S
+            calls["n"] = 0
+            found = live(history[:i + 1])
+            per_call.append(calls["n"])
+            tops.append((found[0].code, found[0].since))
+    assert len(per_call) >= 5
+    assert per_call[1:] == [1] * (len(per_call) - 1)
+    assert tops == [("input_cpu_bound", history[0].time)] * len(tops)
