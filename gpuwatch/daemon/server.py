@@ -127,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if len(self.raw_requestline) > 65536:
-                self.requestline, self.command = "", ""
+                self.requestline, self.request_version, self.command = "", "", ""
                 self.send_error(414, "request line too long")
                 return
             parsed = self.parse_request()
@@ -158,6 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if length is not None and not (length.strip().isascii() and length.strip().isdigit()):  # not "²"
             return "Content-Length is not a number"
+        if length is not None and len(length.strip().lstrip("0")) > len(str(MAX_BODY_BYTES)):
+            return "Content-Length is too large"  # (and int() refuses over 4 300 digits)
         if self.headers.get("Transfer-Encoding"):
             return "a request body must have a Content-Length"
         return None
