@@ -22,7 +22,15 @@ from rich.console import Console
 from rich.segment import Segment
 from textual import _compositor
 
-from gpuwatch.tui.terminal_output import DEFAULT_PEN, Pen, Shown, SpanWriter, pen_of, render_spans
+from gpuwatch.tui.terminal_output import (
+    DEFAULT_PEN,
+    Pen,
+    Shown,
+    SpanWriter,
+    pen_of,
+    render_spans,
+    update_strips,
+)
 
 _ORIGINAL = getattr(_compositor.ChopsUpdate, "render_segments", None)
 _ORIGINAL_LAYOUT = getattr(getattr(_compositor, "LayoutUpdate", None), "render_segments", None)
@@ -239,16 +247,7 @@ def render_changed_spans(update: _compositor.ChopsUpdate, console: Console) -> s
     if SCREEN.height == 0:
         return render_spans(update, console)
     writer = SpanWriter(console._color_system or ColorSystem.TRUECOLOR)
-    chops, chop_ends = update.chops, update.chop_ends
-    pieces: list[Piece] = []
-    for y, x1, x2 in update.spans:
-        for end, (x, strip) in zip(chop_ends[y], chops[y].items(), strict=False):
-            if strip is None or x >= x2 or end <= x1:
-                continue
-            start, stop = max(x, x1), min(end, x2)
-            if start != x or stop != end:
-                strip = strip.crop(start - x, stop - x)
-            pieces.append((start, y, list(strip)))
+    pieces: list[Piece] = [(x, y, list(strip)) for x, y, strip in update_strips(update)]
     SCREEN.update(writer, pieces)
     return writer.finish()
 

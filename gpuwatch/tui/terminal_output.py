@@ -16,7 +16,7 @@ terminal shows: only the cells that differ from it are written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -88,10 +88,8 @@ def transition(old: Pen | None, new: Pen) -> str:
     return f"\x1b[{';'.join(codes)}m"
 
 
-def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
-    """The terminal sequence for ``update`` (a :class:`textual._compositor.ChopsUpdate`)."""
-    color_system = console._color_system or ColorSystem.TRUECOLOR
-    writer = SpanWriter(color_system)
+def update_strips(update: _compositor.ChopsUpdate) -> Iterator[tuple[int, int, Strip]]:
+    """``(x, y, strip)`` for each piece of ``update`` that falls inside its spans, cropped to them."""
     chops, chop_ends = update.chops, update.chop_ends
     for y, x1, x2 in update.spans:
         for end, (x, strip) in zip(chop_ends[y], chops[y].items(), strict=False):
@@ -100,8 +98,16 @@ def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
             start, stop = max(x, x1), min(end, x2)
             if start != x or stop != end:
                 strip = strip.crop(start - x, stop - x)
-            writer.move_to(start, y)
-            writer.write(strip)
+            yield start, y, strip
+
+
+def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
+    """The terminal sequence for ``update`` (a :class:`textual._compositor.ChopsUpdate`)."""
+    color_system = console._color_system or ColorSystem.TRUECOLOR
+    writer = SpanWriter(color_system)
+    for x, y, strip in update_strips(update):
+        writer.move_to(x, y)
+        writer.write(strip)
     return writer.finish()
 
 
