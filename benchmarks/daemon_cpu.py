@@ -120,14 +120,9 @@ def breakdown(raw: Path) -> dict[str, Any]:
     parts: Counter[str] = Counter()
     modules: Counter[str] = Counter()
     total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = stack.split(";")[1:]
+    for frames, n in profiling.collapsed_stacks(raw):
         if not frames or _idle(profiling._short(frames[-1])):
             continue
-        n = int(count)
         total += n
         parts[part_of(frames)] += n
         modules[module_of(frames)] += n

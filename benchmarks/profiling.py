@@ -14,7 +14,7 @@ import pstats
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +89,23 @@ def _idle(leaf: str) -> bool:
     return any(mark in leaf for mark in IDLE_LEAVES)
 
 
+def collapsed_stacks(raw: Path) -> Iterator[tuple[list[str], int]]:
+    """``(frames, samples)`` for each line of a py-spy ``--format raw`` (collapsed stacks) file, outermost frame
+    first; the first entry of a line, which names the thread, is left out."""
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            yield stack.split(";")[1:], int(count)
+
+
 def summarize_collapsed(raw: Path, top: int = 15, keep: Callable[[str], bool] = lambda f: True) -> str:
     """Top frames of a py-spy ``--format raw`` (collapsed stacks) file: own samples and inclusive, with
     samples that end in a wait (select, condition, queue) left out."""
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = [_short(f) for f in stack.split(";")[1:] if keep(f)]  # the first entry names the thread
+    for raw_frames, n in collapsed_stacks(raw):
+        frames = [_short(f) for f in raw_frames if keep(f)]
         if frames and not _idle(frames[-1]):
             total += n
             own[frames[-1]] += n
