@@ -182,6 +182,23 @@ def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int
     return {k: round(v, 2) for k, v in rows.most_common() if v > 0}
 
 
+def timeline(daemons: list[Daemon], seconds: float, step: float = 5.0) -> dict[str, list[dict[str, float]]]:
+    """Each daemon's CPU (own + reaped children's, ms per second) in ``step`` slices of the first ``seconds``
+    after start: what a window opened soon after launch (the H200 benchmark's opens after 10 s) also pays."""
+    rows: dict[str, list[dict[str, float]]] = {d.name: [] for d in daemons}
+    last = {d.name: _cpu(d.proc.pid)[:2] for d in daemons}
+    t0 = time.monotonic()
+    while (left := seconds - (time.monotonic() - t0)) > 0:
+        time.sleep(min(step, left))
+        for d in daemons:
+            own, kids = _cpu(d.proc.pid)[:2]
+            rows[d.name].append({"t": round(time.monotonic() - t0, 1),
+                                 "own_ms_per_s": round(1000 * (own - last[d.name][0]) / step, 2),
+                                 "children_ms_per_s": round(1000 * (kids - last[d.name][1]) / step, 2)})
+            last[d.name] = (own, kids)
+    return rows
+
+
 def export_tree(ref: str, into: Path) -> Path:
     """``git archive ref`` unpacked under ``into``: the version to compare against."""
     into.mkdir(parents=True, exist_ok=True)
@@ -201,14 +218,27 @@ def spy(pid: int, seconds: float, raw: Path, rate: int) -> subprocess.Popen[byte
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def _real_env(tree: Path) -> dict[str, str]:
+    """PYTHONPATH for a daemon on the real NVML: ``tree`` first, then what this process was given (the carried
+    wheels) without this checkout."""
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    return {"PYTHONPATH": os.pathsep.join([str(tree), *rest])}
+
+
 class Daemon:
-    def __init__(self, name: str, tree: Path, pids: list[int], util: int, interval: float, logdir: Path) -> None:
+    def __init__(self, name: str, tree: Path, pids: list[int], util: int, interval: float, logdir: Path,
+                 real_nvml: bool = False) -> None:
         self.name, self.port = name, free_port()
         self.state = Path(tempfile.mkdtemp(prefix=f"state-{name}-", dir=logdir))
-        cmd = [sys.executable, "-c", CHILD, str(tree), str(ROOT / "tests"), ",".join(map(str, pids)), str(util),
-               "daemon", *commands.listen_args(self.port), "--state-dir", str(self.state),
-               "--interval", f"{interval:g}"]
-        env = {**commands.isolated_env(name, logdir), "PYTHONPATH": ""}
+        daemon = ["daemon", *commands.listen_args(self.port), "--state-dir", str(self.state),
+                  "--interval", f"{interval:g}"]
+        if real_nvml:
+            cmd = [sys.executable, "-m", "gpuwatch", *daemon]
+            env = {**commands.isolated_env(name, logdir), **_real_env(tree)}
+        else:
+            cmd = [sys.executable, "-c", CHILD, str(tree), str(ROOT / "tests"), ",".join(map(str, pids)), str(util),
+                   *daemon]
+            env = {**commands.isolated_env(name, logdir), "PYTHONPATH": ""}
         self.proc: Started = start(name, cmd, logdir, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
         self.scrapes = 0
@@ -222,23 +252,44 @@ class Daemon:
         self.scrapes += 1
 
 
+class Exporter(Daemon):
+    """nvitop-exporter at the same interval, the anchor, metered and scraped like the daemons."""
+
+    def __init__(self, interval: float, logdir: Path) -> None:  # no super(): another command
+        self.name, self.port = "nvitop-exporter", free_port()
+        self.proc = start(self.name, commands.nvitop_exporter(self.port, interval), logdir)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.scrapes = 0
+
+    def ready(self) -> None:
+        wait_http(self.url + "/metrics", 90, self.proc)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     logdir = Path(tempfile.mkdtemp(prefix="gpuwatch-daemon-cpu-"))
     out = Path(args.out) if args.out else logdir
     out.mkdir(parents=True, exist_ok=True)
-    stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
-    pids = [s.pid for s in stand_ins]
+    if args.real_nvml:
+        from benchmarks.gpu_load import start_load, wait_on_gpu
+        stand_ins = start_load(args.procs, logdir, seconds=args.warmup + args.seconds + 300)
+        pids = wait_on_gpu(stand_ins)
+    else:
+        stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
+        pids = [s.pid for s in stand_ins]
     trees = {"this tree": ROOT} if not args.new else {args.new: export_tree(args.new, logdir / "new")}
     if args.baseline:
         trees = {f"baseline {args.baseline}": export_tree(args.baseline, logdir / "baseline"), **trees}
-    daemons = [Daemon(f"daemon-{i}", tree, pids, args.util, args.interval, logdir)
+    daemons = [Daemon(f"daemon-{i}", tree, pids, args.util, args.interval, logdir, args.real_nvml)
                for i, tree in enumerate(trees.values())]
+    if args.anchor:
+        trees = {**trees, "nvitop-exporter": ROOT}
+        daemons.append(Exporter(args.interval, logdir))
     result: dict[str, Any] = {"seconds": args.seconds, "warmup_s": args.warmup, "interval_s": args.interval,
                               "stand_ins": args.procs, "gpu_util": args.util, "logs": str(logdir)}
     try:
         for d in daemons:
             d.ready()
-        time.sleep(args.warmup)
+        result["warmup_timeline"] = timeline(daemons, args.warmup)
         stop = threading.Event()
 
         def scraper() -> None:
@@ -278,10 +329,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row["profile"] = {"error": failed} if failed else breakdown(raw)
             rows[label] = row
         result["daemons"] = rows
-        if len(rows) == 2:
+        ours = [r for label, r in rows.items() if label != "nvitop-exporter"]
+        if len(ours) == 2:
             for field in ("cpu_pct", "cpu_pct_exact"):
-                base, new = (r[field] for r in rows.values())
+                base, new = (r[field] for r in ours)
                 result[f"ratio_new_to_baseline_{field}"] = round(new / base, 3) if base else None
+        if "nvitop-exporter" in rows:
+            anchor = rows["nvitop-exporter"]
+            for label, r in rows.items():
+                if label != "nvitop-exporter" and anchor["cpu_pct_exact"]:
+                    r["cpu_exact_over_anchor"] = round(r["cpu_pct_exact"] / anchor["cpu_pct_exact"], 3)
+                    r["cpu_over_anchor"] = round((r["cpu_pct"] + r["children_cpu_pct"])
+                                                 / max(anchor["cpu_pct"] + anchor["children_cpu_pct"], 1e-9), 3)
     finally:
         for d in daemons:
             d.proc.stop()
@@ -300,6 +359,9 @@ def main() -> int:
     p.add_argument("--baseline", metavar="REF", help="a git ref to run beside this tree, in the same window")
     p.add_argument("--new", metavar="REF", help="run this git ref instead of the working tree (edits made while "
                    "it runs then change nothing)")
+    p.add_argument("--real-nvml", action="store_true", help="on a GPU machine: the real NVML and --procs torch "
+                   "load processes (benchmarks/load_worker.py) instead of the fake and the stand-ins")
+    p.add_argument("--anchor", action="store_true", help="nvitop-exporter beside the daemons, in the same window")
     p.add_argument("--profile", action="store_true", help="py-spy each daemon and break its samples down")
     p.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     p.add_argument("--out", help="where the py-spy files go (default: the log folder)")
