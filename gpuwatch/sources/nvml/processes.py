@@ -10,6 +10,13 @@ there), against ~2 µs for a plain getter. So it is asked every ``UTIL_MIN_PERIO
 interval, and each answer covers the whole span since the last one: the process table's SM% is at most
 that old, and the doctor, which averages it over minutes, sees the same means.
 
+The graphics list is empty on a compute GPU, and asking costs a driver call or two (19 µs on the H200) every
+tick. While it stays empty it is asked every ``GRAPHICS_EMPTY_EVERY_S`` and at once on a tick where the
+GPU's used memory changed or a new compute process came (a graphics context holds device memory from its
+start, and a process with both contexts should not show as compute only): a new graphics process shows on
+the next tick, and within ``GRAPHICS_EMPTY_EVERY_S`` even if another process freed as much memory in the
+same second. Once it is not empty, it is asked every tick.
+
 What a process without a new sample shows (the choice, and why): NVML leaves idle processes out, so a
 running process absent from the latest answer (no busy sample in its whole span) reads 0 (idle), as
 nvitop does. Where NVML cannot give per-process utilisation at all (MIG, no permission) it stays None:
@@ -26,6 +33,9 @@ from gpuwatch.sources.nvml.device import Device, once
 
 #: Shortest time between per-process utilisation queries; the values are held in between.
 UTIL_MIN_PERIOD_S = 5.0
+#: Longest time between asks of an empty graphics list when nothing signals a new process: the per-process
+#: utilisation's period, so no row of the process table is older than that.
+GRAPHICS_EMPTY_EVERY_S = 5.0
 
 #: Reads a field past pynvml's Python-level __getattribute__ hook on its structures (the hook only decodes
 #: bytes; these fields are numbers), a quarter of the cost per read, four reads per busy process per tick.
@@ -55,14 +65,26 @@ class ProcessReader:
         #: pid -> last tick's row: reused while nothing in it changed (a frozen dataclass costs ~1.5 µs to
         #: build, and 256 processes per GPU would spend most of the tick on that)
         self._rows: dict[int, ProcessSample] = {}
+        #: The last graphics answer was empty: when the next ask is due, and the used memory at that ask.
+        self._graphics_empty = False
+        self._graphics_due = 0.0
+        self._graphics_mem: int | None = None
 
-    def read(self, now: float) -> list[ProcessSample]:
+    def read(self, now: float, mem_used: int | None = None) -> list[ProcessSample]:
+        """This tick's rows. ``mem_used``: the GPU's used memory this tick (None: unknown), the signal that
+        a graphics list that was empty may not be any more."""
         memory: dict[int, int | None] = {}
         kinds: dict[int, str] = {}
         for p in self.device.call(self._compute) or ():
             self._add(memory, kinds, p, "compute")
-        for p in self.device.call(self._graphics) or ():
-            self._add(memory, kinds, p, "graphics")
+        if (not self._graphics_empty or now >= self._graphics_due or mem_used is None
+                or mem_used != self._graphics_mem or any(pid not in self._rows for pid in kinds)):
+            graphics = self.device.call(self._graphics)
+            for p in graphics or ():
+                self._add(memory, kinds, p, "graphics")
+            # an answer that failed this tick is not an empty list: ask again next tick
+            self._graphics_empty = graphics is not None and not graphics
+            self._graphics_due, self._graphics_mem = now + GRAPHICS_EMPTY_EVERY_S, mem_used
         if not kinds:
             self.seen.clear()
             self._rows.clear()

@@ -11,7 +11,7 @@ from fakes.fake_pynvml import FakeClock, FakeNvml, FakeProcess, make_fake_nvml
 
 from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.sources.nvml import NvmlSource
-from gpuwatch.sources.nvml.processes import UTIL_MIN_PERIOD_S
+from gpuwatch.sources.nvml.processes import GRAPHICS_EMPTY_EVERY_S, UTIL_MIN_PERIOD_S
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -86,6 +86,67 @@ def test_process_lists_nvml_refuses_give_no_rows_and_the_gpu_is_still_sampled() 
     source, clock = open_source(fake)
     reading = source.poll(clock.advance(1), ())
     assert reading.processes == () and reading.gpus[0].gpu_util == 97.0
+
+
+# -- the graphics list: asked every tick while it is not empty, on a slower cadence while it is ---------------
+def ticks_until_shown(source: NvmlSource, clock: FakeClock, pid: int, limit: int = 30) -> int:
+    for tick in range(1, limit + 1):
+        if (pid, 0) in rows(source, clock.advance(1)):
+            return tick
+    return limit + 1
+
+
+def test_a_graphics_process_that_takes_memory_shows_on_the_next_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    source, clock = open_source(fake)
+    for _ in range(3):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes.append(FakeProcess(pid=77, used_memory=2**28, kind="graphics"))  # the GPU's used
+    assert ticks_until_shown(source, clock, 77) == 1                                       # memory grows
+
+
+def test_a_graphics_process_shows_within_the_empty_list_period_even_when_used_memory_did_not_change() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.gpus[0].mem_used_override = 40 * 2**30  # another process freed as much as the new one took
+    source, clock = open_source(fake)
+    for _ in range(2):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes.append(FakeProcess(pid=78, used_memory=2**28, kind="graphics"))
+    assert ticks_until_shown(source, clock, 78) <= GRAPHICS_EMPTY_EVERY_S
+
+
+def test_an_empty_graphics_list_is_asked_once_per_period_while_memory_stays_put_and_a_full_one_every_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    source, clock = open_source(fake)
+    ticks = round(3 * GRAPHICS_EMPTY_EVERY_S)
+    for _ in range(ticks):
+        rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses"] == 3
+    fake.gpus[0].processes.append(FakeProcess(pid=79, used_memory=2**28, kind="graphics"))
+    before = fake.calls["nvmlDeviceGetGraphicsRunningProcesses"]
+    for _ in range(ticks):
+        rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses"] == before + ticks
+
+
+def test_a_new_compute_process_asks_the_graphics_list_at_once_so_both_contexts_show() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.gpus[0].mem_used_override = 40 * 2**30
+    source, clock = open_source(fake)
+    for _ in range(2):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes.append(FakeProcess(pid=80, used_memory=2**28, kind="compute+graphics"))
+    assert rows(source, clock.advance(1))[(80, 0)].kind == "compute+graphics"
+
+
+def test_a_graphics_list_that_failed_is_asked_again_on_the_next_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.gpus[0].mem_used_override = 40 * 2**30
+    fake.inject("nvmlDeviceGetGraphicsRunningProcesses", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    source, clock = open_source(fake)
+    rows(source, clock.advance(1))
+    rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses"] == 2
 
 
 # -- per-process utilisation ---------------------------------------------------------------------------------
