@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.sources.nvml.device import Device, once
+from gpuwatch.sources.nvml.direct import Entry, process_list, pynvml_list, utilisation
 
 #: Shortest time between per-process utilisation queries; the values are held in between.
 UTIL_MIN_PERIOD_S = 5.0
@@ -37,16 +38,13 @@ UTIL_MIN_PERIOD_S = 5.0
 #: utilisation's period, so no row of the process table is older than that.
 GRAPHICS_EMPTY_EVERY_S = 5.0
 
-#: Reads a field past pynvml's Python-level __getattribute__ hook on its structures (the hook only decodes
-#: bytes; these fields are numbers), a quarter of the cost per read, four reads per busy process per tick.
-_get = object.__getattribute__
-
 
 def _with_fallback(nvml: Any, key: str, name: str) -> Any:
-    g = once(key, getattr(nvml, name))
-    older = getattr(nvml, f"{name}_v2", None)  # the driver lacks _v3: pynvml raises NVMLLibraryMismatchError
-    if older is not None:
-        g.fallback = (older, (), g.apply)
+    """The list getter: NVML's _v3 in one call (``direct.py``), else pynvml's, with _v2 to fall back to."""
+    fn, _ = process_list(nvml, name)
+    g = once(key, fn)
+    if getattr(nvml, f"{name}_v2", None) is not None:  # the driver lacks _v3: pynvml raises a mismatch
+        g.fallback = (pynvml_list(nvml, f"{name}_v2"), (), g.apply)
     return g
 
 
@@ -56,7 +54,7 @@ class ProcessReader:
         self.policy = device.policy
         self._compute = _with_fallback(nvml, "compute_processes", "nvmlDeviceGetComputeRunningProcesses")
         self._graphics = _with_fallback(nvml, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
-        self._util = once("process_utilization", nvml.nvmlDeviceGetProcessUtilization)
+        self._util = once("process_utilization", utilisation(nvml)[0])
         #: lastSeenTimeStamp for the next call; the first one asks for the last second only.
         self.last_ts = int(time.time() * 1e6) - 1_000_000
         self._util_asked = -1e9
@@ -114,8 +112,8 @@ class ProcessReader:
         return list(rows.values())
 
     @staticmethod
-    def _add(memory: dict[int, int | None], kinds: dict[int, str], p: Any, kind: str) -> None:
-        pid, used = int(p.pid), p.usedGpuMemory  # None where NVML cannot tell (WDDM, some MIG setups)
+    def _add(memory: dict[int, int | None], kinds: dict[int, str], p: Entry, kind: str) -> None:
+        pid, used = p  # used: None where NVML cannot tell (WDDM, some MIG setups)
         if pid not in kinds:
             kinds[pid], memory[pid] = kind, used
             return
@@ -144,11 +142,10 @@ class ProcessReader:
             return g.off is None
         seen = self.seen
         newest = self.last_ts
-        for s in samples:
-            ts, pid = _get(s, "timeStamp"), _get(s, "pid")
+        for pid, ts, sm, mem in samples:
             old = seen.get(pid)
             if old is None or ts >= old[2]:
-                seen[pid] = (float(_get(s, "smUtil")), float(_get(s, "memUtil")), ts, now)
+                seen[pid] = (float(sm), float(mem), ts, now)
             if ts > newest:
                 newest = ts
         self.last_ts = newest
