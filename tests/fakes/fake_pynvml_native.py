@@ -13,6 +13,8 @@ symbol. ``fake.hide("_nvmlGetFunctionPointer")`` is a binding without the lookup
 
 from __future__ import annotations
 
+import ctypes
+import struct
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -73,8 +75,7 @@ class FakeNativeMixin:
                 if samples is None or count.value < len(busy):
                     count.value = len(busy)
                     return _real.NVML_ERROR_INSUFFICIENT_SIZE
-                for entry, p in zip(samples, busy, strict=False):
-                    entry.pid, entry.timeStamp, entry.smUtil, entry.memUtil = p.pid, now, p.sm_util, p.mem_util
+                _fill(samples, [(p.pid, now, p.sm_util, p.mem_util, 0, 0) for p in busy])
                 count.value = len(busy)
                 return _real.NVML_SUCCESS
 
@@ -89,12 +90,34 @@ class FakeNativeMixin:
             if infos is None or count.value < len(procs):
                 count.value = len(procs)
                 return _real.NVML_ERROR_INSUFFICIENT_SIZE if procs else _real.NVML_SUCCESS
-            for entry, p in zip(infos, procs, strict=False):
-                entry.pid = p.pid
-                entry.usedGpuMemory = (_real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if p.used_memory is None
-                                       else p.used_memory)
-                entry.gpuInstanceId = entry.computeInstanceId = 0xFFFFFFFF
+            na = _real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+            _fill(infos, [(p.pid, na if p.used_memory is None else p.used_memory, 0xFFFFFFFF, 0xFFFFFFFF)
+                          for p in procs])
             count.value = len(procs)
             return _real.NVML_SUCCESS
 
         return running
+
+
+def _fill(array: Any, entries: list[tuple[int, ...]]) -> None:
+    """Write ``entries`` (each the structure's fields in order) into the caller's ctypes array as the driver
+    would: straight into its memory, past pynvml's per-field Python hook that a C function never meets."""
+    packer = _packer(array._type_)
+    for i, entry in enumerate(entries):
+        packer.pack_into(array, i * packer.size, *entry)
+
+
+_PACKERS: dict[Any, struct.Struct] = {}
+
+
+def _packer(ctype: Any) -> struct.Struct:
+    """A Struct with the layout of ``ctype`` (unsigned 4- and 8-byte fields)."""
+    packer = _PACKERS.get(ctype)
+    if packer is None:
+        fmt, at = "=", 0
+        for name, _ in ctype._fields_:
+            field = getattr(ctype, name)
+            fmt += f"{field.offset - at}x" + ("I" if field.size == 4 else "Q")
+            at = field.offset + field.size
+        packer = _PACKERS[ctype] = struct.Struct(fmt + f"{ctypes.sizeof(ctype) - at}x")
+    return packer
