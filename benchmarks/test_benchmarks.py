@@ -61,6 +61,7 @@ def test_raw_floor_replays_exactly_the_nvml_calls_a_tick_made() -> None:
 
     def tick() -> None:
         clock[0] += 0.2
+        fake.gpus[0].processes[0].used_memory += 2**20  # used memory moves: the process lists are asked
         source.poll(clock[0], ())
 
     calls = typical_calls(tracer, tick, ticks=3, gap_s=0.0)

@@ -12,7 +12,7 @@ from fakes.fake_pynvml import FakeClock, FakeNvml, FakeProcess, make_fake_nvml
 
 from gpuwatch.sources.nvml import NvmlSource
 from gpuwatch.sources.nvml.direct import START_ENTRIES
-from gpuwatch.sources.nvml.processes import UTIL_MIN_PERIOD_S
+from gpuwatch.sources.nvml.processes import LISTS_EVERY_S
 
 COMPUTE = "nvmlDeviceGetComputeRunningProcesses_v3"
 UTIL = "nvmlDeviceGetProcessUtilization"
@@ -26,11 +26,11 @@ def fake_with(procs: list[FakeProcess], *, direct: bool = True) -> FakeNvml:
     return fake
 
 
-def table(fake: FakeNvml, ticks: int = 1) -> list[tuple[Any, ...]]:
+def table(fake: FakeNvml, ticks: int = 1, step: float = 1.0) -> list[tuple[Any, ...]]:
     clock = FakeClock()
     source = NvmlSource(nvml=fake, clock=clock, health_interval=0)
     for _ in range(ticks):
-        reading = source.poll(clock.advance(1), ())
+        reading = source.poll(clock.advance(step), ())
     source.close()
     return sorted((p.pid, p.gpu_memory_bytes, p.sm_util, p.mem_util, p.kind) for p in reading.processes)
 
@@ -51,22 +51,22 @@ def test_the_direct_calls_give_the_rows_pynvml_gives() -> None:
 
 def test_each_list_and_each_utilisation_ask_is_one_driver_call_while_the_buffer_fits() -> None:
     fake = fake_with([FakeProcess(pid=20 + i, sm_util=10) for i in range(4)])
-    ticks = round(2 * UTIL_MIN_PERIOD_S)
-    assert len(table(fake, ticks)) == 4
-    assert fake.driver_calls[COMPUTE] == ticks
-    assert fake.driver_calls[UTIL] == 2  # one ask a period, one call each
+    ticks = 4
+    assert len(table(fake, ticks, step=LISTS_EVERY_S)) == 4  # the lists are due on every tick
+    assert fake.driver_calls[COMPUTE] == fake.calls["nvmlDeviceGetComputeRunningProcesses"] == ticks
+    assert fake.driver_calls[UTIL] == fake.calls[UTIL] == ticks  # one ask a tick here, one call each
 
 
 def test_more_processes_than_the_buffer_holds_grow_it_once_and_every_one_is_listed() -> None:
     n = 3 * START_ENTRIES
     fake = fake_with([FakeProcess(pid=1000 + i, used_memory=(i + 1) * 2**20, sm_util=1 + i % 50) for i in range(n)])
-    ticks = round(UTIL_MIN_PERIOD_S) + 1
-    rows = table(fake, ticks)
+    ticks = 3
+    rows = table(fake, ticks, step=LISTS_EVERY_S)
     assert [r[0] for r in rows] == list(range(1000, 1000 + n))
     assert [r[1] for r in rows] == [(i + 1) * 2**20 for i in range(n)]
     assert [r[2] for r in rows] == [float(1 + i % 50) for i in range(n)]
     assert fake.driver_calls[COMPUTE] == ticks + 1  # the first call found it too small
-    assert fake.driver_calls[UTIL] == 2 + 1
+    assert fake.driver_calls[UTIL] == ticks + 1
 
 
 def test_an_answer_a_wrong_call_of_ours_could_cause_falls_back_to_pynvml_for_good() -> None:
@@ -94,5 +94,5 @@ def test_any_other_answer_is_raised_as_pynvml_raises_it(code: int) -> None:
 
 def test_a_driver_without_the_v3_symbol_uses_pynvml_and_its_fallback_to_v2() -> None:
     fake = make_fake_nvml(processes_per_gpu=3, missing={COMPUTE, "nvmlDeviceGetGraphicsRunningProcesses_v3"})
-    assert len(table(fake, ticks=2)) == 3
+    assert len(table(fake, ticks=2, step=LISTS_EVERY_S)) == 3
     assert fake.driver_calls[COMPUTE] == 0 and fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 2

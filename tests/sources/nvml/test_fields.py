@@ -113,9 +113,9 @@ IDENTITY_CALLS = ["nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInf
                   "nvmlSystemGetDriverVersion", "nvmlGpmQueryDeviceSupport", "nvmlDeviceGetHandleByIndex"]
 FAST_CALLS = ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
               "nvmlDeviceGetPowerUsage", "nvmlDeviceGetPerformanceState",
-              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetComputeRunningProcesses"]
-# per-process utilisation and an empty graphics list: their own cadences (processes.py); the rare getters:
-# RARE_EVERY_S and a change of performance state (below)
+              "nvmlDeviceGetCurrentClocksEventReasons"]
+# the process lists and per-process utilisation: their own cadences (processes.py, test_processes.py); the
+# rare getters: RARE_EVERY_S and a change of performance state (below)
 
 
 @pytest.mark.parametrize("call", IDENTITY_CALLS)
