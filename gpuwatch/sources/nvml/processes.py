@@ -10,8 +10,8 @@ there), against ~2 µs for a plain getter. So it is asked every ``UTIL_MIN_PERIO
 interval, and each answer covers the whole span since the last one: the process table's SM% is at most
 that old, and the doctor, which averages it over minutes, sees the same means.
 
-The process lists cost a driver call each per tick (on the H200: compute 47 µs through pynvml, 24 µs in one
-call; graphics 19 µs, and empty on a compute GPU). Both change only when a process starts, exits or changes
+The process lists cost a driver call or two each per tick (on the H200: compute 47 µs through pynvml's two
+calls, graphics 19 µs, and empty on a compute GPU). Both change only when a process starts, exits or changes
 its GPU memory, and each of those changes the GPU's used memory, which the tick reads anyway (5.5 µs). So
 the lists are asked on a tick where used memory changed to the byte, and otherwise every
 ``LISTS_EVERY_S``: a process that starts or exits shows on the next tick (a CUDA context holds device
@@ -71,11 +71,13 @@ class ProcessReader:
         self._lists_due = -1e18
         self._lists_mem: int | None = None
         self._lists_failed = False
+        self._util_known = False
 
     def read(self, now: float, mem_used: int | None = None) -> list[ProcessSample]:
         """This tick's rows. ``mem_used``: the GPU's used memory this tick (None: unknown), the signal that
         the process lists may have changed."""
-        if now >= self._lists_due or mem_used is None or mem_used != self._lists_mem:
+        read = now >= self._lists_due or mem_used is None or mem_used != self._lists_mem
+        if read:
             self._lists = memory, kinds = self._read_lists()
             failed = self._lists_failed
             self._lists_due, self._lists_mem = (now if failed else now + LISTS_EVERY_S), mem_used
@@ -85,7 +87,11 @@ class ProcessReader:
             self.seen.clear()
             self._rows.clear()
             return []
+        asked = self._util_asked
         util_known = self._update_util(now)
+        if not read and asked == self._util_asked and util_known == self._util_known:
+            return list(self._rows.values())  # neither the lists nor the shares changed: last tick's rows
+        self._util_known = util_known
         seen = self.seen
         if len(seen) > len(kinds):
             self.seen = seen = {pid: v for pid, v in seen.items() if pid in kinds}
