@@ -6,10 +6,10 @@ replays, HBM temperature and NVLink change rarely); XID events every ``xid_poll_
 event set (``nvmlEventSetCreate`` + ``nvmlDeviceRegisterEvents(nvmlEventTypeXidCriticalError)``) that
 queues them in between: each round asks ``nvmlEventSetWait_v2`` with no timeout until it answers Timeout
 (nothing queued). The thread sleeps between rounds on a Python event that :meth:`HealthWorker.stop` sets,
-so stopping is immediate. Waiting 0.5 s at a time cost 0.25 ms of CPU a second on the H200 and 0.45 here
-(about 0.1 ms a wake-up on a VM, the health reads ~0.02 ms/s): one wake-up every 2 s costs a quarter of
-it, and an XID still reaches the Snapshot within 2 s (a lost GPU shows on the tick itself). The tick only takes
-:attr:`HealthWorker.latest`, a dict swapped whole on every change.
+so stopping is immediate. Waiting 0.5 s at a time cost 0.25 ms of CPU a second on the H200 and 0.45 on a
+development VM (about 0.1 ms a wake-up; the health reads themselves ~0.02 ms/s): one wake-up every 2 s
+costs a quarter of that, and an XID still reaches the Snapshot within 2 s (a lost GPU shows on the tick
+itself). The tick only takes :attr:`HealthWorker.latest`, a dict swapped whole on every change.
 
 A GPU that cannot register for XID events (NotSupported, NoPermission, an older binding) has its XID
 fields None; one whose health reads fail with GpuLost or the like keeps its last values (the tick marks
