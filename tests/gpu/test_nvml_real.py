@@ -244,3 +244,31 @@ def test_the_direct_process_calls_answer_as_pynvml_does_and_in_one_driver_call(
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "nvml-direct-calls.json").write_text(json.dumps(timing, indent=1))
     assert timing["still_direct"]
+
+
+def test_the_energy_counter_through_its_getter_and_through_field_values(source: NvmlSource) -> None:
+    """Data for the slow cadence (energy is its dearest read, ~4 ms): the same counter asked as a field value,
+    each timed (median of 10); both must agree within 1 kJ (over a second at 700 W)."""
+    import pynvml as nvml
+
+    from gpuwatch.sources.nvml.health import field_value
+
+    handle = source.gpus[0].device.handle
+
+    def timed(fn: Any) -> tuple[float, Any]:
+        times, value = [], None
+        for _ in range(10):
+            t0 = time.perf_counter()
+            value = fn()
+            times.append(time.perf_counter() - t0)
+        return round(statistics.median(times) * 1e6, 1), value
+
+    getter_us, getter_mj = timed(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+    field_us, fields = timed(lambda: nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]))
+    field_mj = field_value(fields[0]) if int(fields[0].nvmlReturn) == nvml.NVML_SUCCESS else None
+    timing = {"getter_us": getter_us, "field_value_us": field_us, "getter_mj": getter_mj, "field_mj": field_mj}
+    print(json.dumps(timing, indent=1))
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "nvml-energy.json").write_text(json.dumps(timing, indent=1))
+    if field_mj is not None:
+        assert abs(field_mj - getter_mj) < 1000 * 1000  # under 1 kJ apart: one counter, read twice
