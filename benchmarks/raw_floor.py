@@ -9,6 +9,7 @@ psutil and /proc reads for the same pids. The tick's overhead is its time over t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections import Counter
@@ -32,6 +33,8 @@ class TracingNvml:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
+        if name == "_nvmlGetFunctionPointer":  # C functions called directly: traced under their symbol
+            return self._lookup(attr)
         if not (name.startswith("nvml") and callable(attr)) or isinstance(attr, type):
             return attr  # constants, structures, exception classes: the real ones
 
@@ -42,6 +45,19 @@ class TracingNvml:
 
         traced.__name__ = name
         return traced
+
+    def _lookup(self, get: Callable[[str], Any]) -> Callable[[str], Any]:
+        def lookup(symbol: str) -> Any:
+            attr = get(symbol)
+
+            def traced(*args: Any) -> Any:
+                if self.recording:
+                    self.calls.append((symbol, attr, args, {}))
+                return attr(*args)
+
+            return traced
+
+        return lookup
 
     def record(self, fn: Callable[[], object]) -> list[Call]:
         """The NVML calls ``fn`` makes."""
@@ -71,10 +87,12 @@ def typical_calls(tracer: TracingNvml, tick: Callable[[], object], ticks: int = 
 def nvml_floor(calls: Sequence[Call], error: type[BaseException]) -> Callable[[], None]:
     """The recorded calls, bare. One call needs state even bare: per-process utilisation asks for samples
     newer than the last one seen, so the floor carries that timestamp forward as any caller must (with the
-    recorded one, the driver would return its whole buffer, a dearer call than the tick makes)."""
+    recorded one, the driver would return its whole buffer, a dearer call than the tick makes). Called
+    directly (its C function: handle, buffer, count, timestamp), it gets the same with the buffer's room as
+    the count."""
     bound = [(fn, args, kwargs) for name, fn, args, kwargs in calls if name not in _STATEFUL]
-    util = [(fn, args[0]) for name, fn, args, _ in calls if name in _STATEFUL]
-    last_ts = {id(handle): int(time.time() * 1e6) - 1_000_000 for _, handle in util}
+    util = [(fn, args) for name, fn, args, _ in calls if name in _STATEFUL]
+    last_ts = {id(args[0]): int(time.time() * 1e6) - 1_000_000 for _, args in util}
 
     def floor() -> None:
         for fn, args, kwargs in bound:
@@ -82,11 +100,18 @@ def nvml_floor(calls: Sequence[Call], error: type[BaseException]) -> Callable[[]
                 fn(*args, **kwargs)
             except error:
                 pass
-        for fn, handle in util:
-            try:
-                samples = fn(handle, last_ts[id(handle)])
-            except error:
-                continue
+        for fn, args in util:
+            handle = args[0]
+            if len(args) == 4:  # the C function: NVML's code is returned, the samples are in the buffer
+                count = ctypes.c_uint(len(args[1]))
+                if fn(handle, args[1], ctypes.byref(count), ctypes.c_ulonglong(last_ts[id(handle)])) != 0:
+                    continue
+                samples = args[1][:count.value]
+            else:
+                try:
+                    samples = fn(handle, last_ts[id(handle)])
+                except error:
+                    continue
             for s in samples:
                 if s.timeStamp > last_ts[id(handle)]:
                     last_ts[id(handle)] = s.timeStamp

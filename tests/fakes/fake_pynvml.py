@@ -8,7 +8,8 @@ Knobs: values settable per GPU (``fake.gpus[0].temperature = 90``), per-call err
 (``fake.inject("nvmlDeviceGetTemperature", NVML_ERROR_NOT_SUPPORTED, gpu=0)``), missing driver symbols
 (``missing={"nvmlDeviceGetCurrentClocksEventReasons"}``), a getter that blocks until released
 (``fake.hang(...)``), a lost GPU (``fake.lose_gpu(1)``), NVML shut down under us (``fake.uninitialize()``),
-call counts (``fake.calls``), XIDs and older bindings (:mod:`.fake_pynvml_health`)
+call counts (``fake.calls``), XIDs and older bindings (:mod:`.fake_pynvml_health`), the C functions called
+directly (:mod:`.fake_pynvml_native`)
 and scale (``make_fake_nvml(gpus=8, processes_per_gpu=256)``).
 """
 
@@ -27,6 +28,7 @@ import pynvml as _real
 from .fake_pynvml_gpm import FakeGpmMixin
 from .fake_pynvml_gpu import FakeClock, FakeGpu, FakeHandle, FakeProcess, default_gpm, nvml_function
 from .fake_pynvml_health import FakeHealthMixin
+from .fake_pynvml_native import FakeNativeMixin
 
 __all__ = ["FakeClock", "FakeGpu", "FakeNvml", "FakeProcess", "make_fake_nvml"]
 
@@ -38,7 +40,7 @@ class _Injected:
     times: int | None
 
 
-class FakeNvml(FakeGpmMixin, FakeHealthMixin):
+class FakeNvml(FakeGpmMixin, FakeHealthMixin, FakeNativeMixin):
     """The module-like object ``NvmlSource(nvml=...)`` takes; build it with :func:`make_fake_nvml`."""
 
     def __init__(self, gpus: list[FakeGpu], *, driver_version: str = "580.159.04",
@@ -54,6 +56,7 @@ class FakeNvml(FakeGpmMixin, FakeHealthMixin):
         self.now_us: Callable[[], int] = lambda: int(time.time() * 1e6)
         self._init_gpm()
         self._init_health()
+        self._init_native()
         self._injected: dict[str, list[_Injected]] = {}
         self._hangs: dict[tuple[str, int | None], threading.Event] = {}
 

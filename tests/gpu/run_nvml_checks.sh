@@ -3,7 +3,8 @@
 #   bash tests/gpu/run_nvml_checks.sh
 # Writes under $OUT (default ./out/nvml): env.txt, nvml-gpu-tests.txt (pytest -m gpu tests/gpu -v -s),
 # nvml-tick-timing.json, nvml-health.json (health fields as the GPU answers them, XID worker timings, tick cost
-# with and without the health worker), snapshot-idle.json, snapshot.err. Installs nothing from the network: where
+# with and without the health worker), nvml-direct-calls.json (the process calls made directly, against
+# pynvml's), snapshot-idle.json, snapshot.err. Installs nothing from the network: where
 # pytest is missing it installs from wheels in .whl/ when that folder was carried along.
 set -u
 OUT=${OUT:-$PWD/out/nvml}

@@ -201,3 +201,74 @@ def test_close_releases_nvml_and_a_new_source_opens() -> None:
         assert two_readings(second).gpus[0].gpu_util is not None
     finally:
         second.close()
+
+
+def test_the_direct_process_calls_answer_as_pynvml_does_and_in_one_driver_call(
+        source: NvmlSource, gpu_load: subprocess.Popen[str]) -> None:
+    """The process list and per-process utilisation called directly (``direct.py``) against pynvml's own
+    wrappers on the same GPU, one after the other, with the time of each (median of 20)."""
+    import pynvml as nvml
+
+    from gpuwatch.sources.nvml.direct import ProcessList, Utilisation
+
+    gpu = source.gpus[0]
+    handle = gpu.device.handle
+    compute, util = gpu.procs._compute.fn, gpu.procs._util.fn
+    assert isinstance(compute, ProcessList) and isinstance(util, Utilisation), "the direct path is not in use"
+    time.sleep(1.0)
+    since = int(time.time() * 1e6) - 2_000_000
+    ours = sorted(compute(handle))
+    theirs = sorted((int(p.pid), p.usedGpuMemory) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+    assert ours == theirs and ours, (ours, theirs)
+    ours_util = {s[0] for s in util(handle, since)}
+    theirs_util = {int(s.pid) for s in nvml.nvmlDeviceGetProcessUtilization(handle, since)}
+    assert ours_util == theirs_util and ours_util, (ours_util, theirs_util)
+
+    def median_us(fn: Any, *args: Any) -> float:
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            try:
+                fn(*args)
+            except nvml.NVMLError:
+                pass
+            times.append(time.perf_counter() - t0)
+        return round(statistics.median(times) * 1e6, 1)
+
+    timing = {"compute_list_direct_us": median_us(compute, handle),
+              "compute_list_pynvml_us": median_us(nvml.nvmlDeviceGetComputeRunningProcesses, handle),
+              "utilization_direct_us": median_us(util, handle, since),
+              "utilization_pynvml_us": median_us(nvml.nvmlDeviceGetProcessUtilization, handle, since),
+              "still_direct": compute.on and util.on}
+    print(json.dumps(timing, indent=1))
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "nvml-direct-calls.json").write_text(json.dumps(timing, indent=1))
+    assert timing["still_direct"]
+
+
+def test_the_energy_counter_through_its_getter_and_through_field_values(source: NvmlSource) -> None:
+    """Data for the slow cadence (energy is its dearest read, ~4 ms): the same counter asked as a field value,
+    each timed (median of 10); both must agree within 1 kJ (over a second at 700 W)."""
+    import pynvml as nvml
+
+    from gpuwatch.sources.nvml.health import field_value
+
+    handle = source.gpus[0].device.handle
+
+    def timed(fn: Any) -> tuple[float, Any]:
+        times, value = [], None
+        for _ in range(10):
+            t0 = time.perf_counter()
+            value = fn()
+            times.append(time.perf_counter() - t0)
+        return round(statistics.median(times) * 1e6, 1), value
+
+    getter_us, getter_mj = timed(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+    field_us, fields = timed(lambda: nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]))
+    field_mj = field_value(fields[0]) if int(fields[0].nvmlReturn) == nvml.NVML_SUCCESS else None
+    timing = {"getter_us": getter_us, "field_value_us": field_us, "getter_mj": getter_mj, "field_mj": field_mj}
+    print(json.dumps(timing, indent=1))
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "nvml-energy.json").write_text(json.dumps(timing, indent=1))
+    if field_mj is not None:
+        assert abs(field_mj - getter_mj) < 1000 * 1000  # under 1 kJ apart: one counter, read twice

@@ -4,12 +4,21 @@ said it will never answer (remembered per getter, so a tick does not ask again).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from gpuwatch.model.health import GpuHealth
 from gpuwatch.model.snapshot import GpuSample, Profiling
 from gpuwatch.sources.nvml.errors import Action, ErrorPolicy, GpuLost
-from gpuwatch.sources.nvml.getters import Getter, Values, fast_getters, mig_getter, slow_getters
+from gpuwatch.sources.nvml.getters import (
+    RARE_EVERY_S,
+    Getter,
+    Values,
+    fast_getters,
+    mig_getter,
+    rare_getters,
+    slow_getters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +49,13 @@ class Device:
         self.handle = handle
         self.fast = fast_getters(nvml)
         self.slow = slow_getters(nvml, pcie_throughput=pcie_throughput)
+        self.rare = rare_getters(nvml)
         #: Slow-cadence values, carried from one slow read to the next.
         self.slow_values: Values = {}
+        #: Rare values, carried between their reads; when they are next due, and the pstate they were read at.
+        self.rare_values: Values = {}
+        self._rare_due = -math.inf
+        self._rare_pstate: Any = None
         self.lost = False
         self.identity: dict[str, Any] = {"index": index, "uuid": f"nvml-index-{index}",
                                          "driver_version": driver_version}
@@ -90,9 +104,11 @@ class Device:
         self.policy.raise_for_backend(exc)
         return None  # anything else: missing this tick, asked again next tick
 
-    def read(self, getters: list[Getter], values: Values) -> None:
-        """Call each getter NVML still answers and convert its result into ``values``. The hot loop."""
+    def read(self, getters: list[Getter], values: Values) -> int:
+        """Call each getter NVML still answers and convert its result into ``values``. The hot loop. Returns
+        how many gave no value this time though NVML may answer them later."""
         handle = self.handle
+        missed = 0
         for g in getters:
             if g.off is not None:
                 continue
@@ -101,8 +117,23 @@ class Device:
             except self.catch as exc:
                 result = self.failed(g, exc)
                 if result is None:
+                    missed += g.off is None
                     continue
             g.apply(result, values)
+        return missed
+
+    def read_tick(self, now: float, values: Values) -> None:
+        """This tick's getters into ``values``: the cheap ones, and the rare ones when due (every
+        ``RARE_EVERY_S``, or the performance state changed) or carried from their last read. A rare read
+        that missed a value is made again next tick, as an every-tick read would have been."""
+        self.read(self.fast, values)
+        pstate = values.get("pstate")
+        if now >= self._rare_due or pstate != self._rare_pstate:
+            rare: Values = {}
+            missed = self.read(self.rare, rare)
+            self.rare_values, self._rare_pstate = rare, pstate
+            self._rare_due = now if missed else now + RARE_EVERY_S
+        values.update(self.rare_values)
 
     def read_slow(self) -> None:
         values: Values = {}

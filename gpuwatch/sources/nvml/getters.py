@@ -2,8 +2,11 @@
 
 A :class:`Getter` is built once per GPU with its arguments bound, so a tick only calls and converts.
 Cheap getters (1-8 µs on the H200) run every tick; slow ones (total energy 4 ms, ECC 150 µs, MIG 160 µs,
-PCIe throughput 21 ms) on the slow cadence. Where a driver lacks the newer API, ``fallback`` names the
-older one (clock *event* reasons -> clock *throttle* reasons; memory info v2 -> v1).
+PCIe throughput 21 ms) on the slow cadence. Between them, the *rare* getters: values that change only when
+an administrator or the driver changes them (the enforced power limit, the PCIe link's generation and
+width; the width alone costs 26 µs on the H200), read every ``RARE_EVERY_S`` and at once on the tick the
+performance state changes (the driver retrains the link's speed with it). Where a driver lacks the newer
+API, ``fallback`` names the older one (clock *event* reasons -> clock *throttle* reasons; memory info v2 -> v1).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ Values = dict[str, Any]
 Apply = Callable[[Any, Values], None]
 
 _DECODED: dict[int, tuple[str, ...]] = {}
+
+#: Seconds between reads of the rare getters: the health worker's interval. A power limit set by hand or a
+#: link that retrained narrower shows within it; a link speed that follows the performance state, at once.
+RARE_EVERY_S = 10.0
 
 
 @dataclass(slots=True)
@@ -126,11 +133,17 @@ def fast_getters(nvml: Any) -> list[Getter]:
         Getter("temperature", nvml.nvmlDeviceGetTemperature, (nvml.NVML_TEMPERATURE_GPU,),
                _field("temperature_c")),
         Getter("power", nvml.nvmlDeviceGetPowerUsage, (), _field("power_w", div=1000.0)),
-        Getter("power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, (), _field("power_limit_w", div=1000.0)),
         Getter("sm_clock", nvml.nvmlDeviceGetClockInfo, (nvml.NVML_CLOCK_SM,), _field("sm_clock_mhz")),
         Getter("mem_clock", nvml.nvmlDeviceGetClockInfo, (nvml.NVML_CLOCK_MEM,), _field("mem_clock_mhz")),
         Getter("pstate", nvml.nvmlDeviceGetPerformanceState, (), _pstate),
         _clock_event_reasons(nvml),
+    ]
+
+
+def rare_getters(nvml: Any) -> list[Getter]:
+    """Getters of values that change only on an administrator's or the driver's action (``RARE_EVERY_S``)."""
+    return [
+        Getter("power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, (), _field("power_limit_w", div=1000.0)),
         Getter("pcie_link_gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, (), _field("pcie_link_gen", cast=int)),
         Getter("pcie_link_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, (), _field("pcie_link_width", cast=int)),
     ]

@@ -85,11 +85,13 @@ class _Request:
         n = len(self.fields)
         if self.unpack is not None:
             flat = self.unpack.unpack_from(self.mg)  # (return, value) per metric, read straight from the struct
-            pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
+            rets, values = flat[0::2], flat[1::2]
         else:
-            pairs = [(m.nvmlReturn, m.value) for m in (self.mg.metrics[i] for i in range(n))]
-        return {name: round(value * scale, 2) if ret == self.ok else None
-                for (name, scale), (ret, value) in zip(self.fields, pairs, strict=True)}
+            metrics = [self.mg.metrics[i] for i in range(n)]
+            rets, values = tuple(m.nvmlReturn for m in metrics), tuple(m.value for m in metrics)
+        ok = self.ok
+        return {name: round(value * scale, 2) if ret == ok else None
+                for (name, scale), ret, value in zip(self.fields, rets, values, strict=True)}
 
 
 class GpmReader:

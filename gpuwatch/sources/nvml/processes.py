@@ -10,6 +10,15 @@ there), against ~2 µs for a plain getter. So it is asked every ``UTIL_MIN_PERIO
 interval, and each answer covers the whole span since the last one: the process table's SM% is at most
 that old, and the doctor, which averages it over minutes, sees the same means.
 
+The process lists cost a driver call or two each per tick (on the H200: compute 47 µs through pynvml's two
+calls, graphics 19 µs, and empty on a compute GPU). Both change only when a process starts, exits or changes
+its GPU memory, and each of those changes the GPU's used memory, which the tick reads anyway (5.5 µs). So
+the lists are asked on a tick where used memory changed to the byte, and otherwise every
+``LISTS_EVERY_S``: a process that starts or exits shows on the next tick (a CUDA context holds device
+memory from its creation to its end), and within ``LISTS_EVERY_S`` in the one case the signal misses (two
+changes that cancel to the byte within a tick). A list that failed is asked again on the next tick; where
+used memory is unknown, every tick.
+
 What a process without a new sample shows (the choice, and why): NVML leaves idle processes out, so a
 running process absent from the latest answer (no busy sample in its whole span) reads 0 (idle), as
 nvitop does. Where NVML cannot give per-process utilisation at all (MIG, no permission) it stays None:
@@ -23,20 +32,21 @@ from typing import Any
 
 from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.sources.nvml.device import Device, once
+from gpuwatch.sources.nvml.direct import Entry, process_list, pynvml_list, utilisation
 
 #: Shortest time between per-process utilisation queries; the values are held in between.
 UTIL_MIN_PERIOD_S = 5.0
-
-#: Reads a field past pynvml's Python-level __getattribute__ hook on its structures (the hook only decodes
-#: bytes; these fields are numbers), a quarter of the cost per read, four reads per busy process per tick.
-_get = object.__getattribute__
+#: Longest time the process lists are reused while the GPU's used memory stays put: the per-process
+#: utilisation's period, so no row of the process table is older than that.
+LISTS_EVERY_S = 5.0
 
 
 def _with_fallback(nvml: Any, key: str, name: str) -> Any:
-    g = once(key, getattr(nvml, name))
-    older = getattr(nvml, f"{name}_v2", None)  # the driver lacks _v3: pynvml raises NVMLLibraryMismatchError
-    if older is not None:
-        g.fallback = (older, (), g.apply)
+    """The list getter: NVML's _v3 in one call (``direct.py``), else pynvml's, with _v2 to fall back to."""
+    fn, _ = process_list(nvml, name)
+    g = once(key, fn)
+    if getattr(nvml, f"{name}_v2", None) is not None:  # the driver lacks _v3: pynvml raises a mismatch
+        g.fallback = (pynvml_list(nvml, f"{name}_v2"), (), g.apply)
     return g
 
 
@@ -46,7 +56,7 @@ class ProcessReader:
         self.policy = device.policy
         self._compute = _with_fallback(nvml, "compute_processes", "nvmlDeviceGetComputeRunningProcesses")
         self._graphics = _with_fallback(nvml, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
-        self._util = once("process_utilization", nvml.nvmlDeviceGetProcessUtilization)
+        self._util = once("process_utilization", utilisation(nvml)[0])
         #: lastSeenTimeStamp for the next call; the first one asks for the last second only.
         self.last_ts = int(time.time() * 1e6) - 1_000_000
         self._util_asked = -1e9
@@ -55,19 +65,33 @@ class ProcessReader:
         #: pid -> last tick's row: reused while nothing in it changed (a frozen dataclass costs ~1.5 µs to
         #: build, and 256 processes per GPU would spend most of the tick on that)
         self._rows: dict[int, ProcessSample] = {}
+        #: The last lists (pid -> memory, pid -> kind), when they are next due, and the used memory they
+        #: were read at.
+        self._lists: tuple[dict[int, int | None], dict[int, str]] = ({}, {})
+        self._lists_due = -1e18
+        self._lists_mem: int | None = None
+        self._lists_failed = False
+        self._util_known = False
 
-    def read(self, now: float) -> list[ProcessSample]:
-        memory: dict[int, int | None] = {}
-        kinds: dict[int, str] = {}
-        for p in self.device.call(self._compute) or ():
-            self._add(memory, kinds, p, "compute")
-        for p in self.device.call(self._graphics) or ():
-            self._add(memory, kinds, p, "graphics")
+    def read(self, now: float, mem_used: int | None = None) -> list[ProcessSample]:
+        """This tick's rows. ``mem_used``: the GPU's used memory this tick (None: unknown), the signal that
+        the process lists may have changed."""
+        read = now >= self._lists_due or mem_used is None or mem_used != self._lists_mem
+        if read:
+            self._lists = memory, kinds = self._read_lists()
+            failed = self._lists_failed
+            self._lists_due, self._lists_mem = (now if failed else now + LISTS_EVERY_S), mem_used
+        else:
+            memory, kinds = self._lists
         if not kinds:
             self.seen.clear()
             self._rows.clear()
             return []
+        asked = self._util_asked
         util_known = self._update_util(now)
+        if not read and asked == self._util_asked and util_known == self._util_known:
+            return list(self._rows.values())  # neither the lists nor the shares changed: last tick's rows
+        self._util_known = util_known
         seen = self.seen
         if len(seen) > len(kinds):
             self.seen = seen = {pid: v for pid, v in seen.items() if pid in kinds}
@@ -91,9 +115,24 @@ class ProcessReader:
         self._rows = rows
         return list(rows.values())
 
+    def _read_lists(self) -> tuple[dict[int, int | None], dict[int, str]]:
+        """Both lists merged (pid -> memory, pid -> kind); ``_lists_failed`` when one gave no answer this
+        time though NVML may answer it later."""
+        memory: dict[int, int | None] = {}
+        kinds: dict[int, str] = {}
+        compute = self.device.call(self._compute)
+        for p in compute or ():
+            self._add(memory, kinds, p, "compute")
+        graphics = self.device.call(self._graphics)
+        for p in graphics or ():
+            self._add(memory, kinds, p, "graphics")
+        self._lists_failed = ((compute is None and self._compute.off is None)
+                              or (graphics is None and self._graphics.off is None))
+        return memory, kinds
+
     @staticmethod
-    def _add(memory: dict[int, int | None], kinds: dict[int, str], p: Any, kind: str) -> None:
-        pid, used = int(p.pid), p.usedGpuMemory  # None where NVML cannot tell (WDDM, some MIG setups)
+    def _add(memory: dict[int, int | None], kinds: dict[int, str], p: Entry, kind: str) -> None:
+        pid, used = p  # used: None where NVML cannot tell (WDDM, some MIG setups)
         if pid not in kinds:
             kinds[pid], memory[pid] = kind, used
             return
@@ -122,11 +161,10 @@ class ProcessReader:
             return g.off is None
         seen = self.seen
         newest = self.last_ts
-        for s in samples:
-            ts, pid = _get(s, "timeStamp"), _get(s, "pid")
+        for pid, ts, sm, mem in samples:
             old = seen.get(pid)
             if old is None or ts >= old[2]:
-                seen[pid] = (float(_get(s, "smUtil")), float(_get(s, "memUtil")), ts, now)
+                seen[pid] = (float(sm), float(mem), ts, now)
             if ts > newest:
                 newest = ts
         self.last_ts = newest

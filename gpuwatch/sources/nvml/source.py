@@ -197,9 +197,9 @@ class NvmlSource(Source):
                 if slow:
                     device.read_slow()
                 values = dict(device.slow_values)
-                device.read(device.fast, values)
+                device.read_tick(now, values)
                 profiling = gpu.gpm.read(now) if gpu.gpm is not None else None
-                rows = gpu.procs.read(now)
+                rows = gpu.procs.read(now, values.get("mem_used_bytes"))
             except GpuLost:
                 device.mark_lost()
                 if gpu.gpm is not None:

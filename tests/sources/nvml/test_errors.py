@@ -11,6 +11,7 @@ from fakes.fake_pynvml import FakeClock, FakeNvml, make_fake_nvml
 
 from gpuwatch.sources.base import SourceUnavailable
 from gpuwatch.sources.nvml import NvmlBackendError, NvmlSource
+from gpuwatch.sources.nvml.getters import RARE_EVERY_S
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -35,8 +36,8 @@ def test_a_getter_that_will_never_answer_reads_none_and_is_not_asked_again(call:
     fake = make_fake_nvml(gpus=2)
     fake.inject(call, code, gpu=0)
     source, clock = open_source(fake, slow_interval=1.0)
-    for _ in range(4):
-        gpus = source.poll(clock.advance(2), ()).gpus
+    for _ in range(4):  # ticks as far apart as the rare getters' cadence: every getter is due on each
+        gpus = source.poll(clock.advance(RARE_EVERY_S), ()).gpus
     assert getattr(gpus[0], field) is None
     assert getattr(gpus[1], field) is not None  # per GPU: the other GPU still answers
     assert fake.calls[call] == 1 + 4  # GPU 0 once, GPU 1 every tick

@@ -6,12 +6,14 @@ import dataclasses
 import functools
 from typing import Any
 
+import pynvml
 import pytest
 from fakes.fake_pynvml import FakeClock, FakeNvml, make_fake_nvml
 
 from gpuwatch.model.codec import snapshot_from_dict, snapshot_to_dict
 from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 from gpuwatch.sources.nvml import NvmlSource
+from gpuwatch.sources.nvml.getters import RARE_EVERY_S
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -110,10 +112,10 @@ def test_a_reading_survives_the_json_round_trip() -> None:
 IDENTITY_CALLS = ["nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo", "nvmlDeviceGetMaxClockInfo",
                   "nvmlSystemGetDriverVersion", "nvmlGpmQueryDeviceSupport", "nvmlDeviceGetHandleByIndex"]
 FAST_CALLS = ["nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
-              "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPerformanceState",
-              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrPcieLinkGeneration",
-              "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetComputeRunningProcesses",
-              "nvmlDeviceGetGraphicsRunningProcesses"]  # per-process utilisation: its own cadence (processes.py)
+              "nvmlDeviceGetPowerUsage", "nvmlDeviceGetPerformanceState",
+              "nvmlDeviceGetCurrentClocksEventReasons"]
+# the process lists and per-process utilisation: their own cadences (processes.py, test_processes.py); the
+# rare getters: RARE_EVERY_S and a change of performance state (below)
 
 
 @pytest.mark.parametrize("call", IDENTITY_CALLS)
@@ -133,6 +135,55 @@ def test_cheap_getters_run_once_per_gpu_per_tick(call: str) -> None:
     for _ in range(3):
         source.poll(clock.advance(1), ())
     assert fake.calls[call] == 2 * 3
+
+
+RARE_CALLS = {"nvmlDeviceGetEnforcedPowerLimit": ("power_limit_mw", 450_000, "power_limit_w", 450.0),
+              "nvmlDeviceGetCurrPcieLinkGeneration": ("pcie_gen", 3, "pcie_link_gen", 3),
+              "nvmlDeviceGetCurrPcieLinkWidth": ("pcie_width", 8, "pcie_link_width", 8)}
+
+
+@pytest.mark.parametrize("call", RARE_CALLS)
+def test_a_rare_getter_is_read_once_per_rare_period_and_its_value_is_on_every_tick_between(call: str) -> None:
+    fake = make_fake_nvml(gpus=2)
+    source, clock = open_source(fake)
+    _, _, field, _ = RARE_CALLS[call]
+    ticks = 2 * int(RARE_EVERY_S) + 1  # 1 s apart: reads at the first tick and every RARE_EVERY_S after
+    values = [getattr(source.poll(clock.advance(1), ()).gpus[1], field) for _ in range(ticks)]
+    assert fake.calls[call] == 2 * 3
+    assert None not in values and len(set(values)) == 1
+
+
+@pytest.mark.parametrize("call", RARE_CALLS)
+def test_a_change_of_a_rare_value_shows_within_the_rare_period(call: str) -> None:
+    fake = make_fake_nvml()
+    source, clock = open_source(fake)
+    setting, new, field, expected = RARE_CALLS[call]
+    source.poll(clock.advance(1), ())
+    setattr(fake.gpus[0], setting, new)  # an administrator's -pl, a link retrained narrower
+    shown = [getattr(source.poll(clock.advance(1), ()).gpus[0], field) for _ in range(int(RARE_EVERY_S))]
+    assert shown[-1] == expected  # within RARE_EVERY_S ticks of 1 s
+
+
+def test_a_link_speed_that_follows_the_performance_state_shows_on_the_tick_the_state_changes() -> None:
+    fake = make_fake_nvml()
+    source, clock = open_source(fake)
+    source.poll(clock.advance(1), ())
+    source.poll(clock.advance(1), ())
+    fake.gpus[0].pstate, fake.gpus[0].pcie_gen = 8, 1  # idle: the driver drops the link to gen 1
+    idle = source.poll(clock.advance(1), ()).gpus[0]
+    fake.gpus[0].pstate, fake.gpus[0].pcie_gen = 0, 5
+    busy = source.poll(clock.advance(1), ()).gpus[0]
+    assert (idle.pstate, idle.pcie_link_gen, busy.pstate, busy.pcie_link_gen) == (8, 1, 0, 5)
+
+
+def test_a_rare_getter_that_failed_once_is_asked_again_on_the_next_tick() -> None:
+    fake = make_fake_nvml()
+    fake.inject("nvmlDeviceGetCurrPcieLinkWidth", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    source, clock = open_source(fake)
+    first = source.poll(clock.advance(1), ()).gpus[0]
+    second = source.poll(clock.advance(1), ()).gpus[0]
+    assert (first.pcie_link_width, second.pcie_link_width) == (None, 16)
+    assert first.pcie_link_gen == second.pcie_link_gen == 5
 
 
 def test_clock_info_is_called_for_sm_and_memory_each_tick() -> None:

@@ -11,7 +11,7 @@ from fakes.fake_pynvml import FakeClock, FakeNvml, FakeProcess, make_fake_nvml
 
 from gpuwatch.model.snapshot import ProcessSample
 from gpuwatch.sources.nvml import NvmlSource
-from gpuwatch.sources.nvml.processes import UTIL_MIN_PERIOD_S
+from gpuwatch.sources.nvml.processes import LISTS_EVERY_S, UTIL_MIN_PERIOD_S
 
 
 def open_source(fake: FakeNvml, **kwargs: Any) -> tuple[NvmlSource, FakeClock]:
@@ -73,8 +73,8 @@ def test_a_driver_without_the_v3_process_call_falls_back_to_v2() -> None:
     fake = make_fake_nvml(processes_per_gpu=3, missing={"nvmlDeviceGetComputeRunningProcesses_v3",
                                                         "nvmlDeviceGetGraphicsRunningProcesses_v3"})
     source, clock = open_source(fake)
-    for _ in range(2):
-        found = rows(source, clock.advance(1))
+    for _ in range(2):  # ticks as far apart as the lists' cadence: the lists are due on each
+        found = rows(source, clock.advance(LISTS_EVERY_S))
     assert len(found) == 3
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 1  # mismatch seen once, then v2 only
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 2
@@ -86,6 +86,88 @@ def test_process_lists_nvml_refuses_give_no_rows_and_the_gpu_is_still_sampled() 
     source, clock = open_source(fake)
     reading = source.poll(clock.advance(1), ())
     assert reading.processes == () and reading.gpus[0].gpu_util == 97.0
+
+
+# -- the process lists: asked when the GPU's used memory changed, else every LISTS_EVERY_S ----------------------
+def ticks_until_shown(source: NvmlSource, clock: FakeClock, pid: int, limit: int = 30) -> int:
+    for tick in range(1, limit + 1):
+        if (pid, 0) in rows(source, clock.advance(1)):
+            return tick
+    return limit + 1
+
+
+@pytest.mark.parametrize("kind", ["compute", "graphics", "compute+graphics"])
+def test_a_process_that_takes_memory_shows_on_the_next_tick(kind: str) -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    source, clock = open_source(fake)
+    for _ in range(3):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes.append(FakeProcess(pid=77, used_memory=2**28, kind=kind))  # the GPU's used memory
+    assert ticks_until_shown(source, clock, 77) == 1                                 # grows
+    assert rows(source, clock.advance(1))[(77, 0)].kind == kind
+
+
+def test_a_process_that_exits_is_gone_on_the_next_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=3)
+    source, clock = open_source(fake)
+    for _ in range(3):
+        rows(source, clock.advance(1))
+    gone = fake.gpus[0].processes.pop()
+    assert (gone.pid, 0) not in rows(source, clock.advance(1))
+
+
+def test_a_change_of_a_process_memory_shows_on_the_next_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    source, clock = open_source(fake)
+    for _ in range(3):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes[0].used_memory = 5 * 2**30
+    pid = fake.gpus[0].processes[0].pid
+    assert rows(source, clock.advance(1))[(pid, 0)].gpu_memory_bytes == 5 * 2**30
+
+
+def test_a_process_shows_within_the_lists_period_even_when_used_memory_did_not_change() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.gpus[0].mem_used_override = 40 * 2**30  # another process freed as much as the new one took
+    source, clock = open_source(fake)
+    for _ in range(2):
+        rows(source, clock.advance(1))
+    fake.gpus[0].processes.append(FakeProcess(pid=78, used_memory=2**28, kind="graphics"))
+    assert ticks_until_shown(source, clock, 78) <= LISTS_EVERY_S
+
+
+def test_the_lists_are_asked_once_per_period_while_used_memory_stays_put_and_every_tick_while_it_moves() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    source, clock = open_source(fake)
+    ticks = round(3 * LISTS_EVERY_S)
+    for _ in range(ticks):
+        rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 3
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses"] == 3
+    for step in range(ticks):
+        fake.gpus[0].processes[0].used_memory = 2**30 + step * 2**20  # an allocator that keeps growing
+        rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 3 + ticks
+
+
+@pytest.mark.parametrize("call", ["nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"])
+def test_a_list_that_failed_is_asked_again_on_the_next_tick(call: str) -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.inject(call, pynvml.NVML_ERROR_UNKNOWN, times=1)
+    source, clock = open_source(fake)
+    first = rows(source, clock.advance(1))
+    second = rows(source, clock.advance(1))
+    assert fake.calls[call] == 2
+    assert len(second) == 2 and len(first) == (0 if "Compute" in call else 2)
+
+
+def test_where_used_memory_is_unknown_the_lists_are_asked_every_tick() -> None:
+    fake = make_fake_nvml(processes_per_gpu=2)
+    fake.inject("nvmlDeviceGetMemoryInfo", pynvml.NVML_ERROR_NOT_SUPPORTED)
+    source, clock = open_source(fake)
+    for _ in range(4):
+        rows(source, clock.advance(1))
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 4
 
 
 # -- per-process utilisation ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from fakes.fake_pynvml import FakeClock, make_fake_nvml
 
 from gpuwatch.sources.nvml import NvmlSource
-from gpuwatch.sources.nvml.health_worker import EVENT_WAIT_S
+from gpuwatch.sources.nvml.health_worker import EVENT_WAIT_S, XID_POLL_S, HealthWorker
 
 from .test_health import health_of, worker
 
@@ -134,3 +134,60 @@ def test_an_event_set_that_stops_working_is_reopened_at_the_next_read_keeping_th
     w.step()
     source.close()
     assert (w.latest[0].xid_count, w.latest[0].xid_last) == (2, 74)
+
+
+def test_every_xid_queued_since_the_last_round_is_taken_in_one_round_without_blocking() -> None:
+    fake = make_fake_nvml(gpus=2)
+    fake.event_wait_cap_s = 10.0  # a wait with a timeout would block as long as asked
+    clock = FakeClock()
+    source, w = worker(fake, clock)
+    w.step()
+    for code in (13, 31, 43):
+        fake.xid(1, code)
+    started = time.monotonic()
+    w.step()
+    took = time.monotonic() - started
+    source.close()
+    assert (w.latest[1].xid_count, w.latest[1].xid_last) == (3, 43)
+    assert took < 0.5 and fake.last_args["nvmlEventSetWait_v2"][1] == 0  # asked with no timeout
+
+
+@pytest.mark.serial  # bounds wall time: measured alone, after the parallel part
+def test_the_worker_wakes_once_per_xid_round_not_once_per_short_wait() -> None:
+    fake = make_fake_nvml()
+    fake.event_wait_cap_s = 10.0
+    source = NvmlSource(nvml=fake, clock=FakeClock(), health_interval=0)
+    w = HealthWorker(fake, [g.device for g in source.gpus], xid_poll_s=0.25)
+    w.open_events()
+    w.read_health()
+    w.start()
+    time.sleep(1.1)
+    fake.xid(0, 48)  # queued: taken at the next round
+    deadline = time.monotonic() + 0.25 + 0.3
+    while time.monotonic() < deadline and not (w.latest[0].xid_count or 0):
+        time.sleep(0.01)
+    started = time.monotonic()
+    stopped = w.stop()
+    took = time.monotonic() - started
+    source.close()
+    assert w.latest[0].xid_last == 48
+    rounds = fake.calls["nvmlEventSetWait_v2"] - 1  # the round that took the XID asked twice
+    assert 3 <= rounds <= 7  # ~ one ask per 0.25 s round over ~1.3 s
+    assert stopped and took < EVENT_WAIT_S  # the sleep between rounds ends at once, not after a wait
+
+
+@pytest.mark.serial  # bounds wall time: measured alone, after the parallel part
+def test_an_xid_reaches_the_snapshot_within_one_xid_round_of_two_seconds() -> None:
+    fake = make_fake_nvml()
+    fake.event_wait_cap_s = 10.0
+    source = NvmlSource(nvml=fake, clock=FakeClock())
+    try:
+        time.sleep(0.1)  # past the first round
+        fake.xid(0, 79)
+        started = time.monotonic()
+        while time.monotonic() - started < 5 and not (source.poll(1000.0, ()).gpus[0].health.xid_count or 0):  # type: ignore[union-attr]
+            time.sleep(0.02)
+        took = time.monotonic() - started
+    finally:
+        source.close()
+    assert XID_POLL_S == 2.0 and took < XID_POLL_S + 0.5
