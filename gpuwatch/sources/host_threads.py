@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.model.thread_wait import classify_wait
-from gpuwatch.sources.procfs import read_run_wait, read_thread_stats, read_thread_wait_channel
+from gpuwatch.sources.procfs import forget_threads, read_run_wait, read_thread_stats, read_thread_wait_channel
 
 THREAD_SCAN_CPU = 25.0
 THREADS_EVERY_S = 2.0
@@ -98,9 +98,11 @@ class ThreadTracker:
             self.cpu[tid] = max(0.0, 100.0 * (c - base[0]) / (now - base[1])) if base and now > base[1] else 0.0
             self.cpu_base[tid], self.states[tid] = (c, now), state
         if full:
+            ended = set(self.cpu_base) - set(threads)
             for table in (self.cpu_base, self.states, self.cpu, self.delay, self.wait_base):
                 for gone in set(table) - set(threads):
                     del table[gone]
+            forget_threads(self.pid, ended)  # their held /proc files
             self.full_at = now
         self.read_at, self.process_cpu = now, process_cpu
         out: dict[str, Any] = {"threads_in_io_wait": sum(1 for s in self.states.values() if s == "D"),
