@@ -132,10 +132,17 @@ class ThreadTracker:
             if base is not None and now > base[1]:
                 self.delay[tid] = max(0.0, 100.0 * (seconds - base[0]) / (now - base[1]))
             self.wait_base[tid] = (seconds, now)
-        ranked = sorted(self.cpu, key=lambda tid: (-self.cpu[tid], tid != self.pid))
-        shown = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU][:MAX_THREADS_SHOWN] or ranked[:1]
+        cpu, main = self.cpu, self.pid
+
+        def order(tid: int) -> tuple[float, bool]:  # busiest first, the main thread on a tie
+            return -cpu[tid], tid != main
+
+        # only the working threads are ranked (the dozens of idle ones are not sorted every read)
+        shown = sorted([tid for tid, c in cpu.items() if c >= ACTIVE_THREAD_CPU], key=order)[:MAX_THREADS_SHOWN] \
+            or [min(cpu, key=order)]
+        top = shown[0]
         out: dict[str, Any] = {
-            "top_thread_cpu_percent": round(self.cpu[ranked[0]], 1), "top_thread_id": ranked[0],
+            "top_thread_cpu_percent": round(cpu[top], 1), "top_thread_id": top,
             "thread_cpu_percents": tuple(round(self.cpu[tid], 1) for tid in shown),
             "thread_waits": tuple(classify_wait(self.states[tid], None if self.states[tid] == "R"
                                                 else read_thread_wait_channel(self.pid, tid)) for tid in shown)}
@@ -146,6 +153,7 @@ class ThreadTracker:
 
     def _hot(self) -> tuple[int, ...]:
         """The main thread, then the working, running and I/O-waiting threads, busiest first."""
-        ranked = sorted(self.cpu, key=lambda tid: -self.cpu[tid])
-        hot = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU or self.states.get(tid) in ("R", "D")]
+        cpu, states = self.cpu, self.states
+        hot = sorted([tid for tid, c in cpu.items() if c >= ACTIVE_THREAD_CPU or states.get(tid) in ("R", "D")],
+                     key=lambda tid: -cpu[tid])
         return tuple(dict.fromkeys([self.pid, *hot]))[:MAX_HOT] if self.pid in self.cpu else tuple(hot[:MAX_HOT])
