@@ -1,10 +1,11 @@
 """The host source's poll, bare: its CPU per poll at 1 s over real local processes shaped like a GPU load.
 
 A launcher starts ``--procs`` processes the host source is told are on a GPU, each shaped like a torch
-training process: 40 threads that sleep (the pools a torch process starts), a main thread that works in
-short bursts between timer sleeps (as the H200 load's, which waits on the GPU between bursts), and two
-data-loader-like children that work a little every 100 ms. The host source polls them every second, as the
-daemon's host thread does; each poll's thread CPU (``time.thread_time``) is recorded.
+training process: ``--threads`` threads that sleep (40: the pools a torch process starts), a main thread
+that works in short bursts between timer sleeps (as the H200 load's, which waits on the GPU between
+bursts), and ``--workers`` data-loader-like children (2) that work a little every 100 ms. The host source
+polls them every second, as the daemon's host thread does; each poll's thread CPU (``time.thread_time``)
+is recorded.
 
 ``--baseline REF`` polls with ``git archive REF``'s host source too, in a second process over the same
 processes and in the same window: on a shared machine only that ratio is repeatable.
@@ -32,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 #: A GPU process's stand-in: 40 sleeping pool threads, two worker children, a main thread in bursts.
 GPU_PROC = """
 import subprocess, sys, threading, time
-for _ in range(40):
+for _ in range(int(sys.argv[1])):
     threading.Thread(target=time.sleep, args=(86400,), daemon=True).start()
 worker = ("import time\\nwhile True:\\n    end = time.perf_counter() + 0.001\\n"
           "    while time.perf_counter() < end: pass\\n    time.sleep(0.1)")
-kids = [subprocess.Popen([sys.executable, '-c', worker]) for _ in range(2)]
+kids = [subprocess.Popen([sys.executable, '-c', worker]) for _ in range(int(sys.argv[2]))]
 while True:
     end = time.perf_counter() + 0.002
     while time.perf_counter() < end:
@@ -45,7 +46,7 @@ while True:
 """
 LAUNCHER = """
 import subprocess, sys, time
-procs = [subprocess.Popen([sys.executable, '-c', sys.argv[1]]) for _ in range(int(sys.argv[2]))]
+procs = [subprocess.Popen([sys.executable, '-c', sys.argv[1], *sys.argv[3:]]) for _ in range(int(sys.argv[2]))]
 print(' '.join(str(p.pid) for p in procs), flush=True)
 time.sleep(3600)
 """
@@ -76,7 +77,8 @@ def _summary(name: str, costs: list[float]) -> dict[str, float | int | str]:
             "cpu_ms_per_s": round(sum(ms) / max(1, len(ms)), 3)}
 
 
-def measure(seconds: float, procs: int, baseline: str | None) -> list[dict[str, float | int | str]]:
+def measure(seconds: float, procs: int, baseline: str | None, threads: int = 40,
+            workers: int = 2) -> list[dict[str, float | int | str]]:
     trees = {"this tree": ROOT}
     tmp = None
     if baseline:
@@ -85,8 +87,8 @@ def measure(seconds: float, procs: int, baseline: str | None) -> list[dict[str, 
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp.name], input=archive, check=True)
         trees[baseline] = Path(tmp.name)
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, GPU_PROC, str(procs)], stdout=subprocess.PIPE,
-                                text=True, start_new_session=True)
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, GPU_PROC, str(procs), str(threads), str(workers)],
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert launcher.stdout is not None
         pids = launcher.stdout.readline().split()
@@ -105,9 +107,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--threads", type=int, default=40, help="sleeping threads per process (default 40)")
+    p.add_argument("--workers", type=int, default=2, help="worker children per process (default 2)")
     p.add_argument("--baseline", metavar="REF", help="a git ref whose host source polls beside this tree's")
     args = p.parse_args()
-    for line in measure(args.seconds, args.procs, args.baseline):
+    for line in measure(args.seconds, args.procs, args.baseline, args.threads, args.workers):
         print(json.dumps(line))
 
 

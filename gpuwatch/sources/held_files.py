@@ -9,7 +9,7 @@ and schedstat, the machine's /proc/stat and meminfo), so it keeps them open.
 A held file answers for the process or thread it was opened for, never for another one that reuses the id:
 once that one has ended its reads fail with ESRCH, as a path's would, and the file is closed. The reader
 releases a process's files when it stops following it, and a thread's when a scan no longer finds it.
-At most MAX_HELD files are held per thread (a quarter of the soft limit on open files when that is lower);
+At most MAX_HELD files are held per thread (half the soft limit on open files when that is lower);
 beyond it a file is read and closed as before, so a host with thousands of GPU-process threads costs
 what it did, never an exhausted fd table. Each reading thread holds its own files: closing one while
 another thread read it could let a new file take its number.
@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import threading
 
-#: The most files held per reading thread: 4 GPU processes of 60 threads each, with room for their
-#: workers and hot threads' schedstat files (a daemon's fd table stays far from the usual 1024 limit).
+#: The most files held per reading thread: the stat and schedstat files of 4 GPU processes of 60 threads
+#: each, with room for their own files and their workers'; the fd numbers stay under 1024, where
+#: ``select()`` still works for whatever else the process opens.
 MAX_HELD = 512
 
 
@@ -32,7 +33,7 @@ def _limit() -> int:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, OSError, ValueError):
         return MAX_HELD
-    return MAX_HELD if soft == resource.RLIM_INFINITY else max(0, min(MAX_HELD, soft // 4))
+    return MAX_HELD if soft == resource.RLIM_INFINITY else max(0, min(MAX_HELD, soft // 2))
 
 
 class _Files:

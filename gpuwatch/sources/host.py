@@ -195,15 +195,16 @@ class HostSource(Source):
         state, cpu_total, n_threads, rss, majflt = stat
         io = read_process_io(pid)
         dt = now - t.last_time
-        out = dict(t.static)
-        out.update(rss_bytes=rss, state="T" if state == "t" else state, num_threads=n_threads)
+        out = {**t.static, "rss_bytes": rss, "state": "T" if state == "t" else state, "num_threads": n_threads}
         cpu_pct = None
         if dt > 0:
             cpu_pct = out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
-            if io is not None and t.last_io is not None:
-                rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
-                out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
-                           io_read_chars_s=rates[2], io_write_chars_s=rates[3])
+            last_io = t.last_io
+            if io is not None and last_io is not None:
+                out["io_read_bytes_s"] = max(0.0, (io[0] - last_io[0]) / dt)
+                out["io_write_bytes_s"] = max(0.0, (io[1] - last_io[1]) / dt)
+                out["io_read_chars_s"] = max(0.0, (io[2] - last_io[2]) / dt)
+                out["io_write_chars_s"] = max(0.0, (io[3] - last_io[3]) / dt)
             if t.last_majflt is not None:
                 out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))

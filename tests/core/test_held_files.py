@@ -78,7 +78,7 @@ def test_forget_closes_a_process_and_its_threads_files() -> None:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         threads = read_thread_stats(proc.pid)
         assert threads is not None and len(threads) == 7
-        assert len(_held_of(proc.pid)) == 7
+        assert {p.split("/task/")[1].split("/")[0] for p in _held_of(proc.pid)} == {str(t) for t in threads}
         forget(proc.pid)
         assert _held_of(proc.pid) == []
     finally:
