@@ -66,13 +66,14 @@ class ThreadTracker:
         self.read_at, self.process_cpu = now, process_cpu
 
     def update(self, now: float, process_cpu: float, cpu_pct: float | None) -> dict[str, Any]:
-        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet)."""
+        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet); the caller
+        copies them and never changes them (between reads the same fields are given tick after tick)."""
         busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
         if not busy and now - self.read_at < THREADS_EVERY_S and self.fields:
-            held = dict(self.fields)
-            if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
-                held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)  # never above it
-            return held
+            top = self.fields.get("top_thread_cpu_percent")
+            if top is None or cpu_pct is None or top <= cpu_pct:
+                return self.fields
+            return {**self.fields, "top_thread_cpu_percent": cpu_pct}  # never above the whole process
         if self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
             hot = read_thread_stats(self.pid, self.hot)
             if hot is not None and self._explains(hot, process_cpu):
