@@ -55,10 +55,11 @@ _local = threading.local()
 
 def _mine() -> _Files:
     try:
-        return _local.files  # type: ignore[no-any-return]
-    except AttributeError:
-        _local.files = files = _Files()
+        files: _Files = _local.files
         return files
+    except AttributeError:
+        _local.files = mine = _Files()
+        return mine
 
 
 def read(owner: int, path: str, size: int = 4096) -> bytes:
@@ -81,7 +82,7 @@ def read(owner: int, path: str, size: int = 4096) -> bytes:
     try:
         return os.pread(fd, size, 0)
     except OSError:
-        del files[path]
+        del held.by_owner[owner][path]
         held.count -= 1
         os.close(fd)
         raise
