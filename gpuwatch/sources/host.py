@@ -26,6 +26,7 @@ from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.procfs import (
     container_id_from_cgroup,
+    forget,
     read_children,
     read_cpu_seconds,
     read_process_io,
@@ -166,6 +167,8 @@ class HostSource(Source):
             if not every_thread:  # workers of the other threads stay known (gone ones drop out below)
                 found = list(dict.fromkeys([*found, *t.children]))
             kids = [c for c in found if c not in gpu_pids]
+            for gone in set(t.children).difference(kids):
+                forget(gone)
             t.children = {c: t.children.get(c, read_cpu_seconds(c) or 0.0) for c in kids}
         if not t.children or dt <= 0:
             return {"workers": len(t.children)}
@@ -187,20 +190,21 @@ class HostSource(Source):
             return None
         stat = read_process_stat(pid)
         if stat is None:
-            self._tracked.pop(pid, None)
+            self._forget(pid)
             return None
         state, cpu_total, n_threads, rss, majflt = stat
         io = read_process_io(pid)
         dt = now - t.last_time
-        out = dict(t.static)
-        out.update(rss_bytes=rss, state="T" if state == "t" else state, num_threads=n_threads)
+        out = {**t.static, "rss_bytes": rss, "state": "T" if state == "t" else state, "num_threads": n_threads}
         cpu_pct = None
         if dt > 0:
             cpu_pct = out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
-            if io is not None and t.last_io is not None:
-                rates = [max(0.0, (new - old) / dt) for new, old in zip(io, t.last_io, strict=True)]
-                out.update(io_read_bytes_s=rates[0], io_write_bytes_s=rates[1],
-                           io_read_chars_s=rates[2], io_write_chars_s=rates[3])
+            last_io = t.last_io
+            if io is not None and last_io is not None:
+                out["io_read_bytes_s"] = max(0.0, (io[0] - last_io[0]) / dt)
+                out["io_write_bytes_s"] = max(0.0, (io[1] - last_io[1]) / dt)
+                out["io_read_chars_s"] = max(0.0, (io[2] - last_io[2]) / dt)
+                out["io_write_chars_s"] = max(0.0, (io[3] - last_io[3]) / dt)
             if t.last_majflt is not None:
                 out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
@@ -217,12 +221,19 @@ class HostSource(Source):
             d = self._details(pid, wall, gpu_pids)
             if d is not None:
                 details[pid] = d
-        for gone in set(self._tracked) - set(pids):  # processes that left the GPU: forget them
-            del self._tracked[gone]
+        for gone in set(self._tracked) - gpu_pids:  # processes that left the GPU: forget them
+            self._forget(gone)
         feeders, upstream = self._feeders.poll(wall, details)  # who feeds the waiting ones
         for pid, where in upstream.items():
             details[pid]["upstream"] = where
         return Reading(host=self._host(), process_details=details, feeders=tuple(feeders))
+
+    def _forget(self, pid: int) -> None:
+        """Stop following ``pid``: its reading state and its (and its workers') held /proc files."""
+        t = self._tracked.pop(pid, None)
+        forget(pid)
+        for child in t.children if t is not None else ():
+            forget(child)
 
 
 def _safe(fn: Any) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 from gpuwatch.model.feeders import FeederSample, Relation, Upstream
 from gpuwatch.sources import netfds
 from gpuwatch.sources.host_threads import ThreadTracker
-from gpuwatch.sources.procfs import read_children, read_process_io, read_process_stat
+from gpuwatch.sources.procfs import forget, read_children, read_process_io, read_process_stat
 from gpuwatch.sources.socket_links import SocketLinks
 
 FEEDERS_EVERY_S = 5.0
@@ -186,6 +186,7 @@ class FeederTracker:
         wanted = set(read)
         for gone in set(self._feeders) - wanted:
             del self._feeders[gone]
+            forget(gone)  # its held /proc files
         self._view.prune(now, set(self._links))
         self._shaped = {k: v for k, v in self._shaped.items() if k[0] in wanted}
         return out, {pid: found.upstream for pid, found in self._links.items()}
@@ -215,6 +216,7 @@ class FeederTracker:
         stat = read_process_stat(pid)
         if stat is None:
             self._feeders.pop(pid, None)
+            forget(pid)
             return None
         _, cpu_total, n_threads, _, _ = stat
         f = self._feeders.get(pid)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.model.thread_wait import classify_wait
-from gpuwatch.sources.procfs import read_run_wait, read_thread_stats, read_thread_wait_channel
+from gpuwatch.sources.procfs import forget_threads, read_run_wait, read_thread_stats, read_thread_wait_channel
 
 THREAD_SCAN_CPU = 25.0
 THREADS_EVERY_S = 2.0
@@ -66,13 +66,14 @@ class ThreadTracker:
         self.read_at, self.process_cpu = now, process_cpu
 
     def update(self, now: float, process_cpu: float, cpu_pct: float | None) -> dict[str, Any]:
-        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet)."""
+        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet); the caller
+        copies them and never changes them (between reads the same fields are given tick after tick)."""
         busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
         if not busy and now - self.read_at < THREADS_EVERY_S and self.fields:
-            held = dict(self.fields)
-            if held.get("top_thread_cpu_percent") is not None and cpu_pct is not None:
-                held["top_thread_cpu_percent"] = min(held["top_thread_cpu_percent"], cpu_pct)  # never above it
-            return held
+            top = self.fields.get("top_thread_cpu_percent")
+            if top is None or cpu_pct is None or top <= cpu_pct:
+                return self.fields
+            return {**self.fields, "top_thread_cpu_percent": cpu_pct}  # never above the whole process
         if self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
             hot = read_thread_stats(self.pid, self.hot)
             if hot is not None and self._explains(hot, process_cpu):
@@ -98,9 +99,11 @@ class ThreadTracker:
             self.cpu[tid] = max(0.0, 100.0 * (c - base[0]) / (now - base[1])) if base and now > base[1] else 0.0
             self.cpu_base[tid], self.states[tid] = (c, now), state
         if full:
+            ended = set(self.cpu_base) - set(threads)
             for table in (self.cpu_base, self.states, self.cpu, self.delay, self.wait_base):
                 for gone in set(table) - set(threads):
                     del table[gone]
+            forget_threads(self.pid, ended)  # their held /proc files
             self.full_at = now
         self.read_at, self.process_cpu = now, process_cpu
         out: dict[str, Any] = {"threads_in_io_wait": sum(1 for s in self.states.values() if s == "D"),
@@ -130,10 +133,17 @@ class ThreadTracker:
             if base is not None and now > base[1]:
                 self.delay[tid] = max(0.0, 100.0 * (seconds - base[0]) / (now - base[1]))
             self.wait_base[tid] = (seconds, now)
-        ranked = sorted(self.cpu, key=lambda tid: (-self.cpu[tid], tid != self.pid))
-        shown = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU][:MAX_THREADS_SHOWN] or ranked[:1]
+        cpu, main = self.cpu, self.pid
+
+        def order(tid: int) -> tuple[float, bool]:  # busiest first, the main thread on a tie
+            return -cpu[tid], tid != main
+
+        # only the working threads are ranked (the dozens of idle ones are not sorted every read)
+        shown = sorted([tid for tid, c in cpu.items() if c >= ACTIVE_THREAD_CPU], key=order)[:MAX_THREADS_SHOWN] \
+            or [min(cpu, key=order)]
+        top = shown[0]
         out: dict[str, Any] = {
-            "top_thread_cpu_percent": round(self.cpu[ranked[0]], 1), "top_thread_id": ranked[0],
+            "top_thread_cpu_percent": round(cpu[top], 1), "top_thread_id": top,
             "thread_cpu_percents": tuple(round(self.cpu[tid], 1) for tid in shown),
             "thread_waits": tuple(classify_wait(self.states[tid], None if self.states[tid] == "R"
                                                 else read_thread_wait_channel(self.pid, tid)) for tid in shown)}
@@ -144,6 +154,7 @@ class ThreadTracker:
 
     def _hot(self) -> tuple[int, ...]:
         """The main thread, then the working, running and I/O-waiting threads, busiest first."""
-        ranked = sorted(self.cpu, key=lambda tid: -self.cpu[tid])
-        hot = [tid for tid in ranked if self.cpu[tid] >= ACTIVE_THREAD_CPU or self.states.get(tid) in ("R", "D")]
+        cpu, states = self.cpu, self.states
+        hot = sorted([tid for tid, c in cpu.items() if c >= ACTIVE_THREAD_CPU or states.get(tid) in ("R", "D")],
+                     key=lambda tid: -cpu[tid])
         return tuple(dict.fromkeys([self.pid, *hot]))[:MAX_HOT] if self.pid in self.cpu else tuple(hot[:MAX_HOT])

@@ -3,13 +3,14 @@
 The host source reads these every tick. psutil's ``cpu_times(percpu=True)`` and ``virtual_memory()`` build
 a named tuple per CPU and parse every meminfo line into a dict; the tick needs three numbers per CPU and
 two per machine, which one read and a split give at a fraction of the cost (on a 128-core host the
-difference grows with the cores).
+difference grows with the cores). Both files stay open between ticks (:mod:`held_files`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
+
+from gpuwatch.sources import held_files
 
 
 class CpuJiffies(NamedTuple):
@@ -19,17 +20,6 @@ class CpuJiffies(NamedTuple):
     total: int
     idle: int
     iowait: int
-
-
-def _read_all(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def parse_cpu_jiffies(raw: bytes) -> list[CpuJiffies]:
@@ -61,7 +51,7 @@ def parse_procs_running(raw: bytes) -> int | None:
 
 def read_cpu_stat() -> tuple[list[CpuJiffies], int | None]:
     """Per-CPU counters and ``procs_running`` from one read of /proc/stat."""
-    raw = _read_all("/proc/stat")
+    raw = held_files.read_whole(0, "/proc/stat")
     return parse_cpu_jiffies(raw), parse_procs_running(raw)
 
 
@@ -72,16 +62,22 @@ def read_cpu_jiffies() -> list[CpuJiffies]:
 def parse_meminfo(raw: bytes) -> tuple[int, int] | None:
     """(MemTotal, MemAvailable) in bytes from a /proc/meminfo body; None without MemAvailable (kernels
     before 3.14), where the caller asks psutil, which estimates it."""
-    total = available = None
-    for line in raw.split(b"\n"):
-        if line.startswith(b"MemTotal:"):
-            total = int(line.split()[1]) * 1024
-        elif line.startswith(b"MemAvailable:"):
-            available = int(line.split()[1]) * 1024
-        if total is not None and available is not None:
-            return total, available
-    return None
+    total, available = _kib(raw, b"MemTotal:"), _kib(raw, b"MemAvailable:")
+    return None if total is None or available is None else (total, available)
+
+
+def _kib(raw: bytes, name: bytes) -> int | None:
+    """The value of line ``name`` (at the start of a line) of a meminfo body, in bytes."""
+    if raw.startswith(name):
+        at = 0
+    elif (at := raw.find(b"\n" + name) + 1) == 0:
+        return None
+    end = raw.find(b"\n", at)
+    try:
+        return int(raw[at + len(name):end if end >= 0 else None].split()[0]) * 1024
+    except (IndexError, ValueError):
+        return None
 
 
 def read_meminfo() -> tuple[int, int] | None:
-    return parse_meminfo(_read_all("/proc/meminfo"))
+    return parse_meminfo(held_files.read_whole(0, "/proc/meminfo"))

@@ -2,19 +2,27 @@
 
 A tick reads these for every process on the GPUs and every thread of the busy ones, so each is as cheap
 as a read can be (psutil's equivalents open several files and build objects for fields we do not use).
+The files read again and again (a process's stat, io and wait channel, its threads' stat and schedstat)
+stay open between reads (:mod:`held_files`); ``forget`` closes those of a process or thread no longer
+followed.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable
+
+from gpuwatch.sources import held_files
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CONTAINER_RE = re.compile(r"([0-9a-f]{64})|(?:docker|crio|containerd|cri-containerd|libpod)[-:/]([0-9a-f]{12,64})")
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: Per reading thread: pid -> its threads that slept at the last read of them all (see read_thread_stats).
+_slept = threading.local()
 
 
 def _read_small(path: str) -> bytes:
@@ -50,7 +58,11 @@ def read_thread_stats(pid: int, tids: Iterable[int] | None = None) -> dict[int, 
     ended are left out), or None where /proc is not there.
 
     The hot part of a tick (a serving process has 20-60 threads): plain ``os`` calls on string paths, about
-    a third of the cost of ``open()`` on pathlib paths measured on the H200 host."""
+    a third of the cost of ``open()`` on pathlib paths measured on the H200 host. Reading every thread
+    (``tids`` None), a thread that slept at the last such read and has not run since (its schedstat, run
+    time and timeslices, unchanged: a quarter of the kernel's work of its stat file) is still asleep with
+    the same CPU, so its stat file is not read again. The one state this cannot see is a thread woken
+    and not yet given a core, which shows as running once it has run (the next read)."""
     base = f"/proc/{pid}/task/"
     if tids is None:
         try:
@@ -59,17 +71,54 @@ def read_thread_stats(pid: int, tids: Iterable[int] | None = None) -> dict[int, 
             return None if not os.path.exists("/proc/self") else {}
         except PermissionError:
             return {}
+        slept = _slept_of(pid)
     else:
         names = [str(tid) for tid in tids]
+        slept = None
     out: dict[int, tuple[str, float]] = {}
-    for tid in names:
+    read = held_files.read
+    for name in names:
+        tid = int(name)
+        runs = None
+        if slept is not None:
+            try:
+                runs = read(pid, base + name + "/schedstat")
+            except OSError:
+                runs = None
+            known = slept.get(tid)
+            if known is not None and known[0] == runs:
+                out[tid] = known[1]
+                continue
         try:
-            fields = _stat_fields(_read_small(base + tid + "/stat"), 14)
+            raw = read(pid, base + name + "/stat")
         except OSError:
             continue
-        if fields is not None:
-            out[int(tid)] = (chr(fields[0][0]), _cpu_seconds(fields))
+        fields = raw[raw.rfind(b")") + 2:].split(None, 13)
+        if len(fields) < 13:
+            continue
+        found = out[tid] = (chr(fields[0][0]), (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+        if slept is not None:
+            if runs is not None and found[0] == "S":
+                slept[tid] = (runs, found)
+            else:
+                slept.pop(tid, None)
+    if slept is not None:
+        for ended in set(slept).difference(out):
+            del slept[ended]
     return out
+
+
+def _slept_of(pid: int) -> dict[int, tuple[bytes, tuple[str, float]]]:
+    """``pid``'s threads that slept at the last read of them all: tid -> (its schedstat then, what its stat
+    said). Kept per reading thread, like the held files."""
+    try:
+        by_pid: dict[int, dict[int, tuple[bytes, tuple[str, float]]]] = _slept.by_pid
+    except AttributeError:
+        by_pid = _slept.by_pid = {}
+    found = by_pid.get(pid)
+    if found is None:
+        found = by_pid[pid] = {}
+    return found
 
 
 def read_run_wait(pid: int, tid: int) -> float | None:
@@ -77,7 +126,7 @@ def read_run_wait(pid: int, tid: int) -> float | None:
     field 2, in ns), or None where the kernel keeps no scheduler statistics. Its rate is the time a thread
     wanted a CPU and got none: the signature of an oversubscribed host."""
     try:
-        fields = _read_small(f"/proc/{pid}/task/{tid}/schedstat").split()
+        fields = held_files.read(pid, f"/proc/{pid}/task/{tid}/schedstat").split()
         return int(fields[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
@@ -85,7 +134,7 @@ def read_run_wait(pid: int, tid: int) -> float | None:
 
 def read_thread_wait_channel(pid: int, tid: int) -> str | None:
     """Where thread ``tid`` sleeps in the kernel (``/proc/PID/task/TID/wchan``), or None."""
-    return _wchan(f"/proc/{pid}/task/{tid}/wchan")
+    return _wchan(pid, f"/proc/{pid}/task/{tid}/wchan")
 
 
 def read_children(pid: int, depth: int = 2, tids: Iterable[int] | None = None) -> list[int]:
@@ -103,10 +152,14 @@ def read_children(pid: int, depth: int = 2, tids: Iterable[int] | None = None) -
         names = [str(tid) for tid in tids]
     for tid in names:
         try:
-            with open(base + tid + "/children", "rb") as f:
-                out.extend(int(x) for x in f.read().split())
-        except (OSError, ValueError):
+            raw = _read_small(base + tid + "/children")
+        except OSError:
             continue
+        if raw:
+            try:
+                out.extend(map(int, raw.split()))
+            except ValueError:
+                continue
     if depth > 1:
         out.extend(grand for child in list(out) for grand in read_children(child, depth - 1))
     return out
@@ -115,7 +168,7 @@ def read_children(pid: int, depth: int = 2, tids: Iterable[int] | None = None) -
 def read_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a whole process from ``/proc/PID/stat``."""
     try:
-        fields = _stat_fields(_read_small(f"/proc/{pid}/stat"), 14)
+        fields = _stat_fields(held_files.read(pid, f"/proc/{pid}/stat"), 14)
     except OSError:
         return None
     return None if fields is None else _cpu_seconds(fields)
@@ -127,7 +180,7 @@ def read_process_stat(pid: int) -> tuple[str, float, int, int, int] | None:
     A major fault (field 12, ``majflt``) is a page the process touched that had to be read from storage: the
     wait of a memory-mapped file whose pages are not resident, which no read call shows."""
     try:
-        raw = _read_small(f"/proc/{pid}/stat")
+        raw = held_files.read(pid, f"/proc/{pid}/stat")
     except OSError:
         return None
     fields = _stat_fields(raw, 22)
@@ -140,27 +193,39 @@ def read_process_io(pid: int) -> tuple[int, int, int, int] | None:
     """Storage bytes read/written and bytes through read/write calls (read_bytes, write_bytes, rchar,
     wchar) from ``/proc/PID/io``; None where it cannot be read (another user's process without privilege)."""
     try:
-        raw = _read_small(f"/proc/{pid}/io")
+        raw = held_files.read(pid, f"/proc/{pid}/io")
     except OSError:
         return None
     # rchar, wchar, syscr, syscw, read_bytes, write_bytes, cancelled_write_bytes: one "name: value" per line
     values = raw.split()
     try:
-        fields = dict(zip(values[::2], values[1::2], strict=False))
-        return (int(fields[b"read_bytes:"]), int(fields[b"write_bytes:"]), int(fields[b"rchar:"]),
-                int(fields[b"wchar:"]))
-    except (KeyError, ValueError):
+        return (int(values[values.index(b"read_bytes:") + 1]), int(values[values.index(b"write_bytes:") + 1]),
+                int(values[values.index(b"rchar:") + 1]), int(values[values.index(b"wchar:") + 1]))
+    except (IndexError, ValueError):
         return None
 
 
 def read_wait_channel(pid: int) -> str | None:
     """Where the main thread sleeps in the kernel, or None (running, hidden, or not readable)."""
-    return _wchan(f"/proc/{pid}/wchan")
+    return _wchan(pid, f"/proc/{pid}/wchan")
 
 
-def _wchan(path: str) -> str | None:
+def _wchan(pid: int, path: str) -> str | None:
     try:
-        text = _read_small(path).decode("ascii", "replace").strip()
+        text = held_files.read(pid, path).decode("ascii", "replace").strip()
     except OSError:
         return None
     return text if text and text != "0" else None
+
+
+def forget(pid: int) -> None:
+    """Close the held files of process ``pid`` and its threads, and drop what was known of them: it is no
+    longer followed."""
+    held_files.release(pid)
+    getattr(_slept, "by_pid", {}).pop(pid, None)
+
+
+def forget_threads(pid: int, tids: Iterable[int]) -> None:
+    """Close the held files of the threads ``tids`` of ``pid``: they ended."""
+    for tid in tids:
+        held_files.release(pid, f"/proc/{pid}/task/{tid}/")
