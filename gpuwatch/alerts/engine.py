@@ -45,6 +45,8 @@ class _State:
     keep_firing_since: float | None = None
     value: float | None = None
     annotations: dict[str, str] = field(default_factory=dict)
+    #: The rule whose annotations were rendered (a reload may change the text of a rule that keeps its name).
+    rendered_by: Rule | None = None
 
 
 class _RuleRuntime:
@@ -68,6 +70,10 @@ class AlertEngine:
         self._last: float | None = None  # engine time of the last snapshot
         self._step = 1.0                 # the usual sampling interval, learnt from the snapshots
         self._offset = 0.0               # engine time = snapshot time + offset (grows on backward steps)
+        #: Bumped whenever an alert's state, value or text may have changed; alerts() keeps its last list
+        #: until then (the alert worker asks after every Snapshot, and most change nothing).
+        self._version = 0
+        self._listed: tuple[int, list[Alert]] | None = None
 
     @property
     def rules(self) -> RuleSet:
@@ -88,6 +94,7 @@ class AlertEngine:
                         rt.evaluator = prev.evaluator
                 runtimes.append(rt)
             self._rules, self._runtimes = rules, runtimes
+            self._version += 1
 
     def evaluate(self, snapshot: Snapshot) -> list[Transition]:
         """Advance to ``snapshot`` (call once per Snapshot, in time order); the state changes it caused."""
@@ -105,8 +112,11 @@ class AlertEngine:
     def alerts(self) -> list[Alert]:
         """Pending, firing and recently resolved alerts, in rule order then label order."""
         with self._lock:
-            return [self._alert(rt, st) for rt in self._runtimes
-                    for st in sorted(rt.states.values(), key=lambda s: sorted(s.labels.items()))]
+            if self._listed is None or self._listed[0] != self._version:
+                self._listed = (self._version, [self._alert(rt, st) for rt in self._runtimes
+                                                for st in sorted(rt.states.values(),
+                                                                 key=lambda s: sorted(s.labels.items()))])
+            return list(self._listed[1])
 
     def _advance(self, t: float) -> tuple[float, bool]:
         now = t + self._offset
@@ -125,8 +135,12 @@ class AlertEngine:
 
     def _step_rule(self, rt: _RuleRuntime, frame: Frame, gap: bool) -> list[Transition]:
         rule, now, out = rt.rule, frame.now, []
-        active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing"))
+        active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing")) \
+            if rt.states else frozenset()
         hits = rt.evaluator.evaluate(frame, active)
+        if not hits and not rt.states:
+            return out  # most rules on most ticks: nothing holds and nothing was active
+        self._version += 1  # values, annotations or states may change: alerts() makes its list afresh
         seen: set[str] = set()
         for key, value in hits.items():
             labels = {"alertname": rule.name, **frame.labels(key), **rule.labels}
@@ -141,8 +155,11 @@ class AlertEngine:
                 previous = st.state
                 if gap and st.state == "pending":
                     st.active_since = now
+            # the same labels and value render the same text: rendered again only when one changed
+            if st.rendered_by is not rule or st.labels != labels or st.value != value:
+                st.annotations = {k: render(v, labels, value, rt.unit) for k, v in rule.annotations.items()}
+                st.rendered_by = rule
             st.key, st.labels, st.value, st.keep_firing_since = key, labels, value, None
-            st.annotations = {k: render(v, labels, value, rt.unit) for k, v in rule.annotations.items()}
             if st.state == "pending" and now - st.active_since >= rule.for_s:
                 st.state, st.fired_at = "firing", now
             if st.state != previous:

@@ -200,6 +200,9 @@ class JitterEval(WindowEval):
     cond: Jitter
     keep_s = LOOKBACK_S
 
+    def new_window(self) -> Window:
+        return Window(ordered=True)  # the peak is the last of the kept order: no pass over 5 minutes a tick
+
     def sample(self, frame: Frame, key: Key) -> float | None:
         return read(frame, key, self.cond.metric)
 
@@ -207,7 +210,9 @@ class JitterEval(WindowEval):
         base = window.base(now, self.window_s)
         if base is None:
             return None
-        peak, current = max(v for _, v in window.points), window.points[-1][1]
+        ordered = window.ordered
+        peak = ordered[-1] if ordered else max(v for _, v in window.points)
+        current = window.points[-1][1]
         fall = peak - current
         return fall if fall >= self.cond.fall and peak - base >= self.cond.rise else None
 
@@ -231,6 +236,10 @@ class VolatilityEval(WindowEval):
         return read(frame, key, self.cond.metric)
 
     def reduce(self, window: Window, now: float, latched: bool) -> float | None:
+        if window.changes == 0 and self.cond.stddev > 1e-9 * abs(window.points[-1][1]):
+            # Every value in the window is the same (memory that holds still, the usual case): the standard
+            # deviation is 0 but for rounding (under 1e-9 of the value), below the threshold either way.
+            return None
         sd_recent = stddev(window.recent_half(now, self.window_s))
         if sd_recent < self.cond.stddev:
             return None  # the usual answer: the older half is not even gathered

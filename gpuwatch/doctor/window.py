@@ -8,13 +8,14 @@ None, and the rules that need it stay silent.
 
 from __future__ import annotations
 
+import operator
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
-from gpuwatch.model.metrics import read_metric
+from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.model.thread_wait import classify_wait
@@ -150,7 +151,28 @@ def _lock_share(procs: list[ProcessSample]) -> float | None:
 
 
 def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
-    return median([read_metric(key, g) for g in gpus])
+    """``median([read_metric(key, g) for g in gpus])``, with the metric's reader looked up once: the doctor
+    reads eleven metrics of every GPU sample of a window, and the accounting judges a window every 10 s."""
+    read = METRICS[key].read
+    present = []
+    for g in gpus:
+        v = read(g)
+        if v is not None and v == v:  # NaN counts as missing, as read_metric says
+            present.append(float(v))
+    return statistics.median(present) if present else None
+
+
+#: The process fields the window takes the median of, read in one pass over the samples (one C-level getter
+#: per sample, then a column per field) rather than one Python call per field and sample.
+_MEDIAN_FIELDS = ("top_thread_cpu_percent", "cpu_percent", "io_read_bytes_s", "io_write_bytes_s",
+                  "io_read_chars_s", "major_faults_s", "gpu_memory_bytes", "workers_cpu_percent", "workers_busy",
+                  "run_wait_percent")
+_median_row = operator.attrgetter(*_MEDIAN_FIELDS)
+
+
+def _column_median(column: Sequence[float | int | None]) -> float | None:
+    present = [float(v) for v in column if v is not None]
+    return statistics.median(present) if present else None
 
 
 def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: float | None,
@@ -164,31 +186,34 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
     channels = Counter(p.wait_channel for p in procs if p.wait_channel)
     upstream = Counter(p.upstream for p in procs if p.upstream)
     top_tid = max(tops)[1] if tops else None
-
-    def m(get: Callable[[ProcessSample], float | int | None]) -> float | None:
-        return median([None if (v := get(p)) is None else float(v) for p in procs])
+    med = dict(zip(_MEDIAN_FIELDS, map(_column_median, zip(*map(_median_row, procs), strict=True)), strict=True))
+    run_waits, threads_cpu, busy = [], [], []
+    for p in procs:
+        percents = p.thread_cpu_percents
+        run_waits.append(p.thread_run_wait_percents[0] if p.thread_run_wait_percents else None)
+        threads_cpu.append(sum(percents) if percents else None)
+        busy.append(sum(c >= BUSY_THREAD_CPU for c in percents) if percents else None)
 
     return ProcessWindow(
         pid=last.pid, name=last.name, samples=len(procs), seconds=samples[-1][0] - samples[0][0],
-        top_thread_cpu=m(lambda p: p.top_thread_cpu_percent), top_thread_id=max(tops)[1] if tops else None,
-        cpu=m(lambda p: p.cpu_percent), sm_util_mean=mean([None if p.sm_util is None else
-                                                    min(p.sm_util, 100.0 if gpu_util_max is None else gpu_util_max)
-                                                    for p in procs]),
+        top_thread_cpu=med["top_thread_cpu_percent"], top_thread_id=max(tops)[1] if tops else None,
+        cpu=med["cpu_percent"], sm_util_mean=mean([None if p.sm_util is None else
+                                                   min(p.sm_util, 100.0 if gpu_util_max is None else gpu_util_max)
+                                                   for p in procs]),
         io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
         wait_channel=channels.most_common(1)[0][0] if channels else None,
-        io_read_bytes_s=m(lambda p: p.io_read_bytes_s), io_write_bytes_s=m(lambda p: p.io_write_bytes_s),
-        io_read_chars_s=m(lambda p: p.io_read_chars_s), major_faults_s=m(lambda p: p.major_faults_s),
-        gpu_memory_bytes=m(lambda p: p.gpu_memory_bytes),
+        io_read_bytes_s=med["io_read_bytes_s"], io_write_bytes_s=med["io_write_bytes_s"],
+        io_read_chars_s=med["io_read_chars_s"], major_faults_s=med["major_faults_s"],
+        gpu_memory_bytes=med["gpu_memory_bytes"],
         gpu_memory=tuple((t, float(p.gpu_memory_bytes)) for t, p in samples if p.gpu_memory_bytes is not None),
         workers=max((p.workers for p in procs if p.workers is not None), default=None),
-        workers_cpu=m(lambda p: p.workers_cpu_percent), workers_busy=m(lambda p: p.workers_busy),
-        top_run_wait=m(lambda p: p.thread_run_wait_percents[0] if p.thread_run_wait_percents else None),
+        workers_cpu=med["workers_cpu_percent"], workers_busy=med["workers_busy"],
+        top_run_wait=_column_median(run_waits),
         top_waits=_wait_shares(procs),
-        threads_cpu=m(lambda p: sum(p.thread_cpu_percents) if p.thread_cpu_percents else None),
-        busy_threads=m(lambda p: sum(c >= BUSY_THREAD_CPU for c in p.thread_cpu_percents)
-                       if p.thread_cpu_percents else None),
-        threads_lock_share=_lock_share(procs), run_wait=m(lambda p: p.run_wait_percent),
+        threads_cpu=_column_median(threads_cpu),
+        busy_threads=_column_median(busy),
+        threads_lock_share=_lock_share(procs), run_wait=med["run_wait_percent"],
         main_waits=_main_wait_shares(procs), stacks=(ev := process_stacks(stacks, last.pid, top_tid)),
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
         upstream=upstream.most_common(1)[0][0] if upstream else None)

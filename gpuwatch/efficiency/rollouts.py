@@ -122,6 +122,18 @@ class RolloutDetector:
         self._current: dict[str, _Seen] = {}
         self._ended: dict[str, _Seen] = {}
         self._pending: dict[str, _Pending] = {}
+        self._names_key: tuple[tuple[tuple[object, ...], ...], ...] | None = None
+        self._names: dict[int, str] = {}
+
+    def _command_labels(self, snap: Snapshot) -> dict[int, str]:
+        """``snap.command_labels()``, made again only when what names a process changed: the labels read the
+        pid, name, command line, parent and start time of the processes and feeders alone, and those stay the
+        same from tick to tick while a workload runs (making them was most of the detector's tick)."""
+        key = (tuple((p.pid, p.name, p.cmdline, p.ppid, p.create_time) for p in snap.processes),
+               tuple((f.pid, f.name, f.cmdline) for f in snap.feeders))
+        if key != self._names_key:
+            self._names_key, self._names = key, snap.command_labels()
+        return self._names
 
     @property
     def pending(self) -> int:
@@ -138,7 +150,7 @@ class RolloutDetector:
             self._recent.popleft()
         out: list[Rollout] = []
         seen_gpus = set()
-        names = snap.command_labels() if snap.processes else {}
+        names = self._command_labels(snap) if snap.processes else {}
         for gpu in snap.gpus:
             if gpu.lost:
                 continue

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TypeVar
+import operator
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from gpuwatch.model.walk import map_strings
+
+_PLAIN = (int, float, bool, type(None))
 
 T = TypeVar("T")
 
@@ -59,7 +63,40 @@ def _clean_str(text: str) -> str:
     return text if text.isascii() else clean(text)
 
 
+@functools.cache
+def _text_getter(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    """The text fields of a record class read at once, as one tuple (``attrgetter`` of one name returns the
+    value); None for a type that is no record."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    names = _text_fields(cls)
+    if not names:
+        return lambda _obj: ()
+    getter = operator.attrgetter(*names)
+    return getter if len(names) > 1 else lambda obj: (getter(obj),)
+
+
+def _ascii(value: Any) -> bool:
+    """Whether every string :func:`map_strings` would visit in ``value`` is ASCII (walking the same fields
+    and containers): then :func:`record` has nothing to clean. No copies are made on the way, where the
+    rewriting walk lists every tuple's items to compare them."""
+    t = type(value)
+    if t is str:
+        return value.isascii()
+    if t in _PLAIN:
+        return True
+    if t is tuple or t is list:
+        return all(map(_ascii, value))
+    if t is dict:
+        return all(map(_ascii, value)) and all(map(_ascii, value.values()))
+    get = _text_getter(t)
+    return get is None or all(map(_ascii, get(value)))
+
+
 def record(obj: T) -> T:
     """``obj`` (a frozen model record: a Snapshot, a sample, a status) with every string in it clean; the
-    same object when nothing needed cleaning, so a clean tick allocates nothing."""
+    same object when nothing needed cleaning, so a clean tick allocates nothing. Names are ASCII on almost
+    every tick: one walk that only looks says so, and the walk that rewrites runs only when one is not."""
+    if _ascii(obj):
+        return obj
     return map_strings(obj, _clean_str, _text_fields)

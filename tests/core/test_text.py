@@ -37,6 +37,30 @@ def test_a_clean_record_is_returned_as_it_is() -> None:
     assert text.record(snap) is snap
 
 
+def test_a_record_with_text_that_is_utf8_but_not_ascii_is_returned_as_it_is() -> None:
+    snap = dataclasses.replace(full_snapshot(), processes=(dataclasses.replace(full_process(), name="naïve-日本"),))
+    assert text.record(snap) is snap
+
+
+def test_one_string_that_is_not_utf8_anywhere_in_a_snapshot_is_cleaned_and_the_rest_kept() -> None:
+    """Each place a string can sit (a field, a tuple, a dict key or value, a nested record) alone holds the
+    one bad string; the record that comes back differs exactly there."""
+    snap = full_snapshot()
+    proc, gpu = full_process(), full_gpu(0)
+    cases = {
+        "a field": dataclasses.replace(snap, processes=(dataclasses.replace(proc, user="u\udce9"),)),
+        "a tuple": dataclasses.replace(snap, processes=(dataclasses.replace(proc, thread_waits=("lock", "x\udce9")),)),
+        "a dict key": dataclasses.replace(snap, gpus=(dataclasses.replace(gpu, labels={"k\udce9": "v"}),)),
+        "a dict value": dataclasses.replace(snap, gpus=(dataclasses.replace(gpu, extra={"k": "v\udce9"}),)),
+        "a nested record": dataclasses.replace(snap, host=HostSample(hostname="h\udce9")),
+    }
+    for where, bad in cases.items():
+        cleaned = text.record(bad)
+        assert cleaned is not bad, where
+        assert "\\xe9" in repr(cleaned) and "\\udce9" not in repr(cleaned), where
+        assert encodes(snapshot_to_dict(cleaned)), where  # type: ignore[arg-type]
+
+
 def bad_snapshot() -> object:
     snap = full_snapshot()
     gpu = dataclasses.replace(full_gpu(0), name="H200\udce9", labels={"pod\udce9": "p\udce9"},
