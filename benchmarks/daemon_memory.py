@@ -6,6 +6,8 @@ what each long-lived part retains and, with ``--tracemalloc``, the traced bytes 
 memory of its own: compare RSS only between runs without it).
 
     PYTHONPATH=$PWD python3 benchmarks/daemon_memory.py --at 70 --at 600 [--baseline REF] [--tracemalloc]
+    PYTHONPATH=$PWD python3 benchmarks/daemon_memory.py --real-nvml --at 70 --baseline REF   # on a GPU machine
+    PYTHONPATH=$PWD python3 benchmarks/daemon_memory.py --ticks 10000 --ticks 100000          # the leak daemon
 
 ``--baseline REF`` runs a second daemon from ``git archive REF`` beside this tree's, over the same stand-ins.
 """
@@ -46,8 +48,18 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+#: The daemon on the real NVML, or the leak benchmark's replaying daemon, with the probe.
+PROBED_MAIN = ("import os, runpy, sys\n"
+                 "sys.path.insert(0, sys.argv.pop(1))\n"
+                 "_probe = runpy.run_path(os.environ['MEMPROBE_FILE'])\n"
+                 "_probe['install'](os.environ['MEMPROBE_REPORT'])\n"
+                 "from gpuwatch.cli.main import main\n"
+                 "sys.exit(main())\n")
+
+
 class ProbedDaemon:
-    def __init__(self, name: str, tree: Path, pids: list[int], logdir: Path, tracemalloc: bool) -> None:
+    def __init__(self, name: str, tree: Path, pids: list[int], logdir: Path, tracemalloc: bool,
+                 replay: Path | None = None, real_nvml: bool = False) -> None:
         self.name, self.port = name, free_port()
         state = Path(tempfile.mkdtemp(prefix=f"state-{name}-", dir=logdir))
         self.report = logdir / f"report-{name}"
@@ -56,8 +68,16 @@ class ProbedDaemon:
                "MEMPROBE_REPORT": str(self.report)}
         if tracemalloc:
             env["PYTHONTRACEMALLOC"] = "1"
-        cmd = [sys.executable, "-c", PROBED_CHILD, str(tree), str(ROOT / "tests"), ",".join(map(str, pids)), "40",
-               "daemon", *commands.listen_args(self.port), "--state-dir", str(state), "--interval", "1"]
+        daemon = ["daemon", *commands.listen_args(self.port), "--state-dir", str(state)]
+        if replay is not None:
+            cmd = [sys.executable, "-c", PROBED_MAIN, str(tree), *daemon, "--replay", str(replay), "--speed", "0",
+                   "--loop"]
+        elif real_nvml:
+            cmd = [sys.executable, "-c", PROBED_MAIN, str(tree), *daemon, "--interval", "1"]
+            env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # the carried wheels, where there are any
+        else:
+            cmd = [sys.executable, "-c", PROBED_CHILD, str(tree), str(ROOT / "tests"), ",".join(map(str, pids)),
+                   "40", *daemon, "--interval", "1"]
         self.proc: Started = start(name, cmd, logdir, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
         self.taken = 0
@@ -85,12 +105,18 @@ class ProbedDaemon:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     logdir = Path(tempfile.mkdtemp(prefix="gpuwatch-daemon-memory-"))
-    stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
-    pids = [s.pid for s in stand_ins]
+    if args.real_nvml:  # the H200 benchmark's load: torch processes on the GPU
+        from benchmarks.gpu_load import start_load, wait_on_gpu
+
+        stand_ins = start_load(args.procs, logdir, seconds=max(args.at) + 300)
+        pids = wait_on_gpu(stand_ins)
+    else:
+        stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
+        pids = [s.pid for s in stand_ins]
     trees = {"this tree": ROOT}
     if args.baseline:
         trees = {f"baseline {args.baseline}": export_tree(args.baseline, logdir / "baseline"), **trees}
-    daemons = {label: ProbedDaemon(f"daemon-{i}", tree, pids, logdir, args.tracemalloc)
+    daemons = {label: ProbedDaemon(f"daemon-{i}", tree, pids, logdir, args.tracemalloc, real_nvml=args.real_nvml)
                for i, (label, tree) in enumerate(trees.items())}
     t0 = time.monotonic()
     out: dict[str, Any] = {"logs": str(logdir), "tracemalloc": args.tracemalloc, "checkpoints": {}}
@@ -125,16 +151,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _seq(url: str) -> int:
+    with urllib.request.urlopen(url + "/api/v1/snapshot", timeout=10) as resp:
+        return int(json.loads(resp.read()).get("seq", 0))
+
+
+def run_leak(args: argparse.Namespace) -> dict[str, Any]:
+    """The leak benchmark's replaying daemon (:mod:`benchmarks.leaks`), reported at each tick of ``--ticks``."""
+    from benchmarks.recordings import make_leak_recording
+
+    logdir = Path(tempfile.mkdtemp(prefix="gpuwatch-leak-memory-"))
+    recording = logdir / "leak.ndjson.gz"
+    make_leak_recording(recording)
+    tree = export_tree(args.baseline, logdir / "baseline") if args.baseline else ROOT
+    d = ProbedDaemon("leak", tree, [], logdir, args.tracemalloc, replay=recording)
+    out: dict[str, Any] = {"logs": str(logdir), "tracemalloc": args.tracemalloc, "tree": args.baseline or "this tree",
+                           "checkpoints": {}}
+    try:
+        wait_http(d.url + "/healthz", 90, d.proc)
+        for target in sorted(args.ticks):
+            while (seq := _seq(d.url)) < target:
+                time.sleep(0.1)
+            out["checkpoints"][str(target)] = {"leak": {"seq": seq, **d.take()}}
+    finally:
+        d.proc.stop()
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--at", type=float, action="append", help="seconds after start to report at (default 70)")
     p.add_argument("--procs", type=int, default=4, help="stand-in GPU processes (default 4, the H200 load's)")
     p.add_argument("--baseline", metavar="REF", help="a git ref to run beside this tree")
+    p.add_argument("--real-nvml", action="store_true", help="on a GPU machine: the real NVML and --procs torch "
+                   "load processes (benchmarks/load_worker.py) instead of the fake and the stand-ins")
     p.add_argument("--tracemalloc", action="store_true", help="trace allocations (costs memory of its own)")
+    p.add_argument("--ticks", type=int, action="append", help="instead: the leak benchmark's replaying daemon, "
+                   "reported when it reaches each of these ticks")
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args()
     args.at = args.at or [70.0]
-    text = json.dumps(run(args), indent=1)
+    text = json.dumps(run_leak(args) if args.ticks else run(args), indent=1)
     print(text)
     if args.out:
         args.out.write_text(text)

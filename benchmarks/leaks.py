@@ -22,8 +22,8 @@ import psutil
 if __name__ == "__main__":  # run as a script: this checkout's benchmarks and gpuwatch
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import commands  # noqa: E402
-from benchmarks.procs import Started, free_port, start, wait_http  # noqa: E402
+from benchmarks import commands
+from benchmarks.procs import Started, free_port, start, wait_http
 
 BASE_TICKS = 1_000
 TARGET_TICKS = 100_000

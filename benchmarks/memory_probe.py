@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 #: The daemon's long-lived parts, by class name; each one's retained bytes exclude what an earlier one holds.
@@ -77,7 +78,7 @@ def _malloc_info() -> dict[str, Any]:
         fp = libc.fopen(tmp.name.encode(), b"w")
         libc.malloc_info(0, fp)
         libc.fclose(fp)
-        xml = open(tmp.name).read()
+        xml = Path(tmp.name).read_text()
     heaps = []
     for m in re.finditer(r'<heap nr="(\d+)">(.*?)</heap>', xml, re.S):
         body = m.group(2)
@@ -115,6 +116,19 @@ def _obmalloc() -> dict[str, Any]:
         if m:
             out[key] = int(m.group(1).replace(",", ""))
     return out
+
+
+def _sqlite() -> dict[str, float]:
+    """SQLite's own heap (every connection's page cache, schema and statements), from the loaded library."""
+    if "_sqlite3" not in sys.modules:
+        return {}
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return {}
+    lib.sqlite3_memory_used.restype = lib.sqlite3_memory_highwater.restype = ctypes.c_int64
+    return {"memory_used_kib": round(lib.sqlite3_memory_used() / 1024, 1),
+            "highwater_kib": round(lib.sqlite3_memory_highwater(0) / 1024, 1)}
 
 
 def _retained(roots: list[object], seen: set[int]) -> tuple[int, int]:
@@ -158,12 +172,21 @@ def _parts() -> dict[str, Any]:
             **extra}
 
 
+_previous: list[Any] = []
+
+
 def _tracemalloc() -> dict[str, Any]:
     import tracemalloc
 
     if not tracemalloc.is_tracing():
         return {}
-    snap = tracemalloc.take_snapshot()
+    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    grown = []
+    if _previous:
+        grown = [{"where": f"{d.traceback[0].filename.rsplit('/', 2)[-1]}:{d.traceback[0].lineno}",
+                  "kib": round(d.size_diff / 1024, 1), "blocks": d.count_diff}
+                 for d in snap.compare_to(_previous[-1], "lineno")[:30]]
+    _previous[:] = [snap]
     by_file: collections.Counter[str] = collections.Counter()
     for stat in snap.statistics("filename"):
         path = stat.traceback[0].filename
@@ -174,7 +197,8 @@ def _tracemalloc() -> dict[str, Any]:
     lines = [{"where": f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno}",
               "kib": round(s.size / 1024, 1), "blocks": s.count} for s in snap.statistics("lineno")[:40]]
     return {"traced_kib": round(sum(by_file.values()) / 1024, 1),
-            "by_file_kib": {k: round(v / 1024, 1) for k, v in by_file.most_common(40)}, "top_lines": lines}
+            "by_file_kib": {k: round(v / 1024, 1) for k, v in by_file.most_common(40)}, "top_lines": lines,
+            "grown_since_last_report": grown}
 
 
 def _trim() -> dict[str, float]:
@@ -190,6 +214,7 @@ def _trim() -> dict[str, float]:
 
 def report() -> dict[str, Any]:
     return {"status_kib": _status(), "smaps_mib": _smaps(), "malloc": _malloc_info(), "obmalloc": _obmalloc(),
+            "sqlite": _sqlite(),
             "threads": sorted(t.name for t in threading.enumerate()), **_parts(), "tracemalloc": _tracemalloc(),
             "modules": list(sys.modules), "trim_mib": _trim()}
 
