@@ -175,6 +175,44 @@ def _parts() -> dict[str, Any]:
 _previous: list[Any] = []
 
 
+_seen_before: list[set[int]] = []
+
+
+def holders(sample: int = 60, depth: int = 5) -> dict[str, Any]:
+    """What holds the containers (tuples, lists, dicts) that are alive now, were not at the last report and
+    are not the History's: for a sample of them, the chain of referrer types up to ``depth`` levels."""
+    objs = gc.get_objects()
+    history = [o for o in objs if type(o).__name__ == "History"]
+    in_history: set[int] = set()
+    _retained(history, in_history)
+    kinds = (tuple, list, dict)
+    alive = [o for o in objs if type(o) in kinds]
+    before = _seen_before[0] if _seen_before else None
+    _seen_before[:] = [{id(o) for o in alive}]
+    if before is None:
+        return {"containers": len(alive)}
+    new = [o for o in alive if id(o) not in before and id(o) not in in_history]
+    chains: collections.Counter[str] = collections.Counter()
+    picked = new[:: max(1, len(new) // sample)]
+    skip = {id(objs), id(alive), id(new), id(history), id(picked)}
+    for obj in picked:
+        chain, cur = [type(obj).__name__ + (f"[{len(obj)}]" if isinstance(obj, tuple) else "")], obj
+        for _ in range(depth):
+            refs = gc.get_referrers(cur)
+            skip.add(id(refs))
+            refs = [r for r in refs if id(r) not in skip and r is not chain and type(r).__name__ != "list_iterator"]
+            skip.add(id(refs))
+            if not refs:
+                break
+            cur = refs[0]
+            if isinstance(cur, types.FrameType):
+                chain.append(f"frame {cur.f_code.co_name} ({cur.f_code.co_filename.rsplit('/', 1)[-1]})")
+                break
+            chain.append(type(cur).__name__)
+        chains[" <- ".join(chain)] += 1
+    return {"containers": len(alive), "new_not_history": len(new), **dict(chains.most_common(20))}
+
+
 def _tracemalloc() -> dict[str, Any]:
     import tracemalloc
 
@@ -216,7 +254,7 @@ def report() -> dict[str, Any]:
     return {"status_kib": _status(), "smaps_mib": _smaps(), "malloc": _malloc_info(), "obmalloc": _obmalloc(),
             "sqlite": _sqlite(),
             "threads": sorted(t.name for t in threading.enumerate()), **_parts(), "tracemalloc": _tracemalloc(),
-            "modules": list(sys.modules), "trim_mib": _trim()}
+            "modules": list(sys.modules), "holders": holders(), "trim_mib": _trim()}
 
 
 def install(path_prefix: str) -> None:
