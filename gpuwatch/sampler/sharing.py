@@ -12,17 +12,22 @@ changes (a float's sign is part of its value: a zero is never shared).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
 
 _PLAIN = (str, int, float)
+Record = GpuSample | ProcessSample | HostSample
 
 
-@functools.cache
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def _plain(items: tuple[Any, ...]) -> bool:
@@ -30,7 +35,7 @@ def _plain(items: tuple[Any, ...]) -> bool:
     return all(type(x) in _PLAIN and (type(x) is not float or x != 0.0) for x in items)
 
 
-def _share_fields(new: Any, old: Any) -> None:
+def _share_fields(new: Record, old: Record) -> None:
     for name in _fields(type(new)):
         a = getattr(new, name)
         if a is None:  # most optional fields, and a singleton already
