@@ -8,13 +8,19 @@ stream backlog) is full, so growth after that is memory that is never given back
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+if __name__ == "__main__":  # run as a script: this checkout's benchmarks and gpuwatch
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import commands
 from benchmarks.procs import Started, free_port, start, wait_http
@@ -50,7 +56,7 @@ class LeakRun:
         self.curve.append((seq, round(rss, 2), round(time.monotonic() - self._t0, 1)))
         return seq, rss
 
-    def poll_until(self, target: int = TARGET_TICKS, timeout_s: float = 300.0) -> None:
+    def poll_until(self, target: int = TARGET_TICKS, timeout_s: float = 300.0, settled: int = SETTLED_TICKS) -> None:
         try:
             wait_http(self.url, 60, self.proc)
             seq = 0
@@ -60,7 +66,7 @@ class LeakRun:
             seq, _ = self._point()
             deadline = time.monotonic() + timeout_s
             step = max(1, target // 20)
-            mark = min(seq + step, SETTLED_TICKS)
+            mark = min(seq + step, settled)
             while seq < target and time.monotonic() < deadline:
                 time.sleep(0.25)
                 seq = _seq(self.url)
@@ -80,7 +86,7 @@ class LeakRun:
         except (OSError, ValueError):
             return None
 
-    def result(self) -> dict[str, Any]:
+    def result(self, settled_ticks: int = SETTLED_TICKS) -> dict[str, Any]:
         out: dict[str, Any] = {"leak_command": " ".join(self.cmd[2:]), "leak_curve": self.curve,
                                "leak_daemon_health": self.health}
         if self.error:
@@ -91,7 +97,7 @@ class LeakRun:
             return out
         out.update(leak_rss_mib_1k=base[1], leak_ticks_base=base[0], leak_ticks=last[0],
                    leak_rss_mib_end=last[1], leak_seconds=last[2])
-        settled = next(((s, r) for s, r, _ in self.curve if s >= SETTLED_TICKS), None)
+        settled = next(((s, r) for s, r, _ in self.curve if s >= settled_ticks), None)
         if settled is not None and last[0] > settled[0]:
             # Growth once warm (alert states, allocator arenas and caches have reached their size).
             out.update(leak_rss_mib_10k=settled[1], rss_growth_mib_10k_to_end=round(last[1] - settled[1], 2))
@@ -104,3 +110,25 @@ class LeakRun:
 
     def _t_base(self) -> float:
         return next((t for s, _, t in self.curve if s >= BASE_TICKS), 0.0)
+
+
+def main() -> int:
+    """On its own: ``python benchmarks/leaks.py --ticks 40000`` (the growth from ``--settled`` to the end)."""
+    from benchmarks.recordings import make_leak_recording
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ticks", type=int, default=TARGET_TICKS, help=f"ticks to run to (default {TARGET_TICKS})")
+    p.add_argument("--settled", type=int, default=SETTLED_TICKS, help="the tick growth is counted from")
+    p.add_argument("--timeout", type=float, default=900.0, help="most seconds to reach --ticks")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuwatch-leak-") as tmp:
+        recording = Path(tmp) / "leak.ndjson.gz"
+        make_leak_recording(recording)
+        run = LeakRun(recording, Path(tmp))
+        run.poll_until(args.ticks, args.timeout, args.settled)
+        print(json.dumps(run.result(args.settled), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,6 +24,7 @@ from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
 from gpuwatch.daemon.runner import Daemon
 from gpuwatch.model.visible import visible
+from gpuwatch.runtime import memory
 from gpuwatch.runtime.build import SamplingOptions
 
 DESCRIPTION = f"""\
@@ -106,18 +107,29 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), exit_code=2) from None
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
+    memory.tune_allocator()  # before the sources open and start their threads
     opened = open_options(options_from_config(config, args))
     throwaway = _replay_state(config) if opened.is_recording else None
     try:
         daemon = Daemon(_state_in(config, throwaway), opened.sampler, opened.description, opened.is_recording,
                         reload_config=lambda: _state_in(_configure(args), throwaway))
-        return asyncio.run(daemon.run())
+        return asyncio.run(_serve(daemon))
     except StartError as exc:
         opened.producer.close()
         raise CliError(str(exc), exit_code=2) from None
     finally:
         if throwaway is not None:
             throwaway.cleanup()
+
+
+async def _serve(daemon: Daemon) -> int:
+    """The daemon, with the allocator's free pages handed back once it has settled and then now and then."""
+    releaser = memory.Releaser()
+    releaser.start(asyncio.get_running_loop())
+    try:
+        return await daemon.run()
+    finally:
+        releaser.stop()
 
 
 def _replay_state(config: Config) -> tempfile.TemporaryDirectory[str] | None:

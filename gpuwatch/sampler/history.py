@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from gpuwatch.model.snapshot import Snapshot
+from gpuwatch.sampler.sharing import share_unchanged
 
 
 class History:
@@ -21,6 +22,8 @@ class History:
         return self._items.maxlen or 0
 
     def append(self, snap: Snapshot) -> None:
+        """Keep ``snap``, sharing the values it repeats from the one before (``sampler/sharing.py``)."""
+        share_unchanged(snap, self._items[-1] if self._items else None)
         self._items.append(snap)
 
     def __len__(self) -> int:

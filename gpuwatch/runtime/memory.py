@@ -1,0 +1,98 @@
+"""The daemon's memory kept near what it uses: glibc's allocator told, before any thread starts, to share its
+arenas and to map large blocks apart, and asked now and then to give back the pages it holds free.
+
+Why: every thread that allocates gets a glibc arena of its own (up to 8 per core), and what a thread frees
+stays in its arena; a block of 128 KiB or more that is freed raises glibc's mmap threshold to its size, so
+later blocks of that size come from the heap and stay there after they are freed. The daemon has a dozen
+threads that allocate (the NVML and host sources, the sampler, the alert worker, the doctor, the
+accounting, HTTP connections), so free memory spread over a dozen arenas showed as RSS that only grew.
+A fixed threshold keeps large blocks (read buffers, JSON bodies, py-spy's output) out of the arenas;
+``malloc_trim`` hands back the whole free pages inside them.
+
+Elsewhere than glibc (musl, macOS) each call does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import gc
+import logging
+
+log = logging.getLogger(__name__)
+
+#: mallopt parameters (glibc's malloc.h).
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+#: Arenas the threads share: one would make allocating threads queue on its lock; most of the daemon's
+#: allocations are Python's (its own pools, under the GIL), so two leave little to wait for.
+ARENAS = 2
+#: Blocks this large or larger are mapped apart and unmapped when freed (glibc's default start, held fixed).
+MMAP_THRESHOLD = 128 * 1024
+#: Free memory at the top of an arena past this goes back at once (glibc's default start, held fixed).
+TRIM_THRESHOLD = 128 * 1024
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt  # noqa: B018 - glibc has both; musl has mallopt but not malloc_trim
+        libc.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+
+
+def tune_allocator() -> bool:
+    """Share ``ARENAS`` arenas among threads and hold the mmap and trim thresholds fixed. Call it before
+    the first thread starts: a thread already running keeps the arena it has. False where not glibc."""
+    if _LIBC is None:
+        return False
+    done = all(_LIBC.mallopt(param, value) == 1 for param, value in (
+        (M_ARENA_MAX, ARENAS), (M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD)))
+    if not done:
+        log.debug("mallopt refused a setting; the allocator keeps its defaults")
+    return done
+
+
+def release() -> None:
+    """Collect garbage cycles, then hand the allocator's free pages back to the kernel."""
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+
+#: Seconds after start of the first release (start-up's garbage gone, the first windows judged), then between.
+FIRST_RELEASE_S = 20.0
+RELEASE_EVERY_S = 300.0
+
+
+class Releaser:
+    """:func:`release` on an event loop (the daemon's, idle between requests: no thread of its own) after
+    ``first_s``, then every ``every_s``."""
+
+    def __init__(self, first_s: float = FIRST_RELEASE_S, every_s: float = RELEASE_EVERY_S) -> None:
+        self.first_s, self.every_s = first_s, every_s
+        self.releases = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._handle = loop.call_later(self.first_s, self._tick)
+
+    def _tick(self) -> None:
+        release()
+        self.releases += 1
+        assert self._loop is not None
+        self._handle = self._loop.call_later(self.every_s, self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
