@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.screen import Screen
 
 from gpuwatch.tui.actions import DashboardScreen
+from gpuwatch.tui.driver import driver_class
 from gpuwatch.tui.feed import DiagnosisReady, Feed, FeedStatus, SnapshotReady
 from gpuwatch.tui.screen import SourceState
 from gpuwatch.tui.terminal_cells import forget as forget_terminal_cells
@@ -60,6 +62,10 @@ class GpuWatchApp(App[None]):
         self.sources: dict[str, SourceState] = {}
         #: The dashboard screen: the widgets, the view state and the keys.
         self.dashboard = DashboardScreen(feed, self.sources)
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal, with an input thread that sleeps until there is input."""
+        return driver_class(super().get_driver_class())
 
     def get_default_screen(self) -> Screen[Any]:
         return self.dashboard

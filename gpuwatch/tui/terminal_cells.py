@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from itertools import repeat
 from typing import cast
 
 from rich.cells import cell_len
@@ -167,7 +168,7 @@ class TerminalCells:
                 continue
             pen = DEFAULT_PEN if style is None else pen_of(style, color_system)
             if cell_len(text) == len(text):
-                out.extend((ch, pen) for ch in text)
+                out.extend(zip(text, repeat(pen)))  # the (character, pen) pairs built in C
             else:
                 for ch in text:
                     width = cell_len(ch)
@@ -182,6 +183,8 @@ class TerminalCells:
         joined, widened so no run begins or ends inside a wide character, old or new."""
         runs: list[tuple[int, int]] = []
         n = len(new)
+        if row[x0:x0 + n] == new:  # compared in C: most of a span Textual sends is what the terminal shows
+            return runs
         x = 0
         while x < n:
             if row[x0 + x] == new[x]:

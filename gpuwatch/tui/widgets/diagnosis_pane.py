@@ -105,6 +105,8 @@ class DiagnosisPane(VerticalScroll):
         super().__init__(FindingsText(Text("waiting for the first diagnosis…"), classes="body"), id=id)
         self.border_title = "Diagnosis"
         self._shown: Text | None = None
+        #: Lines the shown findings take, by pane width (a layout asks for two widths, up to four times).
+        self._lines_at: dict[int, int] = {}
         # this pane's scrollbar only (Textual's documented way; mypy refuses assigning its ClassVar on an instance)
         setattr(self.vertical_scrollbar, "renderer", SolidScrollBar)  # noqa: B010
 
@@ -113,8 +115,10 @@ class DiagnosisPane(VerticalScroll):
 
     def lines_at(self, width: int) -> int:
         """Lines the findings take in a pane ``width`` cells wide (border and padding taken off)."""
-        shown = self._shown if self._shown is not None else Text("waiting")
-        return len(shown.wrap(self.app.console, max(10, width - 4)))
+        if width not in self._lines_at:
+            shown = self._shown if self._shown is not None else Text("waiting")
+            self._lines_at[width] = len(shown.wrap(self.app.console, max(10, width - 4)))
+        return self._lines_at[width]
 
     def show(self, findings: Sequence[Finding] | None, note: str = "", at: str = "") -> None:
         """``at``: the past moment whose window was judged (``at 14:03:12``), said in the title."""
@@ -129,4 +133,5 @@ class DiagnosisPane(VerticalScroll):
             self.border_title = title
         if text != self._shown:
             self._shown = text
+            self._lines_at.clear()
             self.query_one(FindingsText).show(text)

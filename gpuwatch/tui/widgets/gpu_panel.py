@@ -90,10 +90,11 @@ def _health_line(problems: tuple[str, ...], pal: Palette) -> Text:
     return text
 
 
-def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample | None = None,
-               height: int = LINES, problems: tuple[str, ...] = ()) -> Text:
+def gpu_lines(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample | None = None,
+              height: int = LINES, problems: tuple[str, ...] = ()) -> list[Text]:
+    """The panel's lines, top first (built one by one: the panel compares them line by line)."""
     if gpu is None:
-        return Text("waiting for the first sample…", style="dim")
+        return [Text("waiting for the first sample…", style="dim")]
     half = max(30, width // 2)
     right_w = max(0, width - half - 1)
     head = Text(f"GPU {gpu.index} ", style=f"bold {pal.primary}")
@@ -123,26 +124,33 @@ def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample
                right_w)),
         (_bar(SM_CLOCK, gpu, clock_value, pal.primary, half, vw), _pcie(gpu, right_w)),
     ]
-    out = Text(no_wrap=True, overflow="ellipsis")
-    out.append_text(head)
+    parts: list[Text | tuple[Text, Text]] = [head]
     if problems:  # under the title, so a short panel loses its last line rather than this one
-        out.append("\n")
-        out.append_text(_health_line(problems, pal))
-    for left, right in rows:
-        out.append("\n")
-        out.append_text(left)
-        out.append(" ")
-        out.append_text(right)
-    out.append("\n")
-    out.append_text(_clock_events(gpu, pal))
+        parts.append(_health_line(problems, pal))
+    parts += rows
+    parts.append(_clock_events(gpu, pal))
     room = height - (1 if problems else 0)
     if room > LINES and host is not None:
-        out.append("\n")
-        out.append_text(_host_line(host))
+        parts.append(_host_line(host))
     if room > LINES + 1:
-        out.append("\n")
-        out.append_text(_more_line(gpu))
-    return out
+        parts.append(_more_line(gpu))
+    lines = []
+    for part in parts:  # each line unstyled itself: a part's own style covers its text, not the padding after it
+        line = Text()
+        if isinstance(part, tuple):
+            line.append_text(part[0])
+            line.append(" ")
+            line.append_text(part[1])
+        else:
+            line.append_text(part)
+        lines.append(line)
+    return lines
+
+
+def render_gpu(gpu: GpuSample | None, width: int, pal: Palette, host: HostSample | None = None,
+               height: int = LINES, problems: tuple[str, ...] = ()) -> Text:
+    """The panel as one text, a line per row (what :func:`gpu_lines` gives, joined)."""
+    return Text("\n", no_wrap=True, overflow="ellipsis").join(gpu_lines(gpu, width, pal, host, height, problems))
 
 
 def _host_line(h: HostSample) -> Text:
@@ -217,8 +225,8 @@ class GpuPanel(LinesWidget):
             self.redraw()
 
     def redraw(self) -> None:
-        self.set_lines(self.split(render_gpu(self.gpu, self.size.width, Palette(self), self.host, self.size.height,
-                                             self.problems)))
+        self.set_lines(gpu_lines(self.gpu, self.size.width, Palette(self), self.host, self.size.height,
+                                 self.problems))
 
     def on_resize(self) -> None:
         self.redraw()

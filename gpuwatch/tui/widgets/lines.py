@@ -1,12 +1,17 @@
 """A widget drawn as a list of lines, of which only the cells that changed are redrawn.
 
 Textual redraws the whole region of a widget that calls ``refresh()``. Most of the dashboard changes a
-few numbers per second, so these widgets compare each new line with the old one cell by cell and refresh
-only the runs of cells that differ: the terminal receives only what changed (no flicker, few bytes; see
-:mod:`gpuwatch.tui.terminal_output` for how a run is written).
+few numbers per second, so these widgets compare each new line with the old one and refresh only the
+span from its first changed cell to its last: Textual composes only that, and the terminal receives only
+the cells in it that differ from what it shows (no flicker, few bytes; see
+:mod:`gpuwatch.tui.terminal_cells`). The span is found by comparing whole strings (a line's characters,
+and its styles one character per cell), not cell by cell in Python: this runs for every changed line of
+every tick. The widget's own style is computed once until Textual says its styles changed.
 """
 
 from __future__ import annotations
+
+from itertools import repeat
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -27,12 +32,66 @@ def cells(strip: Strip) -> list[Cell]:
     out: list[Cell] = []
     for text, style, _ in strip:
         if cell_len(text) == len(text):
-            out.extend((ch, style) for ch in text)
+            out.extend(zip(text, repeat(style)))
         else:
             for ch in text:
                 out.append((ch, style))
                 out.extend(("", style) for _ in range(cell_len(ch) - 1))
     return out
+
+
+#: One character per distinct style (``changed_span`` compares a line's styles as a string).
+_STYLE_CHARS: dict[Style | None, str] = {}
+
+
+def _style_char(style: Style | None) -> str:
+    char = _STYLE_CHARS.get(style)
+    if char is None:
+        if len(_STYLE_CHARS) >= 50_000:  # a theme has a few hundred: this never fills in practice
+            _STYLE_CHARS.clear()
+        char = _STYLE_CHARS[style] = chr(0x10000 + len(_STYLE_CHARS))
+    return char
+
+
+def _keys(strip: Strip) -> tuple[str, str] | None:
+    """A line's characters and its styles (one character each per cell); ``None`` when a character is not
+    one cell wide (then the cells are compared one by one)."""
+    chars: list[str] = []
+    styles: list[str] = []
+    for text, style, _ in strip:
+        if cell_len(text) != len(text):
+            return None
+        chars.append(text)
+        styles.append(_style_char(style) * len(text))
+    return "".join(chars), "".join(styles)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common start of ``a`` and ``b``, by halving (string comparisons run in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def changed_span(old: Strip, new: Strip) -> tuple[int, int] | None:
+    """``[start, end)`` from the first cell where ``new`` differs from ``old`` to the last (character or
+    style); ``None`` when they show the same cells."""
+    a, b = _keys(old), _keys(new)
+    if a is None or b is None:
+        runs = changed_runs(cells(old), cells(new))
+        return (runs[0][0], runs[-1][1]) if runs else None
+    (chars_a, styles_a), (chars_b, styles_b) = a, b
+    if chars_a == chars_b and styles_a == styles_b:
+        return None
+    start = min(_common_prefix(chars_a, chars_b), _common_prefix(styles_a, styles_b))
+    tail = min(_common_prefix(chars_a[::-1], chars_b[::-1]), _common_prefix(styles_a[::-1], styles_b[::-1]))
+    end = max(len(chars_a), len(chars_b)) - tail
+    return (start, max(end, start + 1))
 
 
 def changed_runs(old: list[Cell], new: list[Cell], gap: int = MERGE_GAP) -> list[tuple[int, int]]:
@@ -74,12 +133,16 @@ class LinesWidget(Widget):
         self._base = None
         self.refresh()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None  # a class, a pseudo-class or the theme changed here or above: computed again
+
     def set_lines(self, lines: list[Text]) -> None:
-        """Show ``lines``; refresh only the cells whose character or style changed."""
-        width = self.size.width
+        """Show ``lines``; refresh only the span of each line whose characters or styles changed."""
+        size = self.size
+        width = size.width
         old = self._texts
         self._texts = lines
-        self._base = None
         if width <= 0:
             return
         if width != self._strip_width:
@@ -87,16 +150,20 @@ class LinesWidget(Widget):
             self._strip_width = width
             self.refresh()
             return
+        regions: list[Region] = []
         for y in range(max(len(old), len(lines))):
             if y < len(old) and y < len(lines) and old[y] == lines[y] and old[y].style == lines[y].style:
                 continue
             before = self._strips.pop(y, None)
             self.line_refreshes += 1
-            if before is None or y >= self.size.height:
-                self.refresh(Region(0, y, width, 1))
+            if before is None or y >= size.height:
+                regions.append(Region(0, y, width, 1))
                 continue
-            for start, end in changed_runs(cells(before), cells(self.render_line(y))):
-                self.refresh(Region(start, y, end - start, 1))
+            span = changed_span(before, self._strip(y, width))
+            if span is not None:
+                regions.append(Region(span[0], y, span[1] - span[0], 1))
+        if regions:
+            self.refresh(*regions)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -104,6 +171,9 @@ class LinesWidget(Widget):
             self._strips.clear()
             self._strip_width = width
             self._base = None
+        return self._strip(y, width)
+
+    def _strip(self, y: int, width: int) -> Strip:
         strip = self._strips.get(y)
         if strip is None:
             if self._base is None:

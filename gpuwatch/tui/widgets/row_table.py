@@ -98,6 +98,8 @@ class RowTable(LinesWidget, can_focus=True):
         #: Shown under the header while there are no rows (e.g. "no alerts").
         self.empty_text: Text | str = ""
         self._row_text: dict[str, tuple[tuple[Cell, ...], tuple[bool, bool], Text]] = {}
+        #: The header line and what it was built from (columns, labels, colour): built again only when they change.
+        self._header: tuple[object, Text] | None = None
 
     # -- contents ----------------------------------------------------------------------------------------
     def set_columns(self, cols: Sequence[Col]) -> None:
@@ -165,18 +167,26 @@ class RowTable(LinesWidget, can_focus=True):
         elif self.cursor >= self.top + rows:
             self.top = self.cursor - rows + 1
         self.top = max(0, min(self.top, max(0, len(self.keys) - rows)))
-        header = Text(no_wrap=True, style="bold")
-        for col in self.cols:
-            header.append(" ")
-            header.append_text(fit(self.labels.get(col.key, col.label), col.width, col.right))
-            header.append(" ")
-        header.stylize(f"on {self.app.current_theme.panel or 'grey23'}")
-        lines = [header]
+        lines = [self._header_line()]
         for i in range(self.top, min(len(self.keys), self.top + rows)):
             lines.append(self._row(self.keys[i], i == self.cursor))
         if not self.keys and self.empty_text:
             lines.append(Text(" ") + (self.empty_text if isinstance(self.empty_text, Text) else Text(self.empty_text)))
         self.set_lines(lines)
+
+    def _header_line(self) -> Text:
+        panel = self.app.current_theme.panel or "grey23"
+        key = (self.cols, tuple(self.labels.get(col.key, col.label) for col in self.cols), panel)
+        if self._header is not None and self._header[0] == key:
+            return self._header[1]
+        header = Text(no_wrap=True, style="bold")
+        for col, label in zip(self.cols, key[1], strict=True):
+            header.append(" ")
+            header.append_text(fit(label, col.width, col.right))
+            header.append(" ")
+        header.stylize(f"on {panel}")
+        self._header = (key, header)
+        return header
 
     def on_mount(self) -> None:
         self.watch(self.app, "theme", lambda _: self._restyle(), init=False)
