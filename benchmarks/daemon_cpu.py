@@ -278,7 +278,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pids = [s.pid for s in stand_ins]
     trees = {"this tree": ROOT} if not args.new else {args.new: export_tree(args.new, logdir / "new")}
     if args.baseline:
-        trees = {f"baseline {args.baseline}": export_tree(args.baseline, logdir / "baseline"), **trees}
+        base = Path(args.baseline)  # a folder holding an unpacked tree (where there is no git history), or a ref
+        tree = base.resolve() if base.is_dir() else export_tree(args.baseline, logdir / "baseline")
+        trees = {f"baseline {args.baseline}": tree, **trees}
     daemons = [Daemon(f"daemon-{i}", tree, pids, args.util, args.interval, logdir, args.real_nvml)
                for i, tree in enumerate(trees.values())]
     if args.anchor:
@@ -356,7 +358,8 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--procs", type=int, default=4, help="stand-in GPU processes (default 4, the H200 load's)")
     p.add_argument("--util", type=int, default=40, help="the fake GPU's utilisation, percent")
-    p.add_argument("--baseline", metavar="REF", help="a git ref to run beside this tree, in the same window")
+    p.add_argument("--baseline", metavar="REF", help="a git ref (or a folder with a tree unpacked) to run beside "
+                   "this tree, in the same window")
     p.add_argument("--new", metavar="REF", help="run this git ref instead of the working tree (edits made while "
                    "it runs then change nothing)")
     p.add_argument("--real-nvml", action="store_true", help="on a GPU machine: the real NVML and --procs torch "
