@@ -71,6 +71,15 @@ from gpuwatch.cli.main import main
 sys.exit(main())
 """
 
+#: Run in the daemon's process on a GPU machine: ``tree``'s gpuwatch (first on the path), the real NVML.
+REAL_CHILD = """\
+import sys
+sys.path.insert(0, sys.argv[1])
+sys.argv = [sys.argv[0], *sys.argv[2:]]
+from gpuwatch.cli.main import main
+sys.exit(main())
+"""
+
 #: Parts of the daemon, by the first of these frames found in a working sample's stack (outermost first).
 PARTS = (
     ("fake NVML", "fakes/fake_pynvml"),
@@ -232,8 +241,8 @@ class Daemon:
         self.state = Path(tempfile.mkdtemp(prefix=f"state-{name}-", dir=logdir))
         daemon = ["daemon", *commands.listen_args(self.port), "--state-dir", str(self.state),
                   "--interval", f"{interval:g}"]
-        if real_nvml:
-            cmd = [sys.executable, "-m", "gpuwatch", *daemon]
+        if real_nvml:  # not ``-m gpuwatch``: that would put the working directory's gpuwatch first on the path
+            cmd = [sys.executable, "-c", REAL_CHILD, str(tree), *daemon]
             env = {**commands.isolated_env(name, logdir), **_real_env(tree)}
         else:
             cmd = [sys.executable, "-c", CHILD, str(tree), str(ROOT / "tests"), ",".join(map(str, pids)), str(util),
