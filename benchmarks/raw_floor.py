@@ -126,7 +126,11 @@ def per_call_us(calls: Sequence[Call], error: type[BaseException], n: int = 50) 
     seen: Counter[str] = Counter()
     for name, fn, args, kwargs in calls:
         if name in _STATEFUL:
-            args = (args[0], int(time.time() * 1e6) - 200_000)
+            since = int(time.time() * 1e6) - 200_000
+            if len(args) == 4:  # the C function called directly: handle, buffer, count, timestamp
+                args = (args[0], args[1], ctypes.byref(ctypes.c_uint(len(args[1]))), ctypes.c_ulonglong(since))
+            else:
+                args = (args[0], since)
         seen[name] += 1
         samples = []
         for _ in range(n):
