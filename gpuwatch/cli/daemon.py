@@ -70,6 +70,12 @@ def _configure(args: argparse.Namespace) -> Config:
     return override(config, "sources", dcgm_url=args.dcgm)
 
 
+#: The daemon asks NVML for per-process utilisation this often (the dashboard every 5 s): a Prometheus scraping
+#: every 15 s still sees a new value at each scrape, and the doctor and the GPU-hour accounting judge 30 s windows.
+#: At ~2 ms of CPU a query on an H200 this saves about 0.27 ms a second, a twentieth of the daemon's CPU.
+DAEMON_PROCESS_UTIL_S = 15.0
+
+
 def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOptions:
     """The daemon's road: its flags went into the Config (``_configure``); what to sample comes from there."""
     return dataclasses.replace(options_from_args(args), interval=config.sampler.interval,
@@ -78,6 +84,7 @@ def options_from_config(config: Config, args: argparse.Namespace) -> SamplingOpt
                                kubelet_socket=config.sources.kubelet_socket or None,
                                kubelet_interval=config.sources.kubelet_interval,
                                stacks=config.sources.stacks and not getattr(args, "no_stacks", False),
+                               process_util_period=max(DAEMON_PROCESS_UTIL_S, config.sampler.interval),
                                skip_bundled_idle=True)  # the demo starts where the dashboard's does
 
 

@@ -41,6 +41,9 @@ class SamplingOptions:
     loop_bundled: bool = True
     #: Slow NVML getters (PCIe throughput, energy, ECC) every this many seconds; 0 turns them off.
     slow_interval: float = 30.0
+    #: Seconds between NVML's per-process utilisation queries (~2 ms of CPU each on an H200; each answer covers
+    #: the span since the last, so a longer period gives means over longer spans, never gaps).
+    process_util_period: float = 5.0
     #: NVML's own PCIe throughput counter costs ~21 ms a call: off unless asked for (GPM gives PCIe rates).
     nvml_pcie_throughput: bool = False
     #: The kubelet's PodResources socket (the daemon's; None: no pod labels) and how often to ask it.
@@ -89,7 +92,8 @@ def _gpu_sources(opts: SamplingOptions) -> tuple[list[Source], list[str]]:
     try:
         from gpuwatch.sources.nvml import NvmlSource
 
-        sources.append(NvmlSource(slow_interval=opts.slow_interval, pcie_throughput=opts.nvml_pcie_throughput))
+        sources.append(NvmlSource(slow_interval=opts.slow_interval, pcie_throughput=opts.nvml_pcie_throughput,
+                                  process_util_period_s=opts.process_util_period))
     except SourceUnavailable as exc:
         problems.append(str(exc))
     if opts.dcgm_url:

@@ -7,8 +7,9 @@ only new samples (nvtop PR #91: otherwise the values lag, averaged over the driv
 
 The call is the costliest of a tick: about 1.5 ms of CPU on an H200 whatever the timestamp (measured
 there), against ~2 µs for a plain getter. So it is asked every ``UTIL_MIN_PERIOD_S`` whatever the tick
-interval, and each answer covers the whole span since the last one: the process table's SM% is at most
-that old, and the doctor, which averages it over minutes, sees the same means.
+interval (the daemon asks every 15 s: ``util_period_s``), and each answer covers the whole span since the
+last one: the process table's SM% is at most that old, and the doctor, which averages it over minutes, sees
+the same means.
 
 The process lists cost a driver call or two each per tick (on the H200: compute 47 µs through pynvml's two
 calls, graphics 19 µs, and empty on a compute GPU). Both change only when a process starts, exits or changes
@@ -51,8 +52,9 @@ def _with_fallback(nvml: Any, key: str, name: str) -> Any:
 
 
 class ProcessReader:
-    def __init__(self, nvml: Any, device: Device) -> None:
+    def __init__(self, nvml: Any, device: Device, util_period_s: float = UTIL_MIN_PERIOD_S) -> None:
         self.device = device
+        self.util_period_s = util_period_s
         self.policy = device.policy
         self._compute = _with_fallback(nvml, "compute_processes", "nvmlDeviceGetComputeRunningProcesses")
         self._graphics = _with_fallback(nvml, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
@@ -148,7 +150,7 @@ class ProcessReader:
         g = self._util
         if g.off is not None:
             return False
-        if now - self._util_asked < UTIL_MIN_PERIOD_S:
+        if now - self._util_asked < self.util_period_s:
             return True  # asked recently: the values in ``seen`` still hold
         asked_before, self._util_asked = self._util_asked, now
         try:

@@ -254,6 +254,16 @@ def test_utilisation_is_asked_once_per_period_whatever_the_interval_and_held_bet
     assert all(v == 70.0 for v in seen)
 
 
+def test_a_longer_utilisation_period_asks_less_often_and_a_change_shows_within_it() -> None:
+    fake = one_gpu_with(FakeProcess(pid=3, sm_util=70))
+    source, clock = open_source(fake, process_util_period_s=15.0)
+    first = [rows(source, clock.advance(1.0))[(3, 0)].sm_util for _ in range(14)]
+    fake.gpus[0].processes[0].sm_util = 20
+    later = [rows(source, clock.advance(1.0))[(3, 0)].sm_util for _ in range(16)]
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] == 2  # at 1 s and at 16 s: once per 15 s
+    assert set(first) == {70.0} and later[-1] == 20.0
+
+
 
 def test_a_failed_ask_holds_the_last_shares_and_asks_again_next_tick() -> None:
     fake = one_gpu_with(FakeProcess(pid=3, sm_util=70))
