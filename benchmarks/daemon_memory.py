@@ -188,8 +188,12 @@ def main() -> int:
     p.add_argument("--tracemalloc", action="store_true", help="trace allocations (costs memory of its own)")
     p.add_argument("--ticks", type=int, action="append", help="instead: the leak benchmark's replaying daemon, "
                    "reported when it reaches each of these ticks")
+    p.add_argument("--light", action="store_true", help="report only what costs little memory to read (RSS, "
+                   "arenas, objects by type): for a series of reports on one daemon")
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args()
+    if args.light:
+        os.environ["MEMPROBE_LIGHT"] = "1"  # the daemons inherit it
     args.at = args.at or [70.0]
     text = json.dumps(run_leak(args) if args.ticks else run(args), indent=1)
     print(text)
