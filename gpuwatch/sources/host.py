@@ -51,10 +51,10 @@ class _Tracked:
     all_children_at: float = float("-inf")
 
 
-#: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``), as many as a
-#: full thread scan. Every CHILDREN_EVERY_S the hot threads' files are read (the main thread, which starts
-#: data-loader and pool workers, and the working ones), every CHILDREN_ALL_EVERY_S every thread's; the
-#: known workers' CPU is read every tick.
+#: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``; one schedstat
+#: instead for a thread that has not run since the last such read). Every CHILDREN_EVERY_S the hot threads'
+#: files are read (the main thread, which starts data-loader and pool workers, and the working ones), every
+#: CHILDREN_ALL_EVERY_S every thread's; the known workers' CPU is read every tick.
 CHILDREN_EVERY_S = 5.0
 CHILDREN_ALL_EVERY_S = 30.0
 BUSY_WORKER = 80.0
