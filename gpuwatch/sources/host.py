@@ -208,7 +208,8 @@ class HostSource(Source):
             if t.last_majflt is not None:
                 out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
-        out["wait_channel"] = read_wait_channel(pid)
+        # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
+        out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
         t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
         return out
