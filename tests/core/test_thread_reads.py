@@ -169,3 +169,12 @@ def test_when_a_thread_ends_its_children_are_found_under_the_thread_that_took_th
     time.sleep(1.2)  # the spawning thread has ended: the main thread, asleep all along, took its child
     assert len(os.listdir(f"/proc/{spawning.pid}/task")) == 21
     assert procfs.read_children(spawning.pid, depth=1) == [child]
+
+
+def test_every_threads_children_are_read_again_once_the_reread_is_due(
+        spawning: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procfs, "CHILDREN_REREAD_S", 0.0)  # every read of them all is due
+    procfs.read_children(spawning.pid, depth=1)
+    reads = _children_reads(monkeypatch)
+    procfs.read_children(spawning.pid, depth=1)
+    assert len(reads) == 21, reads  # each thread's file, slept or not
