@@ -51,10 +51,10 @@ class _Tracked:
     all_children_at: float = float("-inf")
 
 
-#: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``), as many as a
-#: full thread scan. Every CHILDREN_EVERY_S the hot threads' files are read (the main thread, which starts
-#: data-loader and pool workers, and the working ones), every CHILDREN_ALL_EVERY_S every thread's; the
-#: known workers' CPU is read every tick.
+#: Finding a process's children reads one file per thread (``/proc/PID/task/*/children``; one schedstat
+#: instead for a thread that has not run since the last such read). Every CHILDREN_EVERY_S the hot threads'
+#: files are read (the main thread, which starts data-loader and pool workers, and the working ones), every
+#: CHILDREN_ALL_EVERY_S every thread's; the known workers' CPU is read every tick.
 CHILDREN_EVERY_S = 5.0
 CHILDREN_ALL_EVERY_S = 30.0
 BUSY_WORKER = 80.0
@@ -208,7 +208,8 @@ class HostSource(Source):
             if t.last_majflt is not None:
                 out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
-        out["wait_channel"] = read_wait_channel(pid)
+        # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
+        out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
         t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
         return out

@@ -6,7 +6,9 @@ and between full scans a tick reads only the *hot* threads: the main thread and 
 running or in I/O wait at the last full scan. The tick then checks that the hot threads explain the whole
 process's CPU (one read of /proc/PID/stat, which counts every thread): when they do not (a thread woke
 up), or FULL_SCAN_EVERY_S has passed, or a hot thread ended, it scans them all at once. What a tick did
-not read (an idle thread's state and run delay) is what the last full scan found.
+not read (an idle thread's state and run delay) is what the last full scan found. In a full scan a thread
+asleep at the last one that has not run since costs one read of its schedstat, not of its stat
+(:func:`procfs.read_thread_stats`).
 
 A process under THREAD_SCAN_CPU of a core cannot hold a pegged thread: its threads are read (the hot
 ones, or all when a full scan is due) every THREADS_EVERY_S, and in between it has the last read's fields.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 
 from gpuwatch.sources import held_files
@@ -21,8 +22,12 @@ _CONTAINER_RE = re.compile(r"([0-9a-f]{64})|(?:docker|crio|containerd|cri-contai
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-#: Per reading thread: pid -> its threads that slept at the last read of them all (see read_thread_stats).
+#: Per reading thread: pid -> its threads that slept at the last read of them all (see read_thread_stats),
+#: and what the last read of its threads' children found (see read_children).
 _slept = threading.local()
+#: Every thread's children file is read at least this often (see read_children): with the host source's
+#: reads of them all every 30 s, every fourth reads each file.
+CHILDREN_REREAD_S = 120.0
 
 
 def _read_small(path: str) -> bytes:
@@ -140,29 +145,66 @@ def read_thread_wait_channel(pid: int, tid: int) -> str | None:
 def read_children(pid: int, depth: int = 2, tids: Iterable[int] | None = None) -> list[int]:
     """Descendant pids (children and grandchildren) from ``/proc/PID/task/*/children`` (only the threads
     ``tids`` of ``pid`` itself when given): no walk over every process on the host, as psutil's
-    ``children()`` would make."""
+    ``children()`` would make.
+
+    Reading every thread of ``pid``, a thread that has not run since the last such read (its schedstat
+    unchanged) has started no process, so its children are those it had (less any that ended, which the
+    callers find gone). A thread that ended hands its children to another, which need not run: then every
+    thread is read again, as it is at least every CHILDREN_REREAD_S (a process that reaps orphans, a
+    subreaper, can gain children without running)."""
+    return _children(pid, depth, tids, top=True)
+
+
+def _children(pid: int, depth: int, tids: Iterable[int] | None, top: bool = False) -> list[int]:
     out: list[int] = []
     base = f"/proc/{pid}/task/"
+    known = None
     if tids is None:
         try:
             names = os.listdir(base)
         except OSError:
             return out
+        if top:
+            known = _kids_of(pid, names)
     else:
         names = [str(tid) for tid in tids]
-    for tid in names:
-        try:
-            raw = _read_small(base + tid + "/children")
-        except OSError:
-            continue
-        if raw:
+    read = held_files.read
+    for name in names:
+        runs = None
+        if known is not None:
             try:
-                out.extend(map(int, raw.split()))
-            except ValueError:
+                runs = read(pid, base + name + "/schedstat")
+            except OSError:
+                runs = None
+            last = known.get(name)
+            if last is not None and last[0] == runs:
+                out.extend(last[1])
                 continue
+        try:
+            raw = _read_small(base + name + "/children")
+            kids = [int(x) for x in raw.split()] if raw else []
+        except (OSError, ValueError):
+            continue
+        out.extend(kids)
+        if known is not None and runs is not None:
+            known[name] = (runs, kids)
     if depth > 1:
-        out.extend(grand for child in list(out) for grand in read_children(child, depth - 1))
+        out.extend(grand for child in list(out) for grand in _children(child, depth - 1, None))
     return out
+
+
+def _kids_of(pid: int, names: list[str]) -> dict[str, tuple[bytes, list[int]]]:
+    """What the last read of every thread's children of ``pid`` found (thread -> its schedstat then, its
+    children), emptied when a thread has ended since or CHILDREN_REREAD_S has passed."""
+    try:
+        by_pid: dict[int, tuple[float, dict[str, tuple[bytes, list[int]]]]] = _slept.kids
+    except AttributeError:
+        by_pid = _slept.kids = {}
+    now = time.monotonic()
+    entry = by_pid.get(pid)
+    if entry is None or now - entry[0] >= CHILDREN_REREAD_S or not set(entry[1]).issubset(names):
+        entry = by_pid[pid] = (now, {})
+    return entry[1]
 
 
 def read_cpu_seconds(pid: int) -> float | None:
@@ -223,6 +265,7 @@ def forget(pid: int) -> None:
     longer followed."""
     held_files.release(pid)
     getattr(_slept, "by_pid", {}).pop(pid, None)
+    getattr(_slept, "kids", {}).pop(pid, None)
 
 
 def forget_threads(pid: int, tids: Iterable[int]) -> None:

@@ -134,3 +134,4 @@ def test_beyond_the_limit_files_are_read_and_closed(monkeypatch: pytest.MonkeyPa
     finally:
         proc.kill()
         proc.wait()
+
