@@ -4,10 +4,15 @@ colours of their warning and critical levels (``model/metrics.py``), not numbers
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import itertools
+import json
+from pathlib import Path
 
 import pytest
 from synthetic import snapshot
 
+from gpuwatch.model.codec import snapshot_from_dict
 from gpuwatch.model.metrics import METRICS
 from gpuwatch.model.snapshot import GpuSample
 from gpuwatch.tui.widgets import fleet_table, gpu_panel, history_plot
@@ -63,3 +68,24 @@ def test_values_are_written_as_the_catalogue_formats_them() -> None:
     assert temp.text(71.4) == "71°C" and temp.text(71.4) in text
     assert METRICS["gpu.util"].text(62.0) == "62%" and "62%" in text
     assert temp.text(None) == "–"  # unknown: a dash, without a unit hanging on it
+
+
+def test_halves_reused_from_earlier_ticks_show_what_building_them_anew_shows(bundled: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The panel keeps the halves of its lines by what they show (figures, and bars to the eighth of a cell),
+    so a tick rebuilds only what changed: over an incident's minutes every line reads and is coloured as a
+    panel built from nothing would draw it."""
+    snaps = []
+    with gzip.open(bundled, "rt") as fh:
+        for line in itertools.islice(fh, 1, 400):  # after the recording's header
+            snaps.append(snapshot_from_dict(json.loads(line)))
+    built = []
+    build = gpu_panel._build_half
+    monkeypatch.setattr(gpu_panel, "_build_half", lambda *a: built.append(a) or build(*a))
+    gpu_panel._HALVES.clear()
+    reused = [gpu_panel.gpu_lines(s.gpus[0], 78, Colours(), s.host, 9) for s in snaps]
+    assert len(built) < 9 * len(snaps) / 2  # nine halves a tick: most were reused...
+    for snap, lines in zip(snaps, reused, strict=True):
+        gpu_panel._HALVES.clear()
+        fresh = gpu_panel.gpu_lines(snap.gpus[0], 78, Colours(), snap.host, 9)
+        assert [(t.plain, t.spans) for t in lines] == [(t.plain, t.spans) for t in fresh]  # ...never stale

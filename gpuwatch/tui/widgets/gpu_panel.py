@@ -38,9 +38,30 @@ class Palette:
         self.error = theme.error or "red"
 
 
+#: ``_half`` lines by what they show: a tick changes a few of the panel's figures, the other halves are reused
+#: (building one costs a dozen Text appends). Shared: callers only read them.
+_HALVES: dict[tuple[object, ...], Text] = {}
+_HALVES_MAX = 256
+
+
 def _half(label: str, fraction: float | None, value: Text | str, style: str, width: int, value_w: int = 8) -> Text:
     """``label  bar  value`` in exactly ``width`` cells; values right-aligned in ``value_w`` so bars line up."""
     value_text = value if isinstance(value, Text) else Text(value)
+    shown = (value_text.plain, tuple(value_text.spans), value_text.style)
+    value_len = max(value_w, value_text.cell_len)
+    bar_w = max(3, width - LABEL - value_len - 2)
+    # what the bar shows: its eighths of a cell (as format.bar counts them), not the exact fraction
+    eighths = None if fraction is None else round(min(1.0, max(0.0, fraction)) * bar_w * 8)
+    key = (label, eighths, shown, style, width, value_w)
+    line = _HALVES.get(key)
+    if line is None:
+        if len(_HALVES) >= _HALVES_MAX:
+            _HALVES.clear()
+        line = _HALVES[key] = _build_half(label, fraction, value_text, style, width, value_w)
+    return line
+
+
+def _build_half(label: str, fraction: float | None, value_text: Text, style: str, width: int, value_w: int) -> Text:
     if value_text.cell_len < value_w:
         value_text = Text(" " * (value_w - value_text.cell_len)) + value_text
     bar_w = max(3, width - LABEL - value_text.cell_len - 2)
