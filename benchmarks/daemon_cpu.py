@@ -87,8 +87,8 @@ PARTS = (
     ("nvml source", "NvmlSource."),
     ("nvml health worker", "HealthWorker."),
     ("host source", "HostSource."),
+    ("rollouts", "RolloutDetector"),  # before the accounting: it rides the accounting's thread
     ("accounting", "Accounting._run"),
-    ("rollouts", "RolloutDetector"),
     ("shared doctor", "SharedDiagnosis."),
     ("alerts + notifier", "Pipeline._evaluate_loop"),
     ("outbox delivery", "Deliverer"),

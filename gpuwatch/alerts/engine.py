@@ -134,7 +134,8 @@ class AlertEngine:
         return now, gap
 
     def _step_rule(self, rt: _RuleRuntime, frame: Frame, gap: bool) -> list[Transition]:
-        rule, now, out = rt.rule, frame.now, []
+        rule, now = rt.rule, frame.now
+        out: list[Transition] = []
         active = frozenset(st.key for st in rt.states.values() if st.state in ("pending", "firing")) \
             if rt.states else frozenset()
         hits = rt.evaluator.evaluate(frame, active)

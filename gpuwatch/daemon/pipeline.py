@@ -6,7 +6,9 @@ to two bounded queues and returns.
     the latest snapshot and feed /api/v1/stream clients. With no stream client, the snapshot becomes the
     latest on the sampler thread and the loop is not woken at all.
   * The alert worker thread drains the second: rules and the notifier's SQLite writes, one snapshot at a
-    time and in order, independent of how busy the event loop is.
+    time and in order, independent of how busy the event loop is. Once it has worked through the queue it
+    lets the next :data:`GATHER_MAX` snapshots gather (for two and a half intervals at most) and takes them
+    together: one wake-up for two ticks, the second evaluated while the rules' code is still warm.
 When either falls behind (a replay at full speed), the oldest waiting snapshot is skipped and counted
 rather than memory growing.
 """
@@ -29,6 +31,17 @@ from gpuwatch.notify import Notifier
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Snapshots the alert worker lets gather after it emptied its queue before it wakes: in a 1 s daemon the
+#: wake-up and the rules' code run cold cost more than the second snapshot's evaluation. An alert and its
+#: notification then come up to one interval later than the snapshot that changed it; Prometheus evaluates
+#: its rules once a minute by default (15 s in most setups), and the shipped rules hold for minutes before
+#: they fire. Every snapshot is still evaluated, in order, at its own time: the alerts are the same.
+GATHER_MAX = 2
+#: The gathering ends after this many of the last intervals between snapshots (a stream that ended, a
+#: sampler that stalls: what came is evaluated at once), and after GATHER_S seconds at most.
+GATHER_INTERVALS = 2.5
+GATHER_S = 5.0
 
 
 class Pipeline:
@@ -61,6 +74,11 @@ class Pipeline:
         self._work = threading.Condition(self._lock)
         self._engine_lock = threading.Lock()
         self._stopping = False
+        #: The alert worker is letting snapshots gather: offer() wakes it only once GATHER_MAX wait.
+        self._gathering = False
+        #: ``time.monotonic()`` of the last offer and the interval before it: how long a gathering may wait.
+        self._offered_at: float | None = None
+        self._gap = 0.0
         self._worker = threading.Thread(target=self._evaluate_loop, name="gpuwatch-alerts", daemon=True)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -77,7 +95,12 @@ class Pipeline:
                 self._pending.popleft()
                 self.skipped += 1
             self._pending.append(snap)
-            self._work.notify()
+            now = time.monotonic()
+            if self._offered_at is not None:
+                self._gap = now - self._offered_at
+            self._offered_at = now
+            if not self._gathering or len(self._pending) >= GATHER_MAX:
+                self._work.notify()
             if not self._scheduled and self.first_snapshot.is_set() and not self.hub.clients:
                 self._take(snap)
                 self.last_received = time.monotonic()
@@ -114,23 +137,35 @@ class Pipeline:
                     self._work.wait()
                 if self._stopping:
                     return
-                snap = self._pending.popleft()
-            try:
-                with self._engine_lock:
-                    transitions = self.engine.evaluate(snap)
-                    self.alerts = self.engine.alerts()
-                    queued = self.notifier.handle(transitions, self.alerts, snap.time) if self.notifier else 0
-            except Exception as exc:
-                self.evaluation_failures += 1
-                error = self.evaluation_error = f"{type(exc).__name__}: {exc}"[:300]
-                if error not in self._logged_errors and len(self._logged_errors) < 100:  # once per distinct error
-                    self._logged_errors.add(error)
-                    log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
-                continue
-            self.evaluated += 1
-            self.evaluation_error = None
-            if queued:
-                self._on_loop(self.on_queued)
+                batch = list(self._pending)
+                self._pending.clear()
+            for snap in batch:
+                if self._stopping:
+                    return
+                self._evaluate(snap)
+            with self._work:  # let the next ones gather (close() and a full batch end it at once)
+                self._gathering = True
+                self._work.wait_for(lambda: self._stopping or len(self._pending) >= GATHER_MAX,
+                                    min(GATHER_S, GATHER_INTERVALS * self._gap))
+                self._gathering = False
+
+    def _evaluate(self, snap: Snapshot) -> None:
+        try:
+            with self._engine_lock:
+                transitions = self.engine.evaluate(snap)
+                self.alerts = self.engine.alerts()
+                queued = self.notifier.handle(transitions, self.alerts, snap.time) if self.notifier else 0
+        except Exception as exc:
+            self.evaluation_failures += 1
+            error = self.evaluation_error = f"{type(exc).__name__}: {exc}"[:300]
+            if error not in self._logged_errors and len(self._logged_errors) < 100:  # once per distinct error
+                self._logged_errors.add(error)
+                log.exception("alert evaluation failed for snapshot %d; going on with the next", snap.seq)
+            return
+        self.evaluated += 1
+        self.evaluation_error = None
+        if queued:
+            self._on_loop(self.on_queued)
 
     def _on_loop(self, fn: Callable[[], None]) -> None:
         try:
@@ -148,7 +183,7 @@ class Pipeline:
         return await asyncio.get_running_loop().run_in_executor(None, self._locked, fn)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the alert worker after the evaluation in hand (the rest of the backlog is dropped)."""
+        """Stop the alert worker after the batch in hand (the rest of the backlog is dropped)."""
         with self._work:
             self._stopping = True
             self._work.notify()

@@ -1,9 +1,10 @@
-"""The daemon's rollouts (:mod:`gpuwatch.efficiency.rollouts`): detected on their own thread, kept, sent, served.
+"""The daemon's rollouts (:mod:`gpuwatch.efficiency.rollouts`): detected beside the accounting, kept, sent, served.
 
-:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) subscribes a :class:`Rollouts` worker to
-the sampler; the worker feeds every Snapshot to the detector, and each rollout it judges is written to the
-``rollouts`` table of the efficiency store (``efficiency.sqlite`` in the state directory, so a restart
-keeps every verdict) and queued for the receivers through the outbox. :func:`serve` adds
+:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) has :class:`Rollouts` ride the accounting's
+worker thread (:meth:`~gpuwatch.efficiency.worker.SnapshotWorker.carry`: one wake-up a tick for both, and
+the rollouts need the accounting on anyway); it feeds every Snapshot to the detector, and each rollout it
+judges is written to the ``rollouts`` table of the efficiency store (``efficiency.sqlite`` in the state
+directory, so a restart keeps every verdict) and queued for the receivers through the outbox. :func:`serve` adds
 ``GET /api/v1/rollouts`` (``{"rollouts": [...]}``, ``?since=`` Unix seconds or a duration back such as
 ``7d``). A rollout still waiting for its new workload to settle when the daemon stops is dropped: its
 before-window lived in memory only.
@@ -22,26 +23,27 @@ from gpuwatch.daemon.accounting import open_store
 from gpuwatch.daemon.parts import state_dir
 from gpuwatch.daemon.server import App, Request, Response, json_response
 from gpuwatch.efficiency.rollouts import RolloutDetector, RolloutSettings
+from gpuwatch.efficiency.service import Accounting
 from gpuwatch.efficiency.store import FILE, Store
 from gpuwatch.efficiency.worker import SnapshotWorker
 from gpuwatch.model.durations import parse_duration
 from gpuwatch.model.rollout import Rollout
+from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.notify import Notifier, Outbox
 from gpuwatch.notify.rollouts import enqueue_rollout
-from gpuwatch.sampler.sampler import Sampler
 
 log = logging.getLogger(__name__)
 
 
-class Rollouts(SnapshotWorker):
-    """Snapshots in without waiting (a full-speed replay waits for the worker, as the accounting's does)."""
-
-    thread_name = "gpuwatch-rollouts"
-    stuck_warning = "the rollout detector is stuck: snapshots are skipped"
+class Rollouts:
+    """A rider of the accounting's worker (:class:`~gpuwatch.efficiency.worker.Rider`): each Snapshot the
+    worker took, after the accounting, in order; the store is closed when the worker stops."""
 
     def __init__(self, store: Store, settings: RolloutSettings, outbox: Outbox,
-                 receivers: Callable[[], Sequence[ReceiverConfig]], external_url: Callable[[], str]) -> None:
-        super().__init__(store)
+                 receivers: Callable[[], Sequence[ReceiverConfig]], external_url: Callable[[], str],
+                 worker: SnapshotWorker) -> None:
+        self.store = store
+        self.worker = worker
         self.detector = RolloutDetector(settings)
         self.outbox = outbox
         self.receivers = receivers
@@ -52,15 +54,22 @@ class Rollouts(SnapshotWorker):
         #: Rollouts judged by this daemon (the tests wait on it).
         self.judged = 0
 
-    def _run(self) -> None:
-        while (snap := self._queue.get()) is not None:
-            try:
-                found = self.detector.add(snap)
-            except Exception:
-                log.exception("the rollout detector failed on a snapshot; skipping it")
-                continue
-            for rollout in found:
-                self._publish(rollout, snap.host.hostname)
+    @property
+    def dropped(self) -> int:
+        """Snapshots the detector missed: those its worker was too stuck to take."""
+        return self.worker.dropped
+
+    def take(self, snap: Snapshot) -> None:
+        try:
+            found = self.detector.add(snap)
+        except Exception:
+            log.exception("the rollout detector failed on a snapshot; skipping it")
+            return
+        for rollout in found:
+            self._publish(rollout, snap.host.hostname)
+
+    def finish(self) -> None:
+        self.store.close()
 
     def _publish(self, rollout: Rollout, hostname: str) -> None:
         """Keep it, then queue its notifications; a failed write is logged and the notification still
@@ -80,9 +89,8 @@ class Rollouts(SnapshotWorker):
             log.error("queueing the rollout notification for GPU %s failed: %s", rollout.gpu_index, exc)
 
     def start_on(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the worker; queued notifications wake the deliverer on ``loop``."""
+        """Queued notifications wake the deliverer on ``loop`` (the accounting starts the thread)."""
         self.loop = loop
-        self.start()
 
 
 def settings(config: Config) -> RolloutSettings:
@@ -91,18 +99,20 @@ def settings(config: Config) -> RolloutSettings:
                            min_window_s=min(RolloutSettings.min_window_s, e.rollout_window))
 
 
-def build(config: Config, sampler: Sampler, outbox: Outbox, notify: Notifier) -> Rollouts | None:
-    """The worker, fed by ``sampler`` (None when the accounting or ``[efficiency] rollouts`` is off)."""
-    if not (config.efficiency.enabled and config.efficiency.rollouts):
+def build(config: Config, accounting: Accounting | None, outbox: Outbox, notify: Notifier) -> Rollouts | None:
+    """The detector, riding ``accounting``'s worker (None when the accounting or ``[efficiency] rollouts`` is
+    off)."""
+    if accounting is None or not (config.efficiency.enabled and config.efficiency.rollouts):
         return None
     store = open_store(state_dir(config) / FILE, config.efficiency.retention)
-    worker = Rollouts(store, settings(config), outbox, lambda: notify.receivers, lambda: notify.external_url)
-    sampler.subscribe(worker.offer)
-    return worker
+    rollouts = Rollouts(store, settings(config), outbox, lambda: notify.receivers, lambda: notify.external_url,
+                        accounting)
+    accounting.carry(rollouts)
+    return rollouts
 
 
 def serve(app: App, worker: Rollouts | None, wake: Callable[[], None]) -> None:
-    """``GET /api/v1/rollouts`` on ``app``, and the worker started and stopped with it."""
+    """``GET /api/v1/rollouts`` on ``app``; the accounting's worker, which it rides, starts and stops it."""
     if worker is None:
         return
     worker.on_queued = wake
@@ -111,11 +121,7 @@ def serve(app: App, worker: Rollouts | None, wake: Callable[[], None]) -> None:
     async def start() -> None:
         worker.start_on(asyncio.get_running_loop())
 
-    async def stop() -> None:
-        await asyncio.get_running_loop().run_in_executor(None, worker.stop)
-
     app.on_startup.append(start)
-    app.on_cleanup.append(stop)
 
 
 def since_param(text: str | None, now: float) -> float | None:

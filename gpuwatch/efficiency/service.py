@@ -126,6 +126,7 @@ class Accounting(SnapshotWorker):
                 self._commit(self._ledger.add(snap))  # also retries what a full disk kept back
             except Exception:
                 log.exception("efficiency accounting failed on a snapshot; skipping it")
+            self._ride(snap)
         if self._ledger is not None:
             self._commit(self._ledger.flush())
         if self._unsaved:

@@ -1,9 +1,10 @@
-"""Snapshots handed from the sampler thread to a worker thread of their own, in order, with a bounded backlog.
+"""Snapshots handed from the sampler thread to a worker thread, in order, with a bounded backlog.
 
-The accounting and the rollout detector each work on every Snapshot, with a store of their own, off the
-sampler's thread: :meth:`SnapshotWorker.offer` only queues, the subclass's ``_run`` takes them in order
-(``None`` is the stop), and :meth:`SnapshotWorker.stop` lets it finish what is queued before the store is
-closed.
+The accounting works on every Snapshot off the sampler's thread: :meth:`SnapshotWorker.offer` only queues,
+the subclass's ``_run`` takes them in order (``None`` is the stop), and :meth:`SnapshotWorker.stop` lets it
+finish what is queued before the store is closed. Other work on every Snapshot rides the same thread
+(:class:`Rider`: the rollout detector): one wake-up a tick for both rather than one each, where a thread
+woken once a second to run cold code spends more on the waking and the cold start than on the work.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from typing import Protocol
 
 from gpuwatch.efficiency.store import Store
 from gpuwatch.model.snapshot import Snapshot
@@ -21,6 +24,19 @@ log = logging.getLogger(__name__)
 #: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
 BACKLOG = 256
 PUT_TIMEOUT_S = 5.0
+#: How often a full backlog is looked at again while the sampler waits for room (a millisecond: a replay's
+#: pace, and only while it outruns the worker).
+ROOM_POLL_S = 0.001
+
+
+class Rider(Protocol):
+    """Work that follows a worker's Snapshots on its thread, after the worker's own work on each."""
+
+    def take(self, snap: Snapshot) -> None:
+        """One Snapshot, in order; what it raises is logged and the next one taken."""
+
+    def finish(self) -> None:
+        """The worker stopped: nothing more comes (close what it holds)."""
 
 
 class SnapshotWorker:
@@ -30,21 +46,45 @@ class SnapshotWorker:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
+        #: A C-level queue: a put and a get cost no Python lock and condition each tick (the bound is kept
+        #: by :meth:`offer`, which waits only when a full-speed replay filled it).
+        self._queue: queue.SimpleQueue[Snapshot | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         #: Snapshots not worked on because the worker was stuck.
         self.dropped = 0
+        self._riders: list[Rider] = []
+
+    def carry(self, rider: Rider) -> None:
+        """``rider`` takes every Snapshot after this worker, on its thread; it finishes when the worker stops."""
+        self._riders.append(rider)
+
+    def _ride(self, snap: Snapshot) -> None:
+        for rider in self._riders:
+            try:
+                rider.take(snap)
+            except Exception:
+                log.exception("%r failed on a snapshot; skipping it", rider)
 
     def offer(self, snap: Snapshot) -> None:
-        """Called on the sampler thread. A live sampler never fills the backlog (a snapshot a second against
-        a worker that takes a millisecond); a replay at full speed does, and then waits for the worker, so
-        the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the snapshot, counted."""
-        try:
-            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
-        except queue.Full:
+        """Called on the sampler thread (the only producer). A live sampler never fills the backlog (a snapshot
+        a second against a worker that takes a millisecond); a replay at full speed does, and then waits for
+        the worker, so the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the
+        snapshot, counted."""
+        if self._queue.qsize() >= BACKLOG and not self._room():
             self.dropped += 1
             if self.dropped == 1:
                 log.warning(self.stuck_warning)
+            return
+        self._queue.put(snap)
+
+    def _room(self) -> bool:
+        """Wait up to PUT_TIMEOUT_S for the worker to make room in a full backlog (a replay at full speed)."""
+        deadline = time.monotonic() + PUT_TIMEOUT_S
+        while self._queue.qsize() >= BACKLOG:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(ROOM_POLL_S)
+        return True
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -54,8 +94,10 @@ class SnapshotWorker:
         self._thread.start()
 
     def stop(self) -> None:
-        """Work through everything queued, then close the store."""
-        self._queue.put(None, timeout=30)
+        """Work through everything queued, then finish the riders and close the store."""
+        self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout=30)
+        for rider in self._riders:
+            rider.finish()
         self.store.close()

@@ -80,7 +80,7 @@ def _ascii(value: Any) -> bool:
     """Whether every string :func:`map_strings` would visit in ``value`` is ASCII (walking the same fields
     and containers): then :func:`record` has nothing to clean. No copies are made on the way, where the
     rewriting walk lists every tuple's items to compare them."""
-    t = type(value)
+    t: type = type(value)
     if t is str:
         return value.isascii()
     if t in _PLAIN:

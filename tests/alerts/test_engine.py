@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from alerts.build import engine_for, gpu, proc, run, snap, states_over
+from alerts.build import engine_for, gpu, proc, rule_yaml, run, snap, states_over
 from gpuwatch.alerts import Alert, AlertEngine, Transition, parse_rules
 from gpuwatch.model.snapshot import Snapshot
 
@@ -163,3 +163,28 @@ def test_alerts_and_transitions_can_be_kept_in_sets() -> None:
 def test_alert_from_dict_rejects_unknown_states() -> None:
     with pytest.raises(ValueError, match="unknown alert state"):
         Alert.from_dict({"name": "R", "state": "exploded"})
+
+
+def test_the_listed_alerts_follow_every_change_of_value_text_and_state() -> None:
+    """What alerts() lists is the engine's state after each snapshot: a new value re-renders its text, the
+    same value keeps it, a resolved alert is listed resolved, and a reload that changes only a rule's text
+    shows the new text at the next snapshot."""
+    extra = '        annotations: {summary: "at {{ $value }}"}\n'
+    engine = engine_for(LOW, extra=extra)
+
+    def listed() -> list[tuple[str, str, float | None]]:
+        return [(a.state, a.annotations["summary"], a.value) for a in engine.alerts()]
+
+    engine.evaluate(snap(0, [gpu(util=12.5)]))
+    assert listed() == [("firing", "at 12.5%", 12.5)]
+    engine.evaluate(snap(10, [gpu(util=20.0)]))
+    assert listed() == [("firing", "at 20%", 20.0)]
+    engine.evaluate(snap(20, [gpu(util=20.0)]))
+    assert listed() == [("firing", "at 20%", 20.0)]
+    engine.replace_rules(parse_rules(rule_yaml(LOW, extra=extra.replace("at ", "now at ")), "test.yml"))
+    engine.evaluate(snap(30, [gpu(util=20.0)]))
+    assert listed() == [("firing", "now at 20%", 20.0)]
+    engine.evaluate(snap(40, [gpu(util=90.0)]))
+    assert listed() == [("resolved", "now at 20%", 20.0)]
+    engine.evaluate(snap(50, [gpu(util=90.0)]))
+    assert listed() == [("resolved", "now at 20%", 20.0)]

@@ -165,3 +165,11 @@ def test_a_moments_extra_process_neither_makes_a_rollout_nor_cuts_the_before_win
     [r] = detect(snaps, SETTINGS)
     assert (r.before, r.after, r.verdict) == ("serve.py --v1", "serve.py --v2", "worse")
     assert r.extra["seconds_before"] == SETTINGS.window_s  # the last window of v1, not the 27 s since the probe
+
+
+def test_a_process_that_execs_a_new_version_under_the_same_pid_is_a_rollout() -> None:
+    """The labels that name a workload are made again when a process's command line changes, though its pid
+    and everything else stay (an exec into the new version)."""
+    old, new = Run(60, cmd="python3 serve.py --v1", pid=4000), Run(60, cmd="python3 serve.py --v2", pid=4000, load=SLOW)
+    [rollout] = detect(timeline(old, new), SETTINGS)
+    assert (rollout.before, rollout.after, rollout.verdict) == ("serve.py --v1", "serve.py --v2", "worse")
