@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from importlib import resources  # noqa: TID251 - reads package data; imports nothing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from gpuwatch.alerts.rules import (
 )
 from gpuwatch.alerts.templates import check_template
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
+from gpuwatch.data import DATA_DIR
 from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
 
@@ -34,7 +34,7 @@ from gpuwatch.model.durations import parse_duration
 def _default_rules() -> Path:
     """The shipped rules, package data beside the code: every install scheme (a venv, ``pip install
     --user``, pipx, a wheel unpacked anywhere) puts them where the package is, so they are always found."""
-    return Path(str(resources.files("gpuwatch.data") / "alerts" / "default.yml"))
+    return DATA_DIR / "alerts" / "default.yml"  # a path beside the code: importlib.resources pulls in zipfile
 
 
 DEFAULT_RULES = _default_rules()

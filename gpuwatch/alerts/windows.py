@@ -75,7 +75,10 @@ class Window:
         self._churn += abs(v)
         if self._updates > len(self.points) or self._churn > 1e6 * abs(self.total):
             self._updates, self._churn = 0, 0.0
-            self.total = math.fsum(v for _, v in self.points)
+            try:
+                self.total = math.fsum(v for _, v in self.points)
+            except (ValueError, OverflowError):  # +inf and -inf together (or an overflow): NaN, as a plain sum has it
+                self.total = sum(v for _, v in self.points)
             self._churn = abs(self.total)
 
     def mean(self) -> float:

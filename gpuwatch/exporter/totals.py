@@ -40,8 +40,11 @@ class RateTotals:
             dt = 0.0 if self._last_time is None else snap.time - self._last_time
             self._last_time = snap.time
             seen: dict[tuple[str, tuple[str, ...]], float] = {}
+            by_scope: dict[str, list[tuple[tuple[str, ...], Subject]]] = {}  # labels built once per scope
             for spec in INTEGRATED:
-                for values, subject in self._subjects(snap, spec.scope):
+                if spec.scope not in by_scope:
+                    by_scope[spec.scope] = list(self._subjects(snap, spec.scope))
+                for values, subject in by_scope[spec.scope]:
                     key = (spec.key, values)
                     total = self._totals.get(key)
                     rate = read_metric(spec.key, subject)

@@ -143,3 +143,15 @@ def test_a_windows_running_sum_and_change_count_match_its_samples(items: list[tu
         values = window.values()
         assert window.total == pytest.approx(math.fsum(values), rel=1e-9, abs=1e-6)
         assert window.changes == sum(a != b for a, b in itertools.pairwise(values))
+
+
+def test_a_window_holding_both_infinities_reads_a_nan_mean_instead_of_raising() -> None:
+    window = Window(ordered=True)
+    for t, v in ((1.0, 0.0), (1.0, math.inf), (1.0, -math.inf), (2.0, 1.0)):
+        window.add(t, v)
+    window.advance(2.0, 0.5, 0.0)  # the first three leave: the running total is summed again
+    assert window.mean() == 1.0
+    window.add(3.0, math.inf)
+    window.add(3.0, -math.inf)
+    window.advance(3.0, 0.5, 0.0)
+    assert math.isnan(window.mean())
