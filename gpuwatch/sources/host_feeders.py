@@ -35,9 +35,11 @@ from gpuwatch.sources.socket_links import SocketLinks
 
 FEEDERS_EVERY_S = 5.0
 #: A GPU process whose busiest thread sleeps in a timer or waits in the GPU driver, or has not waited on a
-#: feeder lately, waits for no other process: its links are read again this seldom (a scan reads every
-#: sibling's fd table).
-FEEDERS_QUIET_EVERY_S = 30.0
+#: feeder lately, waits for no other process: its links are read again this seldom (a scan lists every
+#: sibling's fd table and reads its own whole: about 8 ms beside four torch processes on the H200, a quarter
+#: of the daemon's CPU at 30 s). Nothing waits on it: the tick it starts waiting on a feeder, its links are
+#: read again at once (``FEEDERS_EVERY_S`` has passed since this scan).
+FEEDERS_QUIET_EVERY_S = 60.0
 #: A feeder is read at most this often (its rates over that span); the ticks between give the last reading.
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.

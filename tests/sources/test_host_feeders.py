@@ -435,3 +435,21 @@ def test_the_links_of_a_gpu_process_that_waits_on_no_feeder_are_scanned_seldom(
     assert all(listed), listed
     every = feeders_module.FEEDERS_EVERY_S if fed else feeders_module.FEEDERS_QUIET_EVERY_S
     assert len(scans) == span / every, (wait, len(scans))
+
+
+def test_a_quiet_gpu_process_that_starts_waiting_on_a_feeder_has_its_links_read_again_at_once(
+        start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slow pace costs nothing in reaction: the first tick its busiest thread waits on input is a scan."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    parent = start(PIPELINE.format(child=SLEEP_CHILD))
+    scans: list[float] = []
+    real = feeders_module.links
+    monkeypatch.setattr(feeders_module, "links",
+                        lambda pid, ppid, g, v, now: scans.append(now) or real(pid, ppid, g, v, now))
+    tracker = feeders_module.FeederTracker()
+    for t in range(20):
+        wait = "sleep" if t < 12 else "input"
+        tracker.poll(1000.0 + t, {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,),
+                                               "ppid": os.getppid()}})
+    assert scans[:2] == [1000.0, 1012.0], scans
