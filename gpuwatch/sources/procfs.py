@@ -86,10 +86,7 @@ def read_thread_stats(pid: int, tids: Iterable[int] | None = None) -> dict[int, 
         tid = int(name)
         runs = None
         if slept is not None:
-            try:
-                runs = read(pid, base + name + "/schedstat")
-            except OSError:
-                runs = None
+            runs = _schedstat(pid, base + name)
             known = slept.get(tid)
             if known is not None and known[0] == runs:
                 out[tid] = known[1]
@@ -111,6 +108,14 @@ def read_thread_stats(pid: int, tids: Iterable[int] | None = None) -> dict[int, 
         for ended in set(slept).difference(out):
             del slept[ended]
     return out
+
+
+def _schedstat(pid: int, task: str) -> bytes | None:
+    """A thread's schedstat (its time on a CPU moves whenever it runs), None where it cannot be read."""
+    try:
+        return held_files.read(pid, task + "/schedstat")
+    except OSError:
+        return None
 
 
 def _slept_of(pid: int) -> dict[int, tuple[bytes, tuple[str, float]]]:
@@ -168,14 +173,10 @@ def _children(pid: int, depth: int, tids: Iterable[int] | None, top: bool = Fals
             known = _kids_of(pid, names)
     else:
         names = [str(tid) for tid in tids]
-    read = held_files.read
     for name in names:
         runs = None
         if known is not None:
-            try:
-                runs = read(pid, base + name + "/schedstat")
-            except OSError:
-                runs = None
+            runs = _schedstat(pid, base + name)
             last = known.get(name)
             if last is not None and last[0] == runs:
                 out.extend(last[1])

@@ -59,6 +59,8 @@ UNDERUSED_SM = 50.0
 NOT_PYTHON_RETRY_S = 300.0
 #: Processes whose last window is remembered before the ones no longer on a GPU are forgotten.
 MAX_REMEMBERED = 4096
+#: How long close() waits for each killed recorder to end (a killed py-spy ends at once).
+CLOSE_WAIT_S = 2.0
 #: Windows waiting to be taken (a Sampler that stopped ticking must not grow them without bound).
 MAX_PENDING = 64
 
@@ -175,6 +177,11 @@ class StackSource:
         for proc in list(self._running):
             if proc.poll() is None:
                 proc.kill()
+        for proc in list(self._running):
+            try:  # reaped here: its CPU counts in this process's rusage (what stacks cost), and no zombie stays
+                proc.wait(timeout=CLOSE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.debug("py-spy %s did not end within %s s of being killed", proc.pid, CLOSE_WAIT_S)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

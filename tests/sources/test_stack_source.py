@@ -219,3 +219,19 @@ def test_py_spy_installed_with_pip_target_is_found_in_the_folders_bin(tmp_path: 
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert pyspy.find_pyspy() == str(exe)
+
+
+def test_closing_mid_window_ends_and_reaps_the_recorder(tokeniser: subprocess.Popen[str]) -> None:
+    """A one-shot command that stops while py-spy records leaves no recorder behind, not even a zombie: its
+    CPU is then counted in the command's own rusage, where what stacks cost is measured."""
+    source = StackSource(every_s=1, window_s=30, rate_hz=50)
+    if source.exe is None:
+        pytest.skip("py-spy is not installed")
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not source._running:
+        source.offer(IDLE_GPU, (ProcessSample(tokeniser.pid, 0),))
+        time.sleep(0.05)
+    running = list(source._running)
+    assert running, source.problem
+    source.close()
+    assert all(proc.returncode is not None for proc in running)  # waited for: reaped
