@@ -49,6 +49,18 @@ def ask(port: int, method: str, path: str, read_all: bool = True) -> bytes:
     return got
 
 
+def wait_healthy(port: int, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """Until the daemon on ``port`` answers /healthz with 200; fails if it exits or ``deadline`` passes."""
+    while True:
+        try:
+            if b" 200 " in ask(port, "GET", "/healthz").split(b"\r\n", 1)[0]:
+                return
+        except OSError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
+        time.sleep(0.2)
+
+
 def daemon_modules(timeout: float = 60.0) -> set[str]:
     """The modules of a daemon replaying the bundled recording after it answered every route, the stream
     and a reload."""
@@ -61,14 +73,7 @@ def daemon_modules(timeout: float = 60.0) -> set[str]:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         try:
             deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    if b" 200 " in ask(port, "GET", "/healthz").split(b"\r\n", 1)[0]:
-                        break
-                except OSError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-                time.sleep(0.2)
+            wait_healthy(port, proc, deadline)
             for path in PATHS:
                 ask(port, "GET", path)
             ask(port, "GET", "/api/v1/stream", read_all=False)

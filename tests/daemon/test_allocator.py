@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.imports_probe import PATHS, _free_port, ask
+from daemon.imports_probe import PATHS, _free_port, ask, wait_healthy
 from gpuwatch.runtime import memory
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
@@ -73,14 +73,7 @@ def test_a_running_daemons_threads_share_at_most_the_arenas_it_allows() -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         try:
             deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if b" 200 " in ask(port, "GET", "/healthz").split(b"\r\n", 1)[0]:
-                        break
-                except OSError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-                time.sleep(0.2)
+            wait_healthy(port, proc, deadline)
             for path in PATHS:  # every connection is served on a thread of its own
                 ask(port, "GET", path)
             proc.send_signal(signal.SIGUSR1)
