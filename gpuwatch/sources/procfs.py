@@ -95,10 +95,10 @@ def read_thread_stats(pid: int, tids: Iterable[int] | None = None) -> dict[int, 
             raw = read(pid, base + name + "/stat")
         except OSError:
             continue
-        fields = raw[raw.rfind(b")") + 2:].split(None, 13)
-        if len(fields) < 13:
+        fields = _stat_fields(raw, 14)
+        if fields is None:
             continue
-        found = out[tid] = (chr(fields[0][0]), (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+        found = out[tid] = (chr(fields[0][0]), _cpu_seconds(fields))
         if slept is not None:
             if runs is not None and found[0] == "S":
                 slept[tid] = (runs, found)
