@@ -134,7 +134,10 @@ class Utilisation(_OneCall):
         return list(self.record.iter_unpack(self._bytes(n)))
 
 
-def _pynvml_list(fn: Callable[[Any], Any]) -> Callable[[Any], list[Entry]]:
+def pynvml_list(nvml: Any, name: str) -> Callable[[Any], list[Entry]]:
+    """pynvml's list function ``name``, its entries as pairs."""
+    fn = getattr(nvml, name)
+
     def entries(handle: Any) -> list[Entry]:
         return [(int(p.pid), p.usedGpuMemory) for p in fn(handle)]
 
@@ -151,29 +154,25 @@ def _pynvml_samples(fn: Callable[[Any, int], Any]) -> Callable[[Any, int], list[
     return samples
 
 
-def pynvml_list(nvml: Any, name: str) -> Callable[[Any], list[Entry]]:
-    """pynvml's list function ``name``, its entries as pairs."""
-    return _pynvml_list(getattr(nvml, name))
+def _direct(nvml: Any, cls: Callable[..., Callable[..., Any]], symbol: str, ctype_name: str, names: tuple[str, ...],
+            slow: Callable[..., Any]) -> Callable[..., Any]:
+    """``cls`` over the C function ``symbol`` and its entry type ``ctype_name``; ``slow`` (pynvml's) where
+    either cannot be had or the entry's layout is not the one expected."""
+    ctype = getattr(nvml, ctype_name, None)
+    fn = _lookup(nvml, symbol)
+    record = _record(ctype, names) if ctype is not None else None
+    return slow if fn is None or record is None else cls(nvml, fn, ctype, record, slow)
 
 
-def process_list(nvml: Any, name: str) -> tuple[Callable[[Any], list[Entry]], bool]:
-    """The list function for ``name`` (``nvmlDeviceGetComputeRunningProcesses``...) and whether it is the
-    direct one; pynvml's (its entries as pairs) where the direct one cannot be had."""
-    slow = _pynvml_list(getattr(nvml, name))
-    ctype = getattr(nvml, "c_nvmlProcessInfo_v3_t", None)
-    fn = _lookup(nvml, f"{name}_v3")
-    record = _record(ctype, ("pid", "usedGpuMemory")) if ctype is not None else None
-    if fn is None or record is None:
-        return slow, False
-    return ProcessList(nvml, fn, ctype, record, slow), True
+def process_list(nvml: Any, name: str) -> Callable[[Any], list[Entry]]:
+    """The list function for ``name`` (``nvmlDeviceGetComputeRunningProcesses``...): the direct one, else
+    pynvml's (its entries as pairs)."""
+    return _direct(nvml, ProcessList, f"{name}_v3", "c_nvmlProcessInfo_v3_t", ("pid", "usedGpuMemory"),
+                   pynvml_list(nvml, name))
 
 
-def utilisation(nvml: Any) -> tuple[Callable[[Any, int], list[Sample]], bool]:
-    """``nvmlDeviceGetProcessUtilization`` as samples, and whether it is the direct one."""
-    slow = _pynvml_samples(nvml.nvmlDeviceGetProcessUtilization)
-    ctype = getattr(nvml, "c_nvmlProcessUtilizationSample_t", None)
-    fn = _lookup(nvml, "nvmlDeviceGetProcessUtilization")
-    record = _record(ctype, ("pid", "timeStamp", "smUtil", "memUtil")) if ctype is not None else None
-    if fn is None or record is None:
-        return slow, False
-    return Utilisation(nvml, fn, ctype, record, slow), True
+def utilisation(nvml: Any) -> Callable[[Any, int], list[Sample]]:
+    """``nvmlDeviceGetProcessUtilization`` as samples: the direct one, else pynvml's."""
+    return _direct(nvml, Utilisation, "nvmlDeviceGetProcessUtilization", "c_nvmlProcessUtilizationSample_t",
+                   ("pid", "timeStamp", "smUtil", "memUtil"),
+                   _pynvml_samples(nvml.nvmlDeviceGetProcessUtilization))

@@ -44,8 +44,7 @@ LISTS_EVERY_S = 5.0
 
 def _with_fallback(nvml: Any, key: str, name: str) -> Any:
     """The list getter: NVML's _v3 in one call (``direct.py``), else pynvml's, with _v2 to fall back to."""
-    fn, _ = process_list(nvml, name)
-    g = once(key, fn)
+    g = once(key, process_list(nvml, name))
     if getattr(nvml, f"{name}_v2", None) is not None:  # the driver lacks _v3: pynvml raises a mismatch
         g.fallback = (pynvml_list(nvml, f"{name}_v2"), (), g.apply)
     return g
@@ -58,7 +57,7 @@ class ProcessReader:
         self.policy = device.policy
         self._compute = _with_fallback(nvml, "compute_processes", "nvmlDeviceGetComputeRunningProcesses")
         self._graphics = _with_fallback(nvml, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
-        self._util = once("process_utilization", utilisation(nvml)[0])
+        self._util = once("process_utilization", utilisation(nvml))
         #: lastSeenTimeStamp for the next call; the first one asks for the last second only.
         self.last_ts = int(time.time() * 1e6) - 1_000_000
         self._util_asked = -1e9
