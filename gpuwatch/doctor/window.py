@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
-from gpuwatch.model.metrics import METRICS
+from gpuwatch.model.metrics import METRICS, as_value
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.model.thread_wait import classify_wait
@@ -154,12 +154,7 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
     """``median([read_metric(key, g) for g in gpus])``, with the metric's reader looked up once: the doctor
     reads eleven metrics of every GPU sample of a window, and the accounting judges a window every 10 s."""
     read = METRICS[key].read
-    present = []
-    for g in gpus:
-        v = read(g)
-        if v is not None and v == v:  # NaN counts as missing, as read_metric says
-            present.append(float(v))
-    return statistics.median(present) if present else None
+    return median([as_value(read(g)) for g in gpus])
 
 
 #: The process fields the window takes the median of, read in one pass over the samples (one C-level getter

@@ -271,7 +271,11 @@ def metric(key: str) -> MetricSpec:
 
 
 def read_metric(key: str, obj: GpuSample | ProcessSample | HostSample) -> float | None:
-    value = METRICS[key].read(obj)
-    if value is None or value != value:  # NaN counts as missing
+    return as_value(METRICS[key].read(obj))
+
+
+def as_value(value: float | int | None) -> float | None:
+    """A metric's raw reading as the float it means, None for missing (NaN counts as missing)."""
+    if value is None or value != value:
         return None
     return float(value)
