@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from typing import Protocol
 
 from gpuwatch.efficiency.store import Store
@@ -24,9 +23,6 @@ log = logging.getLogger(__name__)
 #: 2 MiB of 2-GPU, 8-process snapshots; a full-speed replay that outruns the worker then waits for it).
 BACKLOG = 256
 PUT_TIMEOUT_S = 5.0
-#: How often a full backlog is looked at again while the sampler waits for room (a millisecond: a replay's
-#: pace, and only while it outruns the worker).
-ROOM_POLL_S = 0.001
 
 
 class Rider(Protocol):
@@ -46,9 +42,7 @@ class SnapshotWorker:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        #: A C-level queue: a put and a get cost no Python lock and condition each tick (the bound is kept
-        #: by :meth:`offer`, which waits only when a full-speed replay filled it).
-        self._queue: queue.SimpleQueue[Snapshot | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[Snapshot | None] = queue.Queue(maxsize=BACKLOG)
         self._thread: threading.Thread | None = None
         #: Snapshots not worked on because the worker was stuck.
         self.dropped = 0
@@ -70,21 +64,12 @@ class SnapshotWorker:
         a second against a worker that takes a millisecond); a replay at full speed does, and then waits for
         the worker, so the backlog's memory stays bounded. A worker stuck for PUT_TIMEOUT_S loses the
         snapshot, counted."""
-        if self._queue.qsize() >= BACKLOG and not self._room():
+        try:
+            self._queue.put(snap, timeout=PUT_TIMEOUT_S)
+        except queue.Full:
             self.dropped += 1
             if self.dropped == 1:
                 log.warning(self.stuck_warning)
-            return
-        self._queue.put(snap)
-
-    def _room(self) -> bool:
-        """Wait up to PUT_TIMEOUT_S for the worker to make room in a full backlog (a replay at full speed)."""
-        deadline = time.monotonic() + PUT_TIMEOUT_S
-        while self._queue.qsize() >= BACKLOG:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(ROOM_POLL_S)
-        return True
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -95,7 +80,7 @@ class SnapshotWorker:
 
     def stop(self) -> None:
         """Work through everything queued, then finish the riders and close the store."""
-        self._queue.put(None)
+        self._queue.put(None, timeout=30)
         if self._thread is not None:
             self._thread.join(timeout=30)
         for rider in self._riders:
