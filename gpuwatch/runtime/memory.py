@@ -66,7 +66,6 @@ def release() -> None:
         _LIBC.malloc_trim(0)
 
 
-
 #: Seconds after start of the first release (start-up's garbage gone, the first windows judged), then between.
 FIRST_RELEASE_S = 20.0
 RELEASE_EVERY_S = 300.0

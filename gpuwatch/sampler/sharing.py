@@ -12,6 +12,7 @@ changes (a float's sign is part of its value: a zero is never shared).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
@@ -20,14 +21,9 @@ _PLAIN = (str, int, float)
 Record = GpuSample | ProcessSample | HostSample
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
+@functools.cache
 def _fields(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _plain(items: tuple[Any, ...]) -> bool:
