@@ -32,7 +32,8 @@ def _plain(items: tuple[Any, ...]) -> bool:
 
 
 def _share_fields(new: Record, old: Record) -> None:
-    for name in _fields(type(new)):
+    cls: type = type(new)
+    for name in _fields(cls):
         a = getattr(new, name)
         if a is None:  # most optional fields, and a singleton already
             continue
