@@ -66,24 +66,46 @@ def release() -> None:
         _LIBC.malloc_trim(0)
 
 
+#: Seconds after start when the objects alive then (modules, classes, the configuration, the sources' tables:
+#: nearly all the daemon ever holds) are collected once and then left out of the garbage collector's care: its
+#: full collections walked them all (tens of thousands), which made each release and each automatic full
+#: collection cost the daemon tens of milliseconds; the dashboard does the same (``tui.app.FREEZE_AFTER_S``).
+FREEZE_AFTER_S = 5.0
 #: Seconds after start of the first release (start-up's garbage gone, the first windows judged), then between.
 FIRST_RELEASE_S = 20.0
 RELEASE_EVERY_S = 300.0
 
 
-class Releaser:
-    """:func:`release` on an event loop (the daemon's, idle between requests: no thread of its own) after
-    ``first_s``, then every ``every_s``."""
+def freeze() -> None:
+    """Collect start-up's garbage cycles, then move every object that survives to the permanent generation
+    (``gc.freeze``): later collections walk only what was made since. An object frozen is still freed when its
+    last reference goes; only a cycle among frozen objects would stay, and start-up's were collected first."""
+    gc.collect()
+    gc.freeze()
 
-    def __init__(self, first_s: float = FIRST_RELEASE_S, every_s: float = RELEASE_EVERY_S) -> None:
-        self.first_s, self.every_s = first_s, every_s
+
+class Releaser:
+    """On an event loop (the daemon's, idle between requests: no thread of its own): :func:`freeze` after
+    ``freeze_s``, :func:`release` after ``first_s`` and then every ``every_s``."""
+
+    def __init__(self, first_s: float = FIRST_RELEASE_S, every_s: float = RELEASE_EVERY_S,
+                 freeze_s: float | None = FREEZE_AFTER_S) -> None:
+        self.first_s, self.every_s, self.freeze_s = first_s, every_s, freeze_s
         self.releases = 0
+        self.frozen = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._freezing: asyncio.TimerHandle | None = None
         self._handle: asyncio.TimerHandle | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        if self.freeze_s is not None:
+            self._freezing = loop.call_later(self.freeze_s, self._freeze)
         self._handle = loop.call_later(self.first_s, self._tick)
+
+    def _freeze(self) -> None:
+        freeze()
+        self.frozen = True
 
     def _tick(self) -> None:
         release()
@@ -92,6 +114,7 @@ class Releaser:
         self._handle = self._loop.call_later(self.every_s, self._tick)
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        for handle in (self._freezing, self._handle):
+            if handle is not None:
+                handle.cancel()
+        self._freezing = self._handle = None

@@ -108,7 +108,7 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
         ppid = None
     if ppid is not None and ppid > 1:
         sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s not in (pid, me)][:MAX_SIBLINGS]
-    own = netfds.read_fds(pid)  # read whole every scan: a new connection may reuse a closed one's fd number
+    own = view.fds(pid, now, own=True)
     relations: dict[int, Relation] = {}
     linked: list[int] = []
     if own is not None:

@@ -60,14 +60,30 @@ def fd_names(pid: int) -> list[str] | None:
 def read_fds(pid: int, names: list[str] | None = None) -> Fds | None:
     """Pipe and socket inodes of ``pid`` from ``/proc/PID/fd`` (None: not readable, or gone); ``names``: its
     fd numbers when already listed."""
-    base = f"/proc/{pid}/fd/"
     if names is None:
         names = fd_names(pid)
         if names is None:
             return None
+    return read_table(pid, names)[0]
+
+
+#: What an fd held for a process's life points at: a device node (``/dev/nvidia0``, ``/dev/null``) or an
+#: anonymous inode (``anon_inode:[eventfd]``, an epoll set). A CUDA process holds dozens of these; they are
+#: never a pipe or a socket, so an fd number that pointed at one and is still open is not read again.
+STABLE_TARGETS = ("/dev/", "anon_inode:")
+
+
+def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset()) -> tuple[Fds, frozenset[str]]:
+    """Pipe and socket inodes of ``pid``'s fds ``names``, without a readlink for those in ``stable`` (fd
+    numbers known to point at a STABLE_TARGETS file), and the fd numbers among ``names`` that do."""
+    base = f"/proc/{pid}/fd/"
     pipes: set[int] = set()
     sockets: set[int] = set()
+    kept: list[str] = []
     for name in names:
+        if name in stable:
+            kept.append(name)
+            continue
         try:
             target = os.readlink(base + name)
         except OSError:
@@ -75,9 +91,13 @@ def read_fds(pid: int, names: list[str] | None = None) -> Fds | None:
         if target.endswith("]"):
             if target.startswith("pipe:["):
                 pipes.add(int(target[6:-1]))
-            elif target.startswith("socket:["):
+                continue
+            if target.startswith("socket:["):
                 sockets.add(int(target[8:-1]))
-    return Fds(frozenset(pipes), frozenset(sockets))
+                continue
+        if target.startswith(STABLE_TARGETS):
+            kept.append(name)
+    return Fds(frozenset(pipes), frozenset(sockets)), frozenset(kept)
 
 
 def find_holders(inodes: frozenset[int], skip: set[int], max_procs: int) -> dict[int, int]:

@@ -1,14 +1,15 @@
 """Who is at the other end of a GPU process's sockets, and where its work comes from, at a small cost.
 
-Reading ``/proc/net/tcp`` makes the kernel walk its connection table, and reading an fd table is one
-readlink per fd: done for every waiting GPU process at every scan, they were a quarter of the daemon's time.
-So the fd table of a tree process whose fd numbers have not changed is not read again (for up to
-FD_TABLE_MAX_AGE_S; the GPU process's own is read at every scan, a new connection may reuse an fd number); a
-process's sockets are classified again only when its socket inodes (or those of its front ends) changed, at
-most every SOCKETS_CHANGED_EVERY_S, and otherwise every SOCKETS_EVERY_S; the /proc/net tables are read once
-per network namespace for every process classified within TABLES_TTL_S; and the process holding the other end
-of a loopback connection outside the tree is looked for in /proc only for an inode not looked for in the last
-OWNERS_EVERY_S, in one search every SEARCH_EVERY_S at most.
+Reading ``/proc/net/tcp`` makes the kernel walk its connection table, and reading an fd table is one readlink per
+fd: done for every waiting GPU process at every scan, they were a quarter of the daemon's time. So the fd table
+of a tree process whose fd numbers have not changed is not read again (for up to FD_TABLE_MAX_AGE_S; the GPU
+process's own is read at every scan, a new connection may reuse an fd number), and an fd that pointed at a device
+or an anonymous inode (most of a CUDA process's) is read again only every FD_STABLE_MAX_AGE_S; a process's
+sockets are classified again only when its socket inodes (or those of its front ends) changed, at most every
+SOCKETS_CHANGED_EVERY_S, and otherwise every SOCKETS_EVERY_S; the /proc/net tables are read once per network
+namespace for every process classified within TABLES_TTL_S; and the process holding the other end of a loopback
+connection outside the tree is looked for in /proc only for an inode not looked for in the last OWNERS_EVERY_S,
+in one search every SEARCH_EVERY_S at most.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from gpuwatch.model.feeders import Upstream
 from gpuwatch.sources import netfds
 
 FD_TABLE_MAX_AGE_S = 60.0
+#: An fd number that pointed at a device node or an anonymous inode (``netfds.STABLE_TARGETS``: most of a CUDA
+#: process's fds) and is still open is not read again for this long: such fds are held for a process's life,
+#: and one closed and its number reused for a socket is seen at the next whole read at the latest.
+FD_STABLE_MAX_AGE_S = 300.0
 #: Where work comes from follows from the socket inodes alone (an inode is one socket for its whole life):
 #: sockets that did not change are classified again only this seldom (reading /proc/net is the cost, and a
 #: host with many short connections has long tables).
@@ -37,6 +42,15 @@ MAX_OWNER_PROCS = 8192
 MAX_REMEMBERED = 1024
 
 
+@dataclass(frozen=True)
+class _Table:
+    tag: int  # the hash of the fd numbers listed
+    read_at: float
+    whole_at: float  # when every fd was last read
+    fds: netfds.Fds
+    stable: frozenset[str]  # fd numbers that pointed at a STABLE_TARGETS file
+
+
 @dataclass
 class _Classified:
     key: frozenset[int]
@@ -50,7 +64,7 @@ class SocketLinks:
     namespace, and which process holds a socket inode."""
 
     def __init__(self) -> None:
-        self._fds: dict[int, tuple[int, float, netfds.Fds]] = {}
+        self._fds: dict[int, _Table] = {}
         self._classified: dict[int, _Classified] = {}
         self._tables: dict[str, tuple[float, list[netfds.InetSocket]]] = {}
         self._owners: dict[int, int] = {}
@@ -58,24 +72,29 @@ class SocketLinks:
         self._searched_at = float("-inf")
         self._deferred = False
 
-    def fds(self, pid: int, now: float) -> netfds.Fds | None:
-        """``netfds.read_fds``, without the readlinks when the fd numbers are those of the last read."""
+    def fds(self, pid: int, now: float, own: bool = False) -> netfds.Fds | None:
+        """``netfds.read_fds``, without the readlinks when the fd numbers are those of the last read (not for a
+        GPU process's ``own`` table: a new connection may reuse a closed one's fd number), and without those of
+        fds known to point at a device or an anonymous inode (FD_STABLE_MAX_AGE_S). A table read at this same
+        ``now`` is given again unlisted: the GPU processes of one parent share their siblings."""
+        known = self._fds.get(pid)
+        if not own and known is not None and known.read_at == now:
+            return known.fds
         names = netfds.fd_names(pid)
         if names is None:
             self._fds.pop(pid, None)
             return None
-        known = self._fds.get(pid)
         tag = hash(tuple(names))
-        if known is not None and known[0] == tag and now - known[1] < FD_TABLE_MAX_AGE_S:
-            return known[2]
-        fds = netfds.read_fds(pid, names)
-        if fds is not None:
-            self._fds[pid] = (tag, now, fds)
+        if not own and known is not None and known.tag == tag and now - known.read_at < FD_TABLE_MAX_AGE_S:
+            return known.fds
+        whole = known is None or now - known.whole_at >= FD_STABLE_MAX_AGE_S
+        fds, stable = netfds.read_table(pid, names, frozenset() if whole or known is None else known.stable)
+        self._fds[pid] = _Table(tag, now, now if whole or known is None else known.whole_at, fds, stable)
         return fds
 
     def prune(self, now: float, gpu_pids: set[int]) -> None:
         """Forget fd tables too old to be used again and the classifications of processes not in ``gpu_pids``."""
-        for pid in [pid for pid, (_, at, _) in self._fds.items() if now - at >= FD_TABLE_MAX_AGE_S]:
+        for pid in [pid for pid, table in self._fds.items() if now - table.read_at >= FD_STABLE_MAX_AGE_S]:
             del self._fds[pid]
         for pid in set(self._classified) - gpu_pids:
             del self._classified[pid]

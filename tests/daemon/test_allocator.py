@@ -4,6 +4,7 @@ back to the kernel when it releases (``runtime/memory.py``). Real processes, RSS
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import platform
 import signal
@@ -95,8 +96,8 @@ def test_release_hands_back_the_free_memory_inside_the_heap() -> None:
     assert before - after > 20, (before, after)  # of the ~38 MiB freed inside the heap
 
 
-def test_the_releaser_releases_on_the_loop_until_it_is_stopped() -> None:
-    releaser = memory.Releaser(first_s=0.01, every_s=0.02)
+def test_the_releaser_freezes_then_releases_on_the_loop_until_it_is_stopped() -> None:
+    releaser = memory.Releaser(first_s=0.01, every_s=0.02, freeze_s=0.005)
 
     async def go() -> tuple[int, int]:
         releaser.start(asyncio.get_running_loop())
@@ -106,6 +107,39 @@ def test_the_releaser_releases_on_the_loop_until_it_is_stopped() -> None:
         await asyncio.sleep(0.1)
         return counted, releaser.releases
 
-    counted, later = asyncio.run(go())
+    try:
+        counted, later = asyncio.run(go())
+    finally:
+        gc.unfreeze()  # this test process's objects back in the collector's care
+    assert releaser.frozen
     assert counted >= 2  # the first, then again every_s
     assert later == counted  # none after stop
+
+
+FREEZING = """
+import gc, weakref
+from gpuwatch.runtime import memory
+
+class Node:
+    pass
+
+def cycle():
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+garbage_at_start = cycle()  # start-up's garbage: unreachable already, collected before freezing
+kept = Node()
+memory.freeze()
+made_later = cycle()
+print(garbage_at_start() is None, gc.get_freeze_count() > 0, made_later() is not None)
+memory.release()
+print(made_later() is None)
+"""
+
+
+def test_freezing_collects_start_up_garbage_then_leaves_survivors_out_of_later_collections() -> None:
+    done = subprocess.run([sys.executable, "-c", FREEZING], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(memory.__file__).parents[2])})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True"]

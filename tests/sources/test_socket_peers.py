@@ -148,7 +148,7 @@ def _settled_fds(pid: int, timeout: float = 10.0) -> None:
 
 def test_an_unchanged_fd_table_of_a_feeder_is_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan lists each tree process's fd numbers and reads their targets (one readlink each) only when they
-    changed; the GPU process's own table is read whole every scan (a new connection may reuse an fd number)."""
+    changed; the GPU process's own table is read every scan (a new connection may reuse an fd number)."""
     import gpuwatch.sources.host_feeders as feeders_module
 
     parent = subprocess.Popen([sys.executable, "-c", PIPELINE.format(child=SLEEP_CHILD)], stdout=subprocess.PIPE,
@@ -158,8 +158,9 @@ def test_an_unchanged_fd_table_of_a_feeder_is_not_read_again(monkeypatch: pytest
         (child,) = read_children(parent.pid)
         _settled_fds(child)  # the forked child closes its copy of the pipe's read end after the parent's "ready"
         reads: list[int] = []
-        real = netfds.read_fds
-        monkeypatch.setattr(netfds, "read_fds", lambda pid, names=None: reads.append(pid) or real(pid, names))
+        real = netfds.read_table
+        monkeypatch.setattr(netfds, "read_table",
+                            lambda pid, names, stable=frozenset(): reads.append(pid) or real(pid, names, stable))
         monkeypatch.setattr(feeders_module, "FEEDERS_EVERY_S", 0.0)
         monkeypatch.setattr(feeders_module, "FEEDERS_QUIET_EVERY_S", 0.0)
         source = HostSource()
@@ -222,3 +223,66 @@ def test_a_unix_socket_a_gpu_library_listens_on_is_not_a_server(name: str, upstr
     finally:
         proc.kill()
         proc.wait()
+
+
+REUSER = """
+import os, socket, sys
+devices = [os.open('/dev/null', os.O_RDONLY) for _ in range(3)]
+first = socket.socket(socket.AF_UNIX)
+print(first.fileno(), first.getsockname() or '', flush=True)
+sys.stdin.readline()
+number = first.fileno()
+first.close()
+second = socket.socket(socket.AF_UNIX)  # the lowest free number: the closed socket's
+assert second.fileno() == number
+print('reused', flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_gpu_process_s_own_table_sees_a_socket_that_reused_an_fd_number_while_devices_are_not_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU process's own fd table is read every scan, but an fd still open that pointed at a device node
+    (most of a CUDA process's fds) is not read again until FD_STABLE_MAX_AGE_S has passed."""
+    from gpuwatch.sources.socket_links import FD_STABLE_MAX_AGE_S, SocketLinks
+
+    proc = subprocess.Popen([sys.executable, "-c", REUSER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        number = proc.stdout.readline().split()[0]
+        links = SocketLinks()
+        first = links.fds(proc.pid, 0.0, own=True)
+        assert first is not None and len(first.sockets) == 1
+        read: list[str] = []
+        real = os.readlink
+        monkeypatch.setattr(os, "readlink", lambda path: read.append(path.rsplit("/", 1)[-1]) or real(path))
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "reused"
+        second = links.fds(proc.pid, 1.0, own=True)
+        assert second is not None and len(second.sockets) == 1 and second.sockets != first.sockets
+        assert number in read  # the fd number a socket held is read again
+        devices = [n for n in os.listdir(f"/proc/{proc.pid}/fd") if real(f"/proc/{proc.pid}/fd/{n}") == "/dev/null"]
+        assert len(devices) >= 3 and not set(devices) & set(read), (devices, read)
+        read.clear()
+        links.fds(proc.pid, 1.0 + FD_STABLE_MAX_AGE_S, own=True)
+        assert set(devices) <= set(read)  # and every fd, now and then
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_feeder_table_read_at_this_tick_is_not_listed_again_for_the_next_gpu_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GPU processes of one parent share their siblings: a sibling's table is listed once per tick."""
+    from gpuwatch.sources.socket_links import SocketLinks
+
+    listed: list[int] = []
+    real = netfds.fd_names
+    monkeypatch.setattr(netfds, "fd_names", lambda pid: listed.append(pid) or real(pid))
+    links = SocketLinks()
+    me = os.getpid()
+    assert links.fds(me, 5.0) == links.fds(me, 5.0)
+    assert listed == [me]
+    links.fds(me, 6.0)
+    assert listed == [me, me]
