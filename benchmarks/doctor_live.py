@@ -7,7 +7,7 @@ each run is waited for, so its reaped children count) over the difference of the
 second of watching costs, with start-up and the final report cancelled out. The same is done with --no-stacks.
 
     python benchmarks/doctor_live.py                       # on a GPU machine
-    python benchmarks/doctor_live.py --fault feeder_python_pipe --short 5 --long 45
+    python benchmarks/doctor_live.py --fault feeder_python_pipe --short 10 --long 70
     python benchmarks/doctor_live.py --merge-into benchmarks/results-h200.json   # a row of BENCHMARKS.md
 """
 
@@ -51,14 +51,15 @@ def measure(short: float, long: float, extra: list[str]) -> dict[str, object]:
     per_s = (cpu_l - cpu_s) / (long - short)
     return {"cpu_short_s": round(cpu_s, 3), "wall_short_s": round(wall_s, 2), "cpu_long_s": round(cpu_l, 3),
             "wall_long_s": round(wall_l, 2), "added_pct_of_core": round(100 * per_s, 3),
+            "long_run_pct_of_core": round(100 * cpu_l / wall_l, 3),
             "top_short": top_s, "top_long": top_l}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", default="python_preprocess", help="fault variant to watch")
-    parser.add_argument("--short", type=float, default=5.0, help="short run's duration, seconds")
-    parser.add_argument("--long", type=float, default=45.0, help="long run's duration, seconds")
+    parser.add_argument("--short", type=float, default=10.0, help="short run's duration, seconds")
+    parser.add_argument("--long", type=float, default=70.0, help="long run's duration, seconds")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--merge-into", type=Path, metavar="RESULTS",
                         help="also store them as 'doctor_live' in a benchmark results file (results-h200.json)")

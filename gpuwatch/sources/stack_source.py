@@ -43,7 +43,9 @@ DOCTOR_EVERY_S = float(WINDOW_S)
 #: processes costs about 0.16 CPU-s (native symbols loaded once per window): at the daemon's share one round
 #: every ~160 s, which keeps py-spy below half of an always-on daemon's own CPU.
 BUDGET = 0.001
-DOCTOR_BUDGET = 0.005  # with its own sampling, `gpuwatch doctor` live stays under 1 % of a core
+#: `gpuwatch doctor` without stacks costs about 0.6 % of a core per second of watching (H200, beside a fault):
+#: py-spy's share held to 0.4 % keeps a live doctor within 1 % of a core over any watch the budget acts on.
+DOCTOR_BUDGET = 0.004
 MAX_CONCURRENT = 2
 #: A feeder of a process on an under-used GPU using this much of a core has its stacks sampled too; so has one
 #: whose threads sit in storage I/O (D state) or that moves this many bytes/s to or from storage, at any CPU: a
