@@ -44,8 +44,11 @@ FEEDERS_QUIET_EVERY_S = 60.0
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
 FEEDER_READ_EVERY_S = 2.0
-#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``) is read this
-#: seldom (its rates over that span).
+#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``), or a sibling
+#: that shares no pipe or socket with them (a process its launcher also started: on a shared host, the other
+#: tools; a sibling feeding through shared memory still shows its rates), is read this seldom (its rates over
+#: that span). A futex wait counts as waiting on a feeder, and a blocking CUDA synchronise waits in one: read at
+#: FEEDER_READ_EVERY_S, a dozen unrelated siblings were a sixth of the daemon's CPU beside four torch processes.
 FEEDER_QUIET_READ_EVERY_S = 10.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
@@ -73,6 +76,8 @@ class _Links:
     upstream: Upstream
     relations: dict[int, Relation] = field(default_factory=dict)
     peers: list[int] = field(default_factory=list)
+    #: Feeders sharing a pipe or a socket with the GPU process.
+    linked: frozenset[int] = frozenset()
 
 
 def waiting(details: dict[str, Any]) -> bool:
@@ -97,10 +102,10 @@ def waits_on_feeder(details: dict[str, Any]) -> bool:
 
 
 def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
-          now: float) -> tuple[Upstream, dict[int, Relation], list[int]]:
+          now: float) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
     """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
-    processes at the other end of its sockets (``view`` keeps what did not change since the last scan).
-    gpuwatch itself is never a feeder."""
+    processes at the other end of its sockets (``view`` keeps what did not change since the last scan), and
+    the feeders that share a pipe or a socket with it. gpuwatch itself is never a feeder."""
     me = os.getpid()
     kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c not in (pid, me)]
     sibs: list[int] = []
@@ -136,7 +141,7 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
     for group, relation in ((kids, "child"), (sibs, "sibling")):
         for p in group:
             relations.setdefault(p, relation)  # type: ignore[arg-type]
-    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
+    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers, frozenset(linked)
 
 
 class FeederTracker:
@@ -169,13 +174,14 @@ class FeederTracker:
             if not waiting(d):
                 self._links.pop(pid, None)
                 continue
-            upstream, relations, peers = links(pid, d.get("ppid"), gpu_pids, self._view, now)
-            self._links[pid] = _Links(now, upstream, relations, peers)
+            self._links[pid] = _Links(now, *links(pid, d.get("ppid"), gpu_pids, self._view, now))
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():
-            cadence = FEEDER_READ_EVERY_S if self._fed(pid, now) else FEEDER_QUIET_READ_EVERY_S
-            for feeder_pid in found.relations:
+            fed = self._fed(pid, now)
+            for feeder_pid, relation in found.relations.items():
+                cadence = FEEDER_READ_EVERY_S if fed and (relation != "sibling" or feeder_pid in found.linked) \
+                    else FEEDER_QUIET_READ_EVERY_S
                 every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():

@@ -453,3 +453,28 @@ def test_a_quiet_gpu_process_that_starts_waiting_on_a_feeder_has_its_links_read_
         tracker.poll(1000.0 + t, {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,),
                                                "ppid": os.getppid()}})
     assert scans[:2] == [1000.0, 1012.0], scans
+
+
+def test_a_sibling_that_shares_no_pipe_or_socket_is_read_at_the_slow_pace_while_a_linked_child_is_read_finely(
+        start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU process waiting on a lock has its child at the other end of its pipe read every
+    FEEDER_READ_EVERY_S; a sibling its launcher also started, sharing nothing with it, is still listed on every
+    tick but read every FEEDER_QUIET_READ_EVERY_S (on a shared host the launcher's other children are other
+    tools)."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    launcher = start(TWO_PIPELINES.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
+    assert launcher.stdout is not None
+    first, second = int(launcher.stdout.readline()), int(launcher.stdout.readline())
+    (child,) = read_children(first)
+    reads: list[int] = []
+    real = feeders_module.read_process_stat
+    monkeypatch.setattr(feeders_module, "read_process_stat", lambda pid: reads.append(pid) or real(pid))
+    tracker = feeders_module.FeederTracker()
+    details = {first: {"top_thread_cpu_percent": 0.0, "thread_waits": ("lock",), "ppid": launcher.pid}}
+    span = 2 * feeders_module.FEEDER_QUIET_READ_EVERY_S
+    listed = [{f.pid: f.relation for f in tracker.poll(1000.0 + t, details)[0]} for t in range(int(span) + 1)]
+    assert all(found.get(second) == "sibling" and found.get(child) == "child" for found in listed[1:]), listed
+    fine, slow = feeders_module.FEEDER_READ_EVERY_S, feeders_module.FEEDER_QUIET_READ_EVERY_S
+    assert 1 + span / fine <= reads.count(child) <= 2 + span / fine, reads.count(child)
+    assert 1 + span / slow <= reads.count(second) <= 2 + span / slow, reads.count(second)
