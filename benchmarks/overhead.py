@@ -80,6 +80,8 @@ def measure(jobs: Sequence[Job], window_s: float) -> dict[str, dict[str, Any]]:
     for job in jobs:
         if job.name in meters:
             res = meters[job.name].to_dict()
+            if "gpuwatch" in job.command:  # where the CPU went inside the window, by thread
+                res["threads_ms_per_s"] = _named(meters[job.name])
         else:
             res = {"error": f"not running at the start of the window: "
                             f"{job.proc.log_tail(600) if job.proc else 'never started'}"}
@@ -93,6 +95,18 @@ def measure(jobs: Sequence[Job], window_s: float) -> dict[str, dict[str, Any]]:
     if errors:
         out["_scrape_errors"] = {"errors": errors[:10]}
     return out
+
+
+def _named(meter: Meter) -> dict[str, float]:
+    """A meter's per-thread CPU (ms per second), threads named as Python names them (py-spy dump)."""
+    from benchmarks.daemon_cpu import thread_names
+
+    names = thread_names(meter.proc.pid) if meter.threads_ms_per_s else {}
+    rows: dict[str, float] = {}
+    for tid, ms in sorted(meter.threads_ms_per_s.items(), key=lambda kv: -kv[1]):
+        name = names.get(tid) or ("MainThread" if tid == meter.proc.pid else f"thread {tid}")
+        rows[name] = round(rows.get(name, 0.0) + ms, 2)
+    return rows
 
 
 def stop_jobs(jobs: Sequence[Job]) -> None:

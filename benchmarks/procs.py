@@ -147,12 +147,33 @@ def start_in_pty(name: str, cmd: Sequence[str], cols: int = 160, rows: int = 50,
     return Started(name, popen, None, master_fd=master, record=record)
 
 
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """Seconds each thread of ``pid`` has been on a CPU, from its schedstat (exact: utime and stime are
+    sampled at the timer tick). Threads that end are missing."""
+    out: dict[int, float] = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 class Meter:
-    """CPU (percent of one core) and RSS of one process and its children between ``begin`` and ``end``."""
+    """CPU (percent of one core) and RSS of one process and its children between ``begin`` and ``end``; the
+    CPU of its reaped children and of each of its own threads apart."""
 
     def __init__(self, proc: Started) -> None:
         self.proc = proc
-        self._t0 = self._c0 = 0.0
+        self._t0 = self._c0 = self._k0 = 0.0
+        self._threads0: dict[int, float] = {}
+        self.children_cpu_pct: float | None = None
+        self.threads_ms_per_s: dict[int, float] = {}
         self._bytes0 = 0
         self.cpu_pct: float | None = None
         self.tty_bytes_per_s: float | None = None
@@ -172,10 +193,22 @@ class Meter:
                 rss += child.memory_info().rss
         return cpu, rss / 2**20
 
+    def _children_cpu(self) -> float:
+        """Its children's CPU: those reaped and those still running."""
+        t = self.proc.ps.cpu_times()
+        cpu = t.children_user + t.children_system
+        for child in self.proc.ps.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                ct = child.cpu_times()
+                cpu += ct.user + ct.system
+        return cpu
+
     def begin(self) -> None:
         self._t0 = time.monotonic()
         self._bytes0 = self.proc.pty_bytes
         try:
+            self._threads0 = thread_cpu_s(self.proc.pid)
+            self._k0 = self._children_cpu()
             self._c0, rss = self._cpu_and_rss()
             self.rss_max_mib = rss
         except psutil.Error as exc:
@@ -190,11 +223,16 @@ class Meter:
             return
         try:
             cpu, rss = self._cpu_and_rss()
+            kids = self._children_cpu()
         except psutil.Error as exc:
             self.error = f"{self.proc.name} exited during the window: {exc}; log: {self.proc.log_tail(400)}"
             return
         wall = time.monotonic() - self._t0
         self.cpu_pct = round(100.0 * (cpu - self._c0) / wall, 3)
+        self.children_cpu_pct = round(100.0 * (kids - self._k0) / wall, 3)
+        threads = thread_cpu_s(self.proc.pid)
+        self.threads_ms_per_s = {tid: round(1000 * (s - self._threads0.get(tid, 0.0)) / wall, 2)
+                                 for tid, s in threads.items() if s > self._threads0.get(tid, 0.0)}
         if self.proc.has_pty:  # what the program wrote to its terminal inside the window, not at start-up
             self.tty_bytes_per_s = round((self.proc.pty_bytes - self._bytes0) / wall, 1)
         self.rss_end_mib = round(rss, 1)
@@ -203,6 +241,8 @@ class Meter:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"cpu_pct": self.cpu_pct, "rss_mib": self.rss_end_mib,
                                   "rss_max_mib": self.rss_max_mib}
+        if self.children_cpu_pct is not None:
+            out["children_cpu_pct"] = self.children_cpu_pct
         if self.proc.pty_bytes:
             out["pty_bytes"] = self.proc.pty_bytes
         if self.tty_bytes_per_s is not None:
