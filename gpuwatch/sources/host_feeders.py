@@ -122,12 +122,14 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
             members.setdefault(ppid, "peer")
         held: dict[int, int] = {}
         by_socket: list[int] = []
+        # its own stdout and stderr link it to no sibling or child (they inherit them); its parent may read them
+        fed_through = own.pipes - netfds.output_pipes(pid)
         for member in members:
             fds = view.fds(member, now)
             if fds is None:
                 continue
             held.update((inode, member) for inode in fds.sockets)
-            if fds.pipes & own.pipes or fds.sockets & own.sockets:
+            if fds.pipes & (own.pipes if members[member] == "peer" else fed_through) or fds.sockets & own.sockets:
                 linked.append(member)
             if fds.sockets & own.sockets:
                 by_socket.append(member)

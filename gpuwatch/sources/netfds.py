@@ -10,6 +10,7 @@ read per file, as in :mod:`procfs`.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -98,6 +99,20 @@ def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset())
         if target.startswith(STABLE_TARGETS):
             kept.append(name)
     return Fds(frozenset(pipes), frozenset(sockets)), frozenset(kept)
+
+
+def output_pipes(pid: int) -> frozenset[int]:
+    """The pipes ``pid``'s standard output and error write into (fds 1 and 2). Every process a launcher or a
+    container runtime starts inherits the same ones: sharing them is writing to one log, not feeding."""
+    out: set[int] = set()
+    for fd in ("1", "2"):
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if stat.S_ISFIFO(st.st_mode):
+            out.add(st.st_ino)
+    return frozenset(out)
 
 
 def find_holders(inodes: frozenset[int], skip: set[int], max_procs: int) -> dict[int, int]:

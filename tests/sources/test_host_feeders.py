@@ -455,15 +455,31 @@ def test_a_quiet_gpu_process_that_starts_waiting_on_a_feeder_has_its_links_read_
     assert scans[:2] == [1000.0, 1012.0], scans
 
 
+#: Two pipelines of one launcher writing their errors into one pipe the launcher keeps (as a container
+#: runtime's log pipe is shared by every process it starts).
+TWO_PIPELINES_ONE_LOG = """
+import os, subprocess, sys
+r, w = os.pipe()
+procs = [subprocess.Popen([sys.executable, '-c', {pipeline!r}], stdout=subprocess.PIPE, stderr=w, text=True)
+         for _ in range(2)]
+for p in procs:
+    assert p.stdout.readline().strip() == 'ready'
+print('ready', flush=True)
+for p in procs:
+    print(p.pid, flush=True)
+procs[0].wait()
+"""
+
+
 def test_a_sibling_that_shares_no_pipe_or_socket_is_read_at_the_slow_pace_while_a_linked_child_is_read_finely(
         start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU process waiting on a lock has its child at the other end of its pipe read every
-    FEEDER_READ_EVERY_S; a sibling its launcher also started, sharing nothing with it, is still listed on every
-    tick but read every FEEDER_QUIET_READ_EVERY_S (on a shared host the launcher's other children are other
-    tools)."""
+    FEEDER_READ_EVERY_S; a sibling its launcher also started, sharing nothing with it but the pipe both write
+    their errors into, is still listed on every tick but read every FEEDER_QUIET_READ_EVERY_S (on a shared host
+    or in a container the launcher's other children are other tools)."""
     import gpuwatch.sources.host_feeders as feeders_module
 
-    launcher = start(TWO_PIPELINES.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
+    launcher = start(TWO_PIPELINES_ONE_LOG.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
     assert launcher.stdout is not None
     first, second = int(launcher.stdout.readline()), int(launcher.stdout.readline())
     (child,) = read_children(first)
