@@ -16,11 +16,18 @@ from typing import Any
 STEPS: tuple[tuple[str, str], ...] = (
     ("python itself", "pass"),
     ("+ pynvml imported", "import pynvml"),
+    # The same import with no .pyc to read (a prefix where none is, none written): equal to the step above
+    # where pynvml is compiled at every start (an install without bytecode), which costs a daemon ~3 MiB
+    # after its allocator release.
+    ("+ pynvml compiled from source (no .pyc)",
+     "import sys; sys.pycache_prefix = '/nonexistent-pycache'; sys.dont_write_bytecode = True; import pynvml"),
     ("+ nvmlInit", "import pynvml; pynvml.nvmlInit()"),
     ("asyncio", "import asyncio"),
     ("http.server + urllib.request", "import http.server, urllib.request"),
     ("textual.app", "import textual.app"),
     ("gpuwatch daemon code (no NVML)", "import gpuwatch.daemon.runner, gpuwatch.runtime.build"),
+    # What `gpuwatch daemon` imports before it opens NVML: the command line, config, every part it runs.
+    ("gpuwatch daemon's imports (no NVML)", "import gpuwatch.cli.main, gpuwatch.cli.daemon"),
     ("gpuwatch dashboard code (no NVML)", "import gpuwatch.tui.app, gpuwatch.runtime.build"),
     ("nvitop with its TUI", "import nvitop, nvitop.tui"),
     ("nvitop_exporter", "import nvitop_exporter"),
