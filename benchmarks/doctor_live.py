@@ -4,7 +4,9 @@ A fault variant that leaves the GPU under-used runs as its own process (so the d
 follows its waits at the doctor's pace, the most it ever does). The doctor is run twice beside it, for a short
 and a long duration; the difference of their CPU time (user + system, py-spy and every other child included:
 each run is waited for, so its reaped children count) over the difference of their durations is what one more
-second of watching costs, with start-up and the final report cancelled out. The same is done with --no-stacks.
+second of watching costs, with start-up and the final report cancelled out. The same is done with --no-stacks,
+and the long runs' difference says what stacks add to a watch that long. A first run is thrown away: py-spy's
+first look at a torch process reads its native symbols from disk, later ones from the page cache.
 
     python benchmarks/doctor_live.py                       # on a GPU machine
     python benchmarks/doctor_live.py --fault feeder_python_pipe --short 10 --long 70
@@ -70,8 +72,14 @@ def main(argv: list[str] | None = None) -> int:
                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         time.sleep(12)  # torch import, CUDA context, the fault's warm-up
+        # py-spy's first look at a torch process reads its native symbols from disk; later ones find them in
+        # the page cache. One run thrown away first, so the short and the long run both pay the warm cost.
+        doctor_cpu_s(args.short, [])
         results = {"fault": args.fault, "stacks": measure(args.short, args.long, []),
                    "no_stacks": measure(args.short, args.long, ["--no-stacks"])}
+        stacks, plain = results["stacks"], results["no_stacks"]
+        results["stacks_over_no_stacks_long_pct_of_core"] = round(
+            100 * (stacks["cpu_long_s"] - plain["cpu_long_s"]) / plain["wall_long_s"], 3)
     finally:
         job.terminate()
         job.wait(timeout=30)

@@ -78,7 +78,11 @@ def rows(r: dict[str, Any]) -> list[Row]:
     if isinstance(live, dict) and live.get("stacks"):
         out.append((f"gpuwatch doctor live beside {live.get('fault')}: CPU per second of watching",
                     _f(live["stacks"].get("added_pct_of_core"), "%"),
-                    f"--no-stacks {_f((live.get('no_stacks') or {}).get('added_pct_of_core'), '%')}", "<= 1 %",
+                    f"--no-stacks {_f((live.get('no_stacks') or {}).get('added_pct_of_core'), '%')}"
+                    + (f"; a {live['stacks'].get('wall_long_s', 0):.0f} s watch, start-up and report included: "
+                       f"{_f(live['stacks'].get('long_run_pct_of_core'), '%')} (stacks add "
+                       f"{_f(live.get('stacks_over_no_stacks_long_pct_of_core'), '%')})"
+                       if live.get("stacks_over_no_stacks_long_pct_of_core") is not None else ""), "<= 1 %",
                     _verdict(_cmp(live["stacks"].get("added_pct_of_core"), 1.0, lambda a, b: a <= b))))
     if r.get("alerts_eval_ms_1s") is not None:
         out.append(("alert rules with full windows, 1 GPU: per snapshot, CPU",
