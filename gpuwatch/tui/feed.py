@@ -3,7 +3,8 @@
 The sampler thread (or a daemon's stream, see :mod:`gpuwatch.tui.remote`) posts a
 :class:`SnapshotReady` per tick; ``can_replace`` lets a slow terminal drop stale ones and render only the
 newest. Alert rules are evaluated on the sampler thread for every snapshot (also the dropped ones, so no
-transition is missed) and the doctor runs every few seconds on its own thread: the event loop only draws.
+transition is missed) and the doctor runs every few seconds on its own thread, right after a tick, so its
+findings are drawn in that tick's frame rather than in a frame of their own: the event loop only draws.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
+#: Ticks' worth of time the doctor waits for the next tick once its few seconds are up (paused, ended: it
+#: goes on without one).
+TICK_WAIT = 1.5
 
 
 @dataclass
@@ -118,6 +122,8 @@ class LocalFeed:
         self._last: SnapshotReady | None = None
         self._diagnosis: DiagnosisReady | None = None
         self._stop = threading.Event()
+        #: Set at each snapshot: the doctor judges right after one.
+        self._ticked = threading.Event()
         self._diag_thread: threading.Thread | None = None
         self._unsubscribe = sampler.subscribe(self._on_snapshot)
 
@@ -135,6 +141,7 @@ class LocalFeed:
         self._last = msg
         if self._target is not None:
             self._target.post_message(msg)
+        self._ticked.set()
 
     # -- doctor thread --------------------------------------------------------------------------------
     def _recent(self) -> Sequence[Snapshot]:
@@ -152,6 +159,9 @@ class LocalFeed:
         seen = -1
         ended_told = False
         while not self._stop.wait(self.diagnose_every_s if seen >= 0 else 0.5):
+            self._ticked.clear()  # judged just after the next tick, its findings go out in that tick's frame
+            if self._ticked.wait(self.sampler.interval * TICK_WAIT) and self._stop.is_set():
+                break
             latest = self.sampler.history.latest()
             if latest is not None and latest.seq != seen:
                 seen = latest.seq
@@ -187,6 +197,7 @@ class LocalFeed:
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
+        self._ticked.set()
         self._target = None
         self._unsubscribe()
         closer = threading.Thread(target=self.sampler.stop, kwargs={"timeout": 1.0}, name="gpuwatch-close",
