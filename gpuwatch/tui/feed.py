@@ -3,8 +3,9 @@
 The sampler thread (or a daemon's stream, see :mod:`gpuwatch.tui.remote`) posts a
 :class:`SnapshotReady` per tick; ``can_replace`` lets a slow terminal drop stale ones and render only the
 newest. Alert rules are evaluated on the sampler thread for every snapshot (also the dropped ones, so no
-transition is missed) and the doctor runs every few seconds on its own thread, right after a tick, so its
-findings are drawn in that tick's frame rather than in a frame of their own: the event loop only draws.
+transition is missed) and the doctor runs every few seconds on its own thread: the event loop only draws.
+The doctor's verdict is held for the next tick and posted with it, so it is drawn in that tick's frame
+rather than in a frame of its own (a second pass of the compositor, another update on the terminal).
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
-#: Ticks' worth of time the doctor waits for the next tick once its few seconds are up (paused, ended: it
-#: goes on without one).
+#: Intervals a verdict waits for the next tick before it is posted alone (paused, or the recording ended).
 TICK_WAIT = 1.5
 
 
@@ -122,8 +122,10 @@ class LocalFeed:
         self._last: SnapshotReady | None = None
         self._diagnosis: DiagnosisReady | None = None
         self._stop = threading.Event()
-        #: Set at each snapshot: the doctor judges right after one.
-        self._ticked = threading.Event()
+        #: The doctor's verdict waiting for the next tick (taken under the lock), and set once one took it.
+        self._held: DiagnosisReady | None = None
+        self._held_lock = threading.Lock()
+        self._taken = threading.Event()
         self._diag_thread: threading.Thread | None = None
         self._unsubscribe = sampler.subscribe(self._on_snapshot)
 
@@ -139,9 +141,14 @@ class LocalFeed:
                 self.engine = None
         msg = SnapshotReady(LOCAL, snap, alerts, self.sampler.history)
         self._last = msg
+        with self._held_lock:
+            held, self._held = self._held, None
         if self._target is not None:
+            if held is not None:  # drawn with this tick, in one frame
+                self._target.post_message(held)
             self._target.post_message(msg)
-        self._ticked.set()
+        if held is not None:
+            self._taken.set()
 
     # -- doctor thread --------------------------------------------------------------------------------
     def _recent(self) -> Sequence[Snapshot]:
@@ -159,18 +166,25 @@ class LocalFeed:
         seen = -1
         ended_told = False
         while not self._stop.wait(self.diagnose_every_s if seen >= 0 else 0.5):
-            self._ticked.clear()  # judged just after the next tick, its findings go out in that tick's frame
-            if self._ticked.wait(self.sampler.interval * TICK_WAIT) and self._stop.is_set():
-                break
             latest = self.sampler.history.latest()
             if latest is not None and latest.seq != seen:
                 seen = latest.seq
-                msg = self.diagnose_now()
-                if self._target is not None:
-                    self._target.post_message(msg)
+                self._hand_over(self.diagnose_now())
             if self.sampler.finished.is_set() and not ended_told and self._target is not None:
                 ended_told = True
                 self._target.post_message(FeedStatus(LOCAL, "ended", "recording ended"))
+
+    def _hand_over(self, msg: DiagnosisReady) -> None:
+        """Hold ``msg`` for the next tick to post; post it here if none came within ``TICK_WAIT`` intervals."""
+        with self._held_lock:
+            self._held = msg
+            self._taken.clear()
+        if self._taken.wait(self.sampler.interval * TICK_WAIT):
+            return
+        with self._held_lock:
+            held, self._held = self._held, None
+        if held is not None and self._target is not None:
+            self._target.post_message(held)
 
     # -- control from the UI --------------------------------------------------------------------------
     def prime(self, ticks: int) -> None:
@@ -197,7 +211,6 @@ class LocalFeed:
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
-        self._ticked.set()
         self._target = None
         self._unsubscribe()
         closer = threading.Thread(target=self.sampler.stop, kwargs={"timeout": 1.0}, name="gpuwatch-close",

@@ -1,5 +1,6 @@
-"""The local feed's doctor judges right after a tick, so its findings reach the screen in that tick's frame
-(a frame of their own cost a second pass of the compositor and another update on the terminal)."""
+"""The local feed posts the doctor's verdict with the next tick, so the findings reach the screen in that
+tick's frame (a frame of their own cost a second pass of the compositor and another update on the
+terminal); with no tick to come (paused, a recording that ended) the verdict is posted alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from conftest import SyntheticLive
 from textual.message import Message
 
+from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.sampler import Sampler
 from gpuwatch.tui.feed import DiagnosisReady, LocalFeed, SnapshotReady
 
@@ -28,19 +30,39 @@ class Collector:
         return True
 
 
-def test_the_doctor_judges_right_after_a_tick_not_between_two() -> None:
-    feed = LocalFeed(Sampler(SyntheticLive(), interval=INTERVAL_S), "live via NVML", False, diagnose_every_s=0.3)
+def run_feed(producer: object, seconds: float) -> list[tuple[float, Message]]:
+    feed = LocalFeed(Sampler(producer, interval=INTERVAL_S), "live via NVML", False,  # type: ignore[arg-type]
+                     diagnose_every_s=0.3)
     target = Collector()
     feed.start(target)  # type: ignore[arg-type]
     try:
-        time.sleep(6.5)
+        time.sleep(seconds)
     finally:
         feed.stop()
     with target.lock:
-        messages = list(target.messages)
-    ticks = [at for at, m in messages if isinstance(m, SnapshotReady)]
-    judged = [at for at, m in messages if isinstance(m, DiagnosisReady)]
-    assert len(ticks) >= 5 and len(judged) >= 3, messages
-    for at in judged:
-        since_tick = at - max(t for t in ticks if t <= at)
-        assert since_tick < INTERVAL_S / 2, f"judged {since_tick:.2f} s after a tick: ticks {ticks}, judged {judged}"
+        return list(target.messages)
+
+
+def test_the_doctors_verdict_is_posted_with_the_next_tick() -> None:
+    messages = run_feed(SyntheticLive(), 6.5)
+    judged = [i for i, (_, m) in enumerate(messages) if isinstance(m, DiagnosisReady)]
+    assert sum(isinstance(m, SnapshotReady) for _, m in messages) >= 5 and len(judged) >= 3, messages
+    for i in judged:
+        at, _ = messages[i]
+        assert i + 1 < len(messages) or at == messages[-1][0], messages  # the last may wait for a tick to come
+        if i + 1 < len(messages):
+            after, tick = messages[i + 1]
+            assert isinstance(tick, SnapshotReady) and after - at < INTERVAL_S / 4, messages
+
+
+class Ending(SyntheticLive):
+    """Three snapshots, then the end (as a recording that ends)."""
+
+    def collect(self) -> Snapshot | None:
+        return super().collect() if self.tick < 3 else None
+
+
+def test_with_no_tick_to_come_the_verdict_is_posted_alone() -> None:
+    messages = run_feed(Ending(), 5.0)
+    last_tick = max(i for i, (_, m) in enumerate(messages) if isinstance(m, SnapshotReady))
+    assert any(isinstance(m, DiagnosisReady) for _, m in messages[last_tick + 1:]), messages
