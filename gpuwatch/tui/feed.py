@@ -211,6 +211,7 @@ class LocalFeed:
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
+        self._taken.set()  # a verdict waiting for a tick waits no more
         self._target = None
         self._unsubscribe()
         closer = threading.Thread(target=self.sampler.stop, kwargs={"timeout": 1.0}, name="gpuwatch-close",
