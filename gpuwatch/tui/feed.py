@@ -175,12 +175,15 @@ class LocalFeed:
                 self._target.post_message(FeedStatus(LOCAL, "ended", "recording ended"))
 
     def _hand_over(self, msg: DiagnosisReady) -> None:
-        """Hold ``msg`` for the next tick to post; post it here if none came within ``TICK_WAIT`` intervals."""
+        """Hold ``msg`` for the next tick to post; post it here if none came within ``TICK_WAIT`` intervals,
+        or at once while paused (no tick is coming)."""
         with self._held_lock:
             self._held = msg
             self._taken.clear()
-        if self._taken.wait(self.sampler.interval * TICK_WAIT):
-            return
+        if self.sampler.paused or not self._taken.wait(self.sampler.interval * TICK_WAIT):
+            self._post_held()
+
+    def _post_held(self) -> None:
         with self._held_lock:
             held, self._held = self._held, None
         if held is not None and self._target is not None:
@@ -207,6 +210,8 @@ class LocalFeed:
 
     def pause(self, paused: bool) -> None:
         self.sampler.pause(paused)
+        if paused:  # the verdict on the moment paused at goes now: no tick is coming to carry it
+            self._post_held()
 
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
