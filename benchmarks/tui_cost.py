@@ -12,6 +12,8 @@ replay plays at the recording's speed, so values change every tick as they do on
                                                                  # anchor measurement had
     python benchmarks/tui_cost.py --runs 3 --baseline /tmp/main   # this checkout beside another one
                                                                   # (git worktree add /tmp/main main)
+    python benchmarks/tui_cost.py --runs 3 --baseline /tmp/main --together   # the two in one window, each
+                                                                  # run (a shared machine's load falls on both)
 
 Results print as a table; ``--json FILE`` (default ``$OUT/tui_cost.json`` when $OUT is set) keeps them.
 """
@@ -87,6 +89,25 @@ def measure(name: str, cmd: list[str], cwd: Path | None, args: argparse.Namespac
         proc.stop()
 
 
+def measure_together(progs: list[tuple[str, list[str], Path | None]],
+                     args: argparse.Namespace) -> list[dict[str, object]]:
+    """Every program at once, each in its own pty, metered over the same window."""
+    started = [(name, cmd, cwd, start_in_pty(name, cmd, cols=args.cols, rows=args.rows,
+                                             env={"TEXTUAL_ANIMATIONS": "none"}, cwd=cwd))
+               for name, cmd, cwd in progs]
+    try:
+        time.sleep(args.warmup)
+        dead = {name for name, _, _, proc in started if not proc.alive()}
+        meters = [(name, cmd, cwd, Meter(proc)) for name, cmd, cwd, proc in started if name not in dead]
+        measure_window([m for _, _, _, m in meters], args.seconds)
+        return [{"program": name, "error": "exited during warm-up"} for name in dead] + \
+               [{"program": name, "command": " ".join(cmd), **({"cwd": str(cwd)} if cwd else {}), **m.to_dict()}
+                for name, cmd, cwd, m in meters]
+    finally:
+        for *_, proc in started:
+            proc.stop()
+
+
 def table(results: list[dict[str, object]], reference: str | None) -> str:
     """One line per run; the last column compares CPU and terminal bytes with the reference's median."""
     ref_cpu, ref_bytes = median_of(results, reference, "cpu_pct"), median_of(results, reference, "tty_bytes_per_s")
@@ -138,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure every program N times, interleaved (default 1); summaries are medians")
     p.add_argument("--baseline", metavar="DIR",
                    help="also measure the dashboard of another checkout (e.g. main) beside this one")
+    p.add_argument("--together", action="store_true",
+                   help="run the programs of each run at once, in one window, rather than in turn")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
             load = start_load(args.gpu_load, Path(tmp))
             print(f"GPU load processes on GPU 0: {wait_on_gpu(load)}")
         try:
-            results = [measure(name, cmd, cwd, args) for _ in range(args.runs)
-                       for name, cmd, cwd in programs(args, rec)]
+            if args.together:
+                results = [r for _ in range(args.runs) for r in measure_together(programs(args, rec), args)]
+            else:
+                results = [measure(name, cmd, cwd, args) for _ in range(args.runs)
+                           for name, cmd, cwd in programs(args, rec)]
         finally:
             if load:
                 stop_load(load)

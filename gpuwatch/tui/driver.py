@@ -5,6 +5,9 @@ whether a lone Esc has waited long enough to be a key: ten wake-ups a second, ab
 dashboard that otherwise draws once a second. This driver's thread waits on the terminal and on a pipe
 written when the thread must stop, with a timeout only while the key parser waits for the rest of an
 escape sequence (the time it has left). Keys, mouse, paste, suspend and resume are Textual's own.
+
+While it owns the terminal, updates carry their colours from one to the next (no reset at the end of each:
+:func:`gpuwatch.tui.terminal_cells.carry_pen`); giving the terminal back (quit, suspend) writes the reset.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.driver import Driver
+
+from gpuwatch.tui.terminal_cells import carry_pen
 
 try:
     from textual.drivers.linux_driver import LinuxDriver
@@ -59,6 +64,16 @@ if LinuxDriver is not None:
             os.set_blocking(self._wake_w, False)
             self._waking = _WakingEvent(self._wake_w)
             self.exit_event = self._waking
+
+        def start_application_mode(self) -> None:
+            super().start_application_mode()
+            carry_pen(True)
+
+        def stop_application_mode(self) -> None:
+            reset = carry_pen(False)
+            if reset:
+                self.write(reset)
+            super().stop_application_mode()
 
         def run_input_thread(self) -> None:
             """What Textual's thread does (read, parse, post each event), without waking when nothing came."""

@@ -4,6 +4,8 @@ The sampler thread (or a daemon's stream, see :mod:`gpuwatch.tui.remote`) posts 
 :class:`SnapshotReady` per tick; ``can_replace`` lets a slow terminal drop stale ones and render only the
 newest. Alert rules are evaluated on the sampler thread for every snapshot (also the dropped ones, so no
 transition is missed) and the doctor runs every few seconds on its own thread: the event loop only draws.
+The doctor's verdict is held for the next tick and posted with it, so it is drawn in that tick's frame
+rather than in a frame of its own (a second pass of the compositor, another update on the terminal).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ Mode = Literal["live", "recording", "remote"]
 LOCAL = "local"
 DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings carry since when they hold
 DIAGNOSIS_HISTORY_S = 600.0
+#: Intervals a verdict waits for the next tick before it is posted alone (paused, or the recording ended).
+TICK_WAIT = 1.5
 
 
 @dataclass
@@ -118,6 +122,10 @@ class LocalFeed:
         self._last: SnapshotReady | None = None
         self._diagnosis: DiagnosisReady | None = None
         self._stop = threading.Event()
+        #: The doctor's verdict waiting for the next tick (taken under the lock), and set once one took it.
+        self._held: DiagnosisReady | None = None
+        self._held_lock = threading.Lock()
+        self._taken = threading.Event()
         self._diag_thread: threading.Thread | None = None
         self._unsubscribe = sampler.subscribe(self._on_snapshot)
 
@@ -133,8 +141,14 @@ class LocalFeed:
                 self.engine = None
         msg = SnapshotReady(LOCAL, snap, alerts, self.sampler.history)
         self._last = msg
+        with self._held_lock:
+            held, self._held = self._held, None
         if self._target is not None:
+            if held is not None:  # drawn with this tick, in one frame
+                self._target.post_message(held)
             self._target.post_message(msg)
+        if held is not None:
+            self._taken.set()
 
     # -- doctor thread --------------------------------------------------------------------------------
     def _recent(self) -> Sequence[Snapshot]:
@@ -155,12 +169,25 @@ class LocalFeed:
             latest = self.sampler.history.latest()
             if latest is not None and latest.seq != seen:
                 seen = latest.seq
-                msg = self.diagnose_now()
-                if self._target is not None:
-                    self._target.post_message(msg)
+                self._hand_over(self.diagnose_now())
             if self.sampler.finished.is_set() and not ended_told and self._target is not None:
                 ended_told = True
                 self._target.post_message(FeedStatus(LOCAL, "ended", "recording ended"))
+
+    def _hand_over(self, msg: DiagnosisReady) -> None:
+        """Hold ``msg`` for the next tick to post; post it here if none came within ``TICK_WAIT`` intervals,
+        or at once while paused (no tick is coming)."""
+        with self._held_lock:
+            self._held = msg
+            self._taken.clear()
+        if self.sampler.paused or not self._taken.wait(self.sampler.interval * TICK_WAIT):
+            self._post_held()
+
+    def _post_held(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, None
+        if held is not None and self._target is not None:
+            self._target.post_message(held)
 
     # -- control from the UI --------------------------------------------------------------------------
     def prime(self, ticks: int) -> None:
@@ -183,10 +210,13 @@ class LocalFeed:
 
     def pause(self, paused: bool) -> None:
         self.sampler.pause(paused)
+        if paused:  # the verdict on the moment paused at goes now: no tick is coming to carry it
+            self._post_held()
 
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
+        self._taken.set()  # a verdict waiting for a tick waits no more
         self._target = None
         self._unsubscribe()
         closer = threading.Thread(target=self.sampler.stop, kwargs={"timeout": 1.0}, name="gpuwatch-close",

@@ -8,6 +8,11 @@ whole rows up or down (the panes under a plot that gave up rows, a finding's lin
 the terminal scrolls them in place (a scroll region, then SU or SD: ~15 bytes) before the difference is
 written, as curses does. The cells are forgotten, and the next update written whole, when the screen's size
 changes or the app comes back from a suspension, when the terminal may show something else.
+
+While :attr:`TerminalCells.carry_pen` is on (the dashboard's driver turns it on for as long as it owns the
+terminal, and writes a reset when it gives the terminal back), an update ends in the colours of its last
+cell and the next one starts from them, as curses does: an update ending in a reset and starting with a
+reset and both colours again cost ~10 bytes a frame, a few percent of what a tick writes.
 """
 
 from __future__ import annotations
@@ -55,6 +60,11 @@ class TerminalCells:
         self.rows: list[list[Shown | None]] = []
         #: One object per distinct cell (a screen holds a few hundred): 8 000 cells cost their pointers only.
         self._interned: dict[Shown, Shown] = {}
+        #: Updates leave the terminal in their last colours (:attr:`pen`), the next starts from them; off:
+        #: each update ends in the default rendition, as Textual's own writer does.
+        self.carry_pen = False
+        #: The rendition the terminal was left in (None: not known).
+        self.pen: Pen | None = None
 
     def forget(self, width: int = 0, height: int = 0) -> None:
         """Nothing known (the next update of each cell is written): a new size, or a terminal redrawn by
@@ -62,6 +72,24 @@ class TerminalCells:
         self.width, self.height = width, height
         self.rows = [[None] * width for _ in range(height)]
         self._interned.clear()
+        self.pen = None
+
+    def writer(self, color_system: ColorSystem) -> SpanWriter:
+        """A writer for the next update, starting from the rendition the last one left (when carried)."""
+        return SpanWriter(color_system, self.pen if self.carry_pen else None)
+
+    def finish(self, writer: SpanWriter) -> str:
+        """The update's text; the rendition it leaves is kept for the next (when carried)."""
+        out = writer.finish(reset=not self.carry_pen)
+        self.pen = writer.pen if self.carry_pen else None
+        return out
+
+    def carry(self, on: bool) -> str:
+        """Carry the rendition from one update to the next (on) or not (off: the text to write now, a reset
+        when the terminal was left in other colours, so a shell or a suspended program gets it plain)."""
+        left = self.pen
+        self.carry_pen, self.pen = on, None
+        return "\x1b[0m" if not on and left not in (None, DEFAULT_PEN) else ""
 
     def update(self, writer: SpanWriter, pieces: Iterable[Piece]) -> None:
         """Write ``pieces`` (segments from a column of a row): rows moved where that saves bytes, then the
@@ -249,10 +277,10 @@ def render_changed_spans(update: _compositor.ChopsUpdate, console: Console) -> s
     """Like :func:`~gpuwatch.tui.terminal_output.render_spans`, but only what differs from what is shown."""
     if SCREEN.height == 0:
         return render_spans(update, console)
-    writer = SpanWriter(console._color_system or ColorSystem.TRUECOLOR)
+    writer = SCREEN.writer(console._color_system or ColorSystem.TRUECOLOR)
     pieces: list[Piece] = [(x, y, list(strip)) for x, y, strip in update_strips(update)]
     SCREEN.update(writer, pieces)
-    return writer.finish()
+    return SCREEN.finish(writer)
 
 
 def render_changed_layout(update: _compositor.LayoutUpdate, console: Console) -> str:
@@ -261,7 +289,7 @@ def render_changed_layout(update: _compositor.LayoutUpdate, console: Console) ->
     region = update.region
     if (SCREEN.width, SCREEN.height) != (region.right, region.bottom):
         SCREEN.forget(region.right, region.bottom)
-    writer = SpanWriter(console._color_system or ColorSystem.TRUECOLOR)
+    writer = SCREEN.writer(console._color_system or ColorSystem.TRUECOLOR)
     pieces: list[Piece] = []
     for y, line in enumerate(update.strips, region.y):
         x = region.x
@@ -269,7 +297,12 @@ def render_changed_layout(update: _compositor.LayoutUpdate, console: Console) ->
             pieces.append((x, y, list(strip)))
             x += strip.cell_length
     SCREEN.update(writer, pieces)
-    return writer.finish()
+    return SCREEN.finish(writer)
+
+
+def carry_pen(on: bool) -> str:
+    """:meth:`TerminalCells.carry` of the terminal the app draws on."""
+    return SCREEN.carry(on)
 
 
 def install() -> bool:

@@ -114,9 +114,9 @@ def render_spans(update: _compositor.ChopsUpdate, console: Console) -> str:
 class SpanWriter:
     """Terminal text for spans of segments, restating colours only where they change."""
 
-    def __init__(self, color_system: ColorSystem) -> None:
+    def __init__(self, color_system: ColorSystem, pen: Pen | None = None) -> None:
         self.color_system = color_system
-        self.pen: Pen | None = None  # unknown until the first code
+        self.pen: Pen | None = pen  # the terminal's rendition before the first code (None: unknown)
         self.row = -1  # the cursor's row, once a span moved it there
         self.out: list[str] = []
 
@@ -152,8 +152,10 @@ class SpanWriter:
                 self.pen = pen
             out.append(ch)
 
-    def finish(self) -> str:
-        """Everything written, ending in the default rendition (as Textual's own writer leaves it)."""
-        if self.pen not in (None, DEFAULT_PEN):
+    def finish(self, reset: bool = True) -> str:
+        """Everything written, ending in the default rendition (as Textual's own writer leaves it) unless
+        ``reset`` is false (then :attr:`pen` is the rendition the terminal is left in)."""
+        if reset and self.pen not in (None, DEFAULT_PEN):
             self.out.append("\x1b[0m")
+            self.pen = DEFAULT_PEN
         return "".join(self.out)

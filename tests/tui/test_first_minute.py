@@ -3,8 +3,9 @@
 
 - while the doctor's window (30 s) is still filling, the Diagnosis pane says so ("watching: 12 of 30 s")
   and never "nothing to report";
-- the history legend's figures are the means it names ("mean of last 31 s"), recomputed here from the
-  recording up to the snapshot the status line's clock shows;
+- the history legend's figures are the means it names ("mean since 10:58:46", the first sample's time,
+  until the window holds 5 min), recomputed here from the recording up to the snapshot the status line's
+  clock shows;
 - a finding's severity changes only when its figure (the share of time the GPU idles) crossed the
   hysteresis band: 2 points of the input-bound rule's score, 5 points of GPU-Util with its thread at 100 %.
 """
@@ -31,8 +32,8 @@ PLOT_WINDOW_S = 300.0
 #: with the thread at 100 %); shown figures are whole percents, so one point of rounding either way.
 BAND_UTIL = 5 - 1
 CLOCK = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC")
-LEGEND = re.compile(r"(?:mean of last (?P<span>[\dms ]+?|5 min)|(?P<now>now)): GPU-Util (?P<util>\d+)%\s+vs\s+"
-                    r"SM active (?P<sm>\d+)%\s+memory used (?P<mem>\d+)%")
+LEGEND = re.compile(r"(?:mean of last (?P<span>5 min)|mean since (?P<since>\d\d:\d\d:\d\d)|(?P<now>now)): "
+                    r"GPU-Util (?P<util>\d+)%\s+vs\s+SM active (?P<sm>\d+)%\s+memory used (?P<mem>\d+)%")
 BADGE = re.compile(r"\b(CRITICAL|WARNING)\b\s+(?:GPUs? [\d, ]+: )?Input pipeline")
 IDLES = re.compile(r"the GPU idles (\d+)% of the time")
 
@@ -85,8 +86,7 @@ def expected_legend(snaps: list[Snapshot], k: int) -> dict[str, str]:
 
     n = len(inside)
     covered = (times[-1] - times[0]) * n / (n - 1) if n > 1 else 0.0
-    whole = round(covered)
-    span = f"{covered:.0f} s" if covered < 59.5 else f"{whole // 60}m{whole % 60}s" if covered < 299.5 else "5 min"
+    span = "5 min" if covered >= 299.5 else f"since {time.strftime('%H:%M:%S', time.gmtime(times[0]))}"
     return {"span": "now" if n < 2 else span,
             "util": mean([g.gpu_util for g in inside]), "sm": mean([g.sm_active for g in inside]),
             "mem": mean([None if g.mem_used_ratio is None else g.mem_used_ratio * 100 for g in inside])}
@@ -115,7 +115,8 @@ def test_the_first_20_seconds_say_nothing_false(tmux: Tmux, bundled: Path, size:
             continue
         legends += 1
         want = expected_legend(snaps, snapshot_at(snaps, f.time))
-        got = {"span": "now" if m.group("now") else m.group("span").strip(), "util": m.group("util"),
+        span = "now" if m.group("now") else m.group("span") or f"since {m.group('since')}"
+        got = {"span": span, "util": m.group("util"),
                "sm": m.group("sm"), "mem": m.group("mem")}
         assert got == want, f"at {time.strftime('%H:%M:%S', time.gmtime(f.time))}:\n{f.screen}"
     assert legends >= (30 if size[0] >= 120 else 0)

@@ -4,6 +4,7 @@ plans and on the real screen at 80x24, 120x40, 160x50 and 200x60."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,12 @@ async def test_the_panel_and_the_plot_legend_are_not_cut(bundled: Path, size: tu
         assert "tx 2.7MB/s" in panel and "00000000:00:06.0" in panel
         legend = plot.plain.splitlines()[0]
         # the mean memory of the 130 snapshots shown (the first ~11 s idle at 0.5 %, then 75 %)
-        mems = [s.gpus[0].mem_used_ratio * 100 for s in load(bundled)[:130]]  # type: ignore[operator]
+        shown = load(bundled)[:130]
+        mems = [s.gpus[0].mem_used_ratio * 100 for s in shown]  # type: ignore[operator]
         assert len(legend.rstrip()) <= plot.size.width and legend.rstrip().endswith(f"{sum(mems) / len(mems):.0f}%")
-        assert "2m10s" in legend  # and it says over how long
+        # and it says over which samples: since the first (to the minute in the shortest wording)
+        since = time.strftime("%H:%M:%S", time.gmtime(shown[0].time))
+        assert f"since {since}: " in legend or (size[0] < 160 and f"since {since[:5]} " in legend), legend
 
 
 def test_findings_that_need_more_rows_get_them_at_once_and_give_them_back_only_once_that_lasts() -> None:

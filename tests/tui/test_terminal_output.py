@@ -177,6 +177,34 @@ def test_rows_that_moved_are_scrolled_in_place_and_a_real_terminal_shows_the_new
     assert [line.rstrip() for line in shown.splitlines()[:12]] == [line.rstrip() for line in moved]
 
 
+def test_an_update_leaves_its_colours_to_the_next_and_giving_the_terminal_back_makes_it_plain(
+        tmux: Tmux, tmp_path: Path) -> None:
+    cells = TerminalCells()
+    cells.forget(40, 12)
+    cells.carry(True)
+
+    def update(x: int, text: str, style: Style) -> str:
+        writer = cells.writer(ColorSystem.TRUECOLOR)
+        cells.update(writer, [(x, 0, [Segment(text, style)])])
+        return cells.finish(writer)
+
+    first = update(0, "GPU-Util 12%", BLUE_ON_GREY)
+    assert first.startswith("\x1b[1;1H\x1b[0;38;2;0;120;212;48;2;18;18;18m") and not first.endswith("\x1b[0m")
+    assert update(9, "34", BLUE_ON_GREY) == "\x1b[1;10H34"  # the same colours as the last cell written: none
+    assert update(14, "W", WHITE_ON_GREY) == "\x1b[1;15H\x1b[38;2;224;224;224mW"  # only the colour that changed
+    back = cells.carry(False)
+    assert back == "\x1b[0m"
+    assert update(16, "x", BLUE_ON_GREY).endswith("x\x1b[0m")  # not carried: each update ends plain again
+    stream = tmp_path / "frames"
+    stream.write_text(first + "\x1b[1;10H34" + "\x1b[1;15H\x1b[38;2;224;224;224mW" + back + "\r\n\nthe shell again")
+    tmux.start(f"sh -c 'cat {stream}; sleep 60'", size=(40, 12))
+    tmux.wait_screen("the shell again")
+    first_row = tmux("capture-pane", "-p", "-e", "-S", "0", "-E", "0", "-t", "gw")
+    assert "GPU-Util 34%" in first_row and "38;2;0;120;212" in first_row, first_row
+    # the shell's text in the default colours (a row captured alone starts from them): the reset came before it
+    assert tmux("capture-pane", "-p", "-e", "-S", "2", "-E", "2", "-t", "gw").rstrip() == "the shell again"
+
+
 def test_runs_are_written_so_that_each_colour_is_stated_about_once() -> None:
     # a tick: on two rows a bar's tip (blue) and its figure (white) changed, as on the GPU panel
     blue, white = pen_of(BLUE_ON_GREY, ColorSystem.TRUECOLOR), pen_of(WHITE_ON_GREY, ColorSystem.TRUECOLOR)

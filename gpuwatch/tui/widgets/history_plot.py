@@ -7,20 +7,21 @@ Columns are fixed slices of time (five minutes over the plot's width, ~4 s each 
 complete slices are drawn: the columns are recomputed, and the changed cells written, once a slice ends,
 not at every tick (a window ending "now" moved every slice's bounds each tick and rewrote most of the plot).
 The legend above them says what it gives and gives it: the mean of every sample of the last five minutes
-up to this tick ("mean of last 5 min"; over a shorter history, "mean of last 31 s"), recomputed each tick
-(one line: only its changed cells are written). The GPU panel beside the plot has this second's values.
-A time axis under the bars says how far back they reach. Nothing is computed while the plot is hidden.
+up to this tick ("mean of last 5 min"; over a shorter history, "mean since 10:58:46", the first sample's
+time, words that stay put while the history fills where a count of seconds rewrote them every tick),
+recomputed each tick (one line: only its changed cells are written). The GPU panel beside the plot has this
+second's values. A time axis under the bars says how far back they reach. Nothing is computed while the plot is hidden.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from collections.abc import Sequence
 
 from rich.text import Text
 
-from gpuwatch.model.durations import format_duration
 from gpuwatch.model.metrics import read_metric
 from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.history import History
@@ -80,41 +81,42 @@ def time_axis(width: int, right: str = "now") -> str:
     return "".join(line)
 
 
-#: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns.
+#: The legend's words, long then short: the shortest fit beside an 80-column GPU panel at 120 columns. Each
+#: lead is said two ways: over the whole window (``span``), and since the first sample while it fills (the
+#: shortest to the minute).
 #: The series, by their keys in the metric catalogue (the values are read through it).
 UTIL, SM, MEM = SERIES = ("gpu.util", "gpu.sm_active", "gpu.mem_used_percent")
-LEGENDS = (("mean of last {span}: ", ((UTIL, "GPU-Util"), (SM, "  vs  SM active"), (MEM, "   memory used"))),
-           ("mean {span}: ", ((UTIL, "util"), (SM, " vs SM"), (MEM, "  mem"))),
-           ("avg {span} ", ((UTIL, "util"), (SM, "SM"), (MEM, "mem"))))
+LEGENDS = ((("mean of last {span}: ", "mean since {since}: "),
+            ((UTIL, "GPU-Util"), (SM, "  vs  SM active"), (MEM, "   memory used"))),
+           (("mean {span}: ", "since {since}: "), ((UTIL, "util"), (SM, " vs SM"), (MEM, "  mem"))),
+           (("avg {span} ", "since {since:.5} "), ((UTIL, "util"), (SM, "SM"), (MEM, "mem"))))
 
 
 def window_means(points: Sequence[tuple[float, float | None, float | None, float | None]],
-                 latest: float) -> tuple[dict[str, float | None], float]:
-    """The mean of each series over the samples in ``(latest - WINDOW_S, latest]``, and the seconds those
-    samples cover (n samples ``dt`` apart cover ``n * dt``, at most ``WINDOW_S``)."""
+                 latest: float) -> tuple[dict[str, float | None], float, float | None]:
+    """The mean of each series over the samples in ``(latest - WINDOW_S, latest]``, the seconds those
+    samples cover (n samples ``dt`` apart cover ``n * dt``, at most ``WINDOW_S``) and the first one's time."""
     inside = [p for p in points if latest - WINDOW_S < p[0] <= latest]
     means: dict[str, float | None] = {}
     for i, name in enumerate(SERIES, 1):
         values = [v for p in inside if (v := p[i]) is not None]
         means[name] = sum(values) / len(values) if values else None
     if len(inside) < 2:
-        return means, 0.0
+        return means, 0.0, inside[0][0] if inside else None
     span = inside[-1][0] - inside[0][0]
-    return means, min(WINDOW_S, span * len(inside) / (len(inside) - 1))
+    return means, min(WINDOW_S, span * len(inside) / (len(inside) - 1)), inside[0][0]
 
 
-def span_words(seconds: float) -> str:
-    """``5 min`` for the whole window, else the seconds the samples cover: ``31 s``, ``2m10s``."""
-    if seconds >= WINDOW_S - 0.5:
-        return f"{WINDOW_S / 60:.0f} min"
-    return f"{seconds:.0f} s" if seconds < 59.5 else format_duration(round(seconds))
-
-
-def legend(values: dict[str, float | None], styles: dict[str, str], width: int, span: float = WINDOW_S) -> Text:
+def legend(values: dict[str, float | None], styles: dict[str, str], width: int, span: float = WINDOW_S,
+           since: float | None = None) -> Text:
     """The plot's first line, in the longest wording that fits ``width``: ``values`` are the means over the
-    last ``span`` seconds."""
-    for lead, labels in LEGENDS:  # one sample so far: it is this second's values, said as such
-        text = Text(lead.format(span=span_words(span)) if span > 0 else "now: ", style="dim")
+    last ``span`` seconds, the samples from ``since`` (Unix seconds, said in UTC while the window fills)."""
+    full = span >= WINDOW_S - 0.5 or since is None
+    words = {"span": f"{WINDOW_S / 60:.0f} min", "since": "" if since is None else
+             time.strftime("%H:%M:%S", time.gmtime(since))}
+    for leads, labels in LEGENDS:  # one sample so far: it is this second's values, said as such
+        lead = leads[0] if full else leads[1]
+        text = Text(lead.format(**words) if span > 0 else "now: ", style="dim")
         for key, label in labels:
             text.append(label, style="bold")
             text.append(f" {pct(values[key]).strip()} ", style=styles[key])
@@ -153,8 +155,8 @@ class HistoryPlot(LinesWidget):
             self._key = key
             self._rows = self._compute(start, stop, end)
             self.redraws += 1
-        means, span = window_means(self._points, latest.time)
-        self.set_lines([legend(means, self._styles(), self.size.width, span), *self._rows])
+        means, span, since = window_means(self._points, latest.time)
+        self.set_lines([legend(means, self._styles(), self.size.width, span, since), *self._rows])
 
     def _take(self, history: History, latest: Snapshot, gpu_index: int) -> None:
         """Keep ``(time, util, sm, mem%)`` points of the window; read only snapshots not seen yet."""
