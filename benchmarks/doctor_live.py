@@ -9,7 +9,7 @@ and the long runs' difference says what stacks add to a watch that long. A first
 first look at a torch process reads its native symbols from disk, later ones from the page cache.
 
     python benchmarks/doctor_live.py                       # on a GPU machine
-    python benchmarks/doctor_live.py --fault feeder_python_pipe --short 10 --long 70
+    python benchmarks/doctor_live.py --fault feeder_python_pipe --short 15 --long 75
     python benchmarks/doctor_live.py --merge-into benchmarks/results-h200.json   # a row of BENCHMARKS.md
 """
 
@@ -60,8 +60,10 @@ def measure(short: float, long: float, extra: list[str]) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", default="python_preprocess", help="fault variant to watch")
-    parser.add_argument("--short", type=float, default=10.0, help="short run's duration, seconds")
-    parser.add_argument("--long", type=float, default=70.0, help="long run's duration, seconds")
+    # the short run outlasts the first py-spy round (about 12 s on the H200: the GPU found under-used, one 4 s
+    # window, torch's native symbols), so both runs pay it whole and the difference is the steady cost
+    parser.add_argument("--short", type=float, default=15.0, help="short run's duration, seconds")
+    parser.add_argument("--long", type=float, default=75.0, help="long run's duration, seconds")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--merge-into", type=Path, metavar="RESULTS",
                         help="also store them as 'doctor_live' in a benchmark results file (results-h200.json)")
