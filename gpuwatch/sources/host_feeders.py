@@ -1,23 +1,24 @@
 """Follow the wait: the processes that feed a GPU process whose threads wait, and where its work comes from.
 
-A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other
-processes, a socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that
-thread sleeps in a timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its
-children and grandchildren, its siblings (same parent, when the parent is not init), and which of those, or its parent,
-share a pipe or a socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's
-sock_diag) or loopback TCP connections (a process outside the tree at the other end of one, such as a
-detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those
-of the tree processes it is linked to say
-whether work comes from outside its process tree (a listening socket, or an accepted connection whose other
-end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens counts),
-from its tree only (``tree``), or cannot be told (``unknown``). Between scans the links
-are kept, and every feeder is read like a GPU process's host side (CPU, busiest thread, thread wait classes,
-run-queue delay, threads in D state, storage I/O rates) at most every FEEDER_READ_EVERY_S while a GPU process
-it feeds has waited on something a feeder can supply (a pipe, a socket, a lock, I/O) in the last
-FEEDER_QUIET_READ_EVERY_S, else every FEEDER_QUIET_READ_EVERY_S (a process whose busiest thread runs, sleeps
-in a timer or waits on the GPU waits for no feeder, so the doctor has little use for finer readings; reading
-each feeder's threads was the largest part of the host source's cost beside such processes). A feeder found
-stays listed every tick, with its last reading.
+A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other processes, a
+socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that thread sleeps in a
+timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its children and grandchildren,
+its siblings (same parent, when the parent is not init), and which of those, or its parent, share a pipe or a
+socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's sock_diag) or
+loopback TCP connections (a process outside the tree at the other end of one, such as a detached feature service,
+is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those of the tree processes it is
+linked to say whether work comes from outside its process tree (a listening socket, or an accepted connection
+whose other end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens
+counts), from its tree only (``tree``), or cannot be told (``unknown``). A scan that finds the same family
+(children, siblings, parent) and the same pipes and sockets of its own as the last whole scan keeps that scan's
+links without listing every sibling's fd table, for up to FEEDERS_QUIET_EVERY_S: a link needs a pipe or a socket
+on its side, or a process that was not there. Between scans the links are kept, and every feeder is read like a
+GPU process's host side (CPU, busiest thread, thread wait classes, run-queue delay, threads in D state, storage
+I/O rates) at most every FEEDER_READ_EVERY_S while a GPU process it feeds has waited on something a feeder can
+supply (a pipe, a socket, a lock, I/O) in the last FEEDER_QUIET_READ_EVERY_S, else every FEEDER_QUIET_READ_EVERY_S
+(a process whose busiest thread runs, sleeps in a timer or waits on the GPU waits for no feeder, so the doctor has
+little use for finer readings; reading each feeder's threads was the largest part of the host source's cost beside
+such processes). A feeder found stays listed every tick, with its last reading.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class _Links:
     peers: list[int] = field(default_factory=list)
     #: Feeders sharing a pipe or a socket with the GPU process.
     linked: frozenset[int] = frozenset()
+    #: What the links were read from (its family, its pipes and sockets), and when they were read whole.
+    shape: tuple[_Family, frozenset[int], frozenset[int]] | None = None
+    scanned_at: float = 0.0
 
 
 def waiting(details: dict[str, Any]) -> bool:
@@ -101,11 +105,17 @@ def waits_on_feeder(details: dict[str, Any]) -> bool:
     return not waits or waits[0] not in ("cpu", "sleep", "gpu")
 
 
-def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
-          now: float) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
-    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
-    processes at the other end of its sockets (``view`` keeps what did not change since the last scan), and
-    the feeders that share a pipe or a socket with it. gpuwatch itself is never a feeder."""
+@dataclass(frozen=True)
+class _Family:
+    """The processes around a GPU process: children and grandchildren, siblings (at most MAX_SIBLINGS), and
+    its parent (None: init, or gpuwatch itself), none of them a GPU process or gpuwatch."""
+
+    kids: tuple[int, ...]
+    sibs: tuple[int, ...]
+    ppid: int | None
+
+
+def family(pid: int, ppid: int | None, gpu_pids: set[int]) -> _Family:
     me = os.getpid()
     kids = [c for c in dict.fromkeys(read_children(pid, depth=2)) if c not in gpu_pids and c not in (pid, me)]
     sibs: list[int] = []
@@ -113,12 +123,24 @@ def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks,
         ppid = None
     if ppid is not None and ppid > 1:
         sibs = [s for s in read_children(ppid, depth=1) if s not in gpu_pids and s not in (pid, me)][:MAX_SIBLINGS]
-    own = view.fds(pid, now, own=True)
+    return _Family(tuple(kids), tuple(sibs), ppid if ppid is not None and ppid > 1 else None)
+
+
+def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks, now: float,
+          around: _Family | None = None,
+          own: netfds.Fds | None = None) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
+    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
+    processes at the other end of its sockets (``view`` keeps what did not change since the last scan), and
+    the feeders that share a pipe or a socket with it (``around`` and ``own``: its family and its pipes and
+    sockets, when already read). gpuwatch itself is never a feeder."""
+    found = around if around is not None else family(pid, ppid, gpu_pids)
+    kids, sibs, ppid = list(found.kids), list(found.sibs), found.ppid
+    own = own if own is not None else view.fds(pid, now, own=True)
     relations: dict[int, Relation] = {}
     linked: list[int] = []
     if own is not None:
         members: dict[int, Relation] = {**{s: "sibling" for s in sibs}, **{k: "child" for k in kids}}
-        if ppid is not None and ppid > 1 and ppid not in gpu_pids:
+        if ppid is not None and ppid not in gpu_pids:
             members.setdefault(ppid, "peer")
         held: dict[int, int] = {}
         by_socket: list[int] = []
@@ -176,7 +198,15 @@ class FeederTracker:
             if not waiting(d):
                 self._links.pop(pid, None)
                 continue
-            self._links[pid] = _Links(now, *links(pid, d.get("ppid"), gpu_pids, self._view, now))
+            around = family(pid, d.get("ppid"), gpu_pids)
+            own = self._view.fds(pid, now, own=True)
+            shape = (around, own.pipes, own.sockets) if own is not None else None
+            if known is not None and shape is not None and known.shape == shape \
+                    and now - known.scanned_at < FEEDERS_QUIET_EVERY_S:
+                self._links[pid] = dataclasses.replace(known, at=now)  # nothing it could be linked by changed
+                continue
+            self._links[pid] = _Links(now, *links(pid, d.get("ppid"), gpu_pids, self._view, now, around, own),
+                                      shape=shape, scanned_at=now)
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():

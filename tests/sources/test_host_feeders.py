@@ -419,8 +419,9 @@ def test_a_gpu_process_that_waited_on_input_a_moment_ago_keeps_its_feeders_read_
 @pytest.mark.parametrize(("wait", "fed"), [("cpu", False), ("sleep", False), ("input", True)])
 def test_the_links_of_a_gpu_process_that_waits_on_no_feeder_are_scanned_seldom(
         start: Any, monkeypatch: pytest.MonkeyPatch, wait: str, fed: bool) -> None:
-    """The scan (every sibling's fd table) comes every FEEDERS_EVERY_S while the process waits on input, and
-    every FEEDERS_QUIET_EVERY_S while its busiest thread runs or sleeps; its feeders stay listed between."""
+    """The scan (every sibling's fd table) comes every FEEDERS_QUIET_EVERY_S while its busiest thread runs or
+    sleeps, and so it does while it waits on input as long as nothing it could be linked by changed (checked
+    every FEEDERS_EVERY_S: the next test); its feeders stay listed between."""
     import gpuwatch.sources.host_feeders as feeders_module
 
     parent = start(PIPELINE.format(child=SLEEP_CHILD))
@@ -433,26 +434,83 @@ def test_the_links_of_a_gpu_process_that_waits_on_no_feeder_are_scanned_seldom(
     span = 2 * feeders_module.FEEDERS_QUIET_EVERY_S
     listed = [any(f.pid == child for f in tracker.poll(1000.0 + t, details)[0]) for t in range(int(span))]
     assert all(listed), listed
-    every = feeders_module.FEEDERS_EVERY_S if fed else feeders_module.FEEDERS_QUIET_EVERY_S
-    assert len(scans) == span / every, (wait, len(scans))
+    assert len(scans) == span / feeders_module.FEEDERS_QUIET_EVERY_S, (wait, fed, len(scans))
+
+
+GROWER = """
+import subprocess, sys
+kids = []
+print('ready', flush=True)
+for line in sys.stdin:
+    kids.append(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']))
+    print(kids[-1].pid, flush=True)
+"""
+
+
+def test_a_waiting_gpu_process_whose_family_changed_is_scanned_again_within_feeders_every_s(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a GPU process waits on input, its family and its own pipes and sockets are looked at every
+    FEEDERS_EVERY_S; a new child (or a new pipe or socket) has its links read whole at that look, and the new
+    child is a feeder from then on. Unchanged, the links are read whole only every FEEDERS_QUIET_EVERY_S."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        scans: list[float] = []
+        now = 1000.0
+        real = feeders_module.links
+        monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(now) or real(pid, *a))
+        tracker = feeders_module.FeederTracker()
+        details = {proc.pid: {"top_thread_cpu_percent": 1.0, "thread_waits": ("input",), "ppid": os.getpid()}}
+        every = feeders_module.FEEDERS_EVERY_S
+        child = 0
+        for t in range(int(4 * every)):
+            now = 1000.0 + t
+            if t == int(2 * every) + 1:
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+                child = int(proc.stdout.readline())
+                time.sleep(0.3)
+            found = {f.pid for f in tracker.poll(now, details)[0]}
+        assert scans == [1000.0, 1000.0 + 3 * every], scans  # the first, then the look after the child came
+        assert child in found
+    finally:
+        _kill_tree(proc)
 
 
 def test_a_quiet_gpu_process_that_starts_waiting_on_a_feeder_has_its_links_read_again_at_once(
-        start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The slow pace costs nothing in reaction: the first tick its busiest thread waits on input is a scan."""
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slow pace costs nothing in reaction: a child started while the GPU process slept in a timer (no
+    scan then) is found on the first tick its busiest thread waits on input, by a scan at that tick."""
     import gpuwatch.sources.host_feeders as feeders_module
 
-    parent = start(PIPELINE.format(child=SLEEP_CHILD))
-    scans: list[float] = []
-    real = feeders_module.links
-    monkeypatch.setattr(feeders_module, "links",
-                        lambda pid, ppid, g, v, now: scans.append(now) or real(pid, ppid, g, v, now))
-    tracker = feeders_module.FeederTracker()
-    for t in range(20):
-        wait = "sleep" if t < 12 else "input"
-        tracker.poll(1000.0 + t, {parent.pid: {"top_thread_cpu_percent": 10.0, "thread_waits": (wait,),
-                                               "ppid": os.getppid()}})
-    assert scans[:2] == [1000.0, 1012.0], scans
+    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        scans: list[float] = []
+        now = 1000.0
+        real = feeders_module.links
+        monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(now) or real(pid, *a))
+        tracker = feeders_module.FeederTracker()
+        child, found = 0, set()
+        for t in range(20):
+            now = 1000.0 + t
+            if t == 6:
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+                child = int(proc.stdout.readline())
+                time.sleep(0.3)
+            wait = "sleep" if t < 12 else "input"
+            found = {f.pid for f in tracker.poll(now, {proc.pid: {"top_thread_cpu_percent": 10.0,
+                                                                  "thread_waits": (wait,), "ppid": os.getpid()}})[0]}
+            if t == 12:
+                assert child in found, found
+        assert scans[:2] == [1000.0, 1012.0], scans
+    finally:
+        _kill_tree(proc)
 
 
 #: Two pipelines of one launcher writing their errors into one pipe the launcher keeps (as a container
