@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -447,86 +447,86 @@ for line in sys.stdin:
 """
 
 
+@pytest.fixture
+def grower() -> Iterator[tuple[int, Callable[[], int]]]:
+    """A GPU process stand-in, and a call that has it start one more child (the child's pid)."""
+    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+
+    def spawn() -> int:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        child = int(proc.stdout.readline())
+        time.sleep(0.3)  # the child's exec done: it is in /proc as the stand-in's child
+        return child
+
+    yield proc.pid, spawn
+    _kill_tree(proc)
+
+
+def _whole_scans(monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> list[float]:
+    """The times (``clock[0]`` at each call) the feeder tracker reads a GPU process's links whole."""
+    import gpuwatch.sources.host_feeders as feeders_module
+
+    scans: list[float] = []
+    real = feeders_module.links
+    monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(clock[0]) or real(pid, *a))
+    return scans
+
+
 def test_a_waiting_gpu_process_whose_family_changed_is_scanned_again_within_feeders_every_s(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        grower: tuple[int, Callable[[], int]], monkeypatch: pytest.MonkeyPatch) -> None:
     """While a GPU process waits on input, its family and its own pipes and sockets are looked at every
     FEEDERS_EVERY_S; a new child (or a new pipe or socket) has its links read whole at that look, and the new
     child is a feeder from then on. Unchanged, the links are read whole only every FEEDERS_QUIET_EVERY_S."""
     import gpuwatch.sources.host_feeders as feeders_module
 
-    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        scans: list[float] = []
-        now = 1000.0
-        real = feeders_module.links
-        monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(now) or real(pid, *a))
-        tracker = feeders_module.FeederTracker()
-        details = {proc.pid: {"top_thread_cpu_percent": 1.0, "thread_waits": ("input",), "ppid": os.getpid()}}
-        every = feeders_module.FEEDERS_EVERY_S
-        child = 0
-        for t in range(int(4 * every)):
-            now = 1000.0 + t
-            if t == int(2 * every) + 1:
-                proc.stdin.write("\n")
-                proc.stdin.flush()
-                child = int(proc.stdout.readline())
-                time.sleep(0.3)
-            found = {f.pid for f in tracker.poll(now, details)[0]}
-        assert scans == [1000.0, 1000.0 + 3 * every], scans  # the first, then the look after the child came
-        assert child in found
-    finally:
-        _kill_tree(proc)
+    pid, spawn = grower
+    clock = [1000.0]
+    scans = _whole_scans(monkeypatch, clock)
+    tracker = feeders_module.FeederTracker()
+    details = {pid: {"top_thread_cpu_percent": 1.0, "thread_waits": ("input",), "ppid": os.getpid()}}
+    every = feeders_module.FEEDERS_EVERY_S
+    child, found = 0, set()
+    for t in range(int(4 * every)):
+        clock[0] = 1000.0 + t
+        if t == int(2 * every) + 1:
+            child = spawn()
+        found = {f.pid for f in tracker.poll(clock[0], details)[0]}
+    assert scans == [1000.0, 1000.0 + 3 * every], scans  # the first, then the look after the child came
+    assert child in found
 
 
 def test_a_quiet_gpu_process_that_starts_waiting_on_a_feeder_has_its_links_read_again_at_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        grower: tuple[int, Callable[[], int]], monkeypatch: pytest.MonkeyPatch) -> None:
     """The slow pace costs nothing in reaction: a child started while the GPU process slept in a timer (no
     scan then) is found on the first tick its busiest thread waits on input, by a scan at that tick."""
     import gpuwatch.sources.host_feeders as feeders_module
 
-    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        scans: list[float] = []
-        now = 1000.0
-        real = feeders_module.links
-        monkeypatch.setattr(feeders_module, "links", lambda pid, *a: scans.append(now) or real(pid, *a))
-        tracker = feeders_module.FeederTracker()
-        child, found = 0, set()
-        for t in range(20):
-            now = 1000.0 + t
-            if t == 6:
-                proc.stdin.write("\n")
-                proc.stdin.flush()
-                child = int(proc.stdout.readline())
-                time.sleep(0.3)
-            wait = "sleep" if t < 12 else "input"
-            found = {f.pid for f in tracker.poll(now, {proc.pid: {"top_thread_cpu_percent": 10.0,
-                                                                  "thread_waits": (wait,), "ppid": os.getpid()}})[0]}
-            if t == 12:
-                assert child in found, found
-        assert scans[:2] == [1000.0, 1012.0], scans
-    finally:
-        _kill_tree(proc)
+    pid, spawn = grower
+    clock = [1000.0]
+    scans = _whole_scans(monkeypatch, clock)
+    tracker = feeders_module.FeederTracker()
+    child = 0
+    for t in range(20):
+        clock[0] = 1000.0 + t
+        if t == 6:
+            child = spawn()
+        wait = "sleep" if t < 12 else "input"
+        found = {f.pid for f in tracker.poll(clock[0], {pid: {"top_thread_cpu_percent": 10.0,
+                                                              "thread_waits": (wait,), "ppid": os.getpid()}})[0]}
+        if t == 12:
+            assert child in found, found
+    assert scans[:2] == [1000.0, 1012.0], scans
 
 
 #: Two pipelines of one launcher writing their errors into one pipe the launcher keeps (as a container
 #: runtime's log pipe is shared by every process it starts).
-TWO_PIPELINES_ONE_LOG = """
-import os, subprocess, sys
-r, w = os.pipe()
-procs = [subprocess.Popen([sys.executable, '-c', {pipeline!r}], stdout=subprocess.PIPE, stderr=w, text=True)
-         for _ in range(2)]
-for p in procs:
-    assert p.stdout.readline().strip() == 'ready'
-print('ready', flush=True)
-for p in procs:
-    print(p.pid, flush=True)
-procs[0].wait()
-"""
+TWO_PIPELINES_ONE_LOG = (
+    TWO_PIPELINES.replace("import subprocess, sys\n", "import os, subprocess, sys\nr, w = os.pipe()\n")
+    .replace("stdout=subprocess.PIPE, text=True)", "stdout=subprocess.PIPE, stderr=w, text=True)"))
 
 
 def test_a_sibling_that_shares_no_pipe_or_socket_is_read_at_the_slow_pace_while_a_linked_child_is_read_finely(
