@@ -3,10 +3,15 @@ program."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import time
 from pathlib import Path
+
+#: Each Tmux its own server socket: a server told to stop (``kill-server``) exits after the command returns,
+#: and a next test's session started on the same socket could land in the dying server and vanish with it.
+_SERVERS = itertools.count()
 
 
 class Tmux:
@@ -14,7 +19,7 @@ class Tmux:
 
     def __init__(self, tmux: str, tmp: Path) -> None:
         self.tmux = tmux
-        self.socket = f"gpuwatch-test-{os.getpid()}"
+        self.socket = f"gpuwatch-test-{os.getpid()}-{next(_SERVERS)}"
         self.conf = tmp / "tmux.conf"
         self.exit_file = tmp / "exit-status"
         self.conf.write_text("set -g remain-on-exit on\nset -g default-terminal tmux-256color\n"
