@@ -181,49 +181,39 @@ class Meter:
         self.rss_end_mib: float | None = None
         self.error: str | None = None
 
-    def _cpu_and_rss(self) -> tuple[float, float]:
+    def _cpu_and_rss(self) -> tuple[float, float, float]:
+        """CPU seconds of the process and its children, of its children alone (reaped and running), and the
+        RSS in MiB of the process and its children."""
         ps = self.proc.ps
         t = ps.cpu_times()
-        cpu = t.user + t.system + t.children_user + t.children_system
+        kids = t.children_user + t.children_system
         rss = ps.memory_info().rss
         for child in ps.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 ct = child.cpu_times()
-                cpu += ct.user + ct.system
+                kids += ct.user + ct.system
                 rss += child.memory_info().rss
-        return cpu, rss / 2**20
-
-    def _children_cpu(self) -> float:
-        """Its children's CPU: those reaped and those still running."""
-        t = self.proc.ps.cpu_times()
-        cpu = t.children_user + t.children_system
-        for child in self.proc.ps.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                ct = child.cpu_times()
-                cpu += ct.user + ct.system
-        return cpu
+        return t.user + t.system + kids, kids, rss / 2**20
 
     def begin(self) -> None:
         self._t0 = time.monotonic()
         self._bytes0 = self.proc.pty_bytes
         try:
             self._threads0 = thread_cpu_s(self.proc.pid)
-            self._k0 = self._children_cpu()
-            self._c0, rss = self._cpu_and_rss()
+            self._c0, self._k0, rss = self._cpu_and_rss()
             self.rss_max_mib = rss
         except psutil.Error as exc:
             self.error = f"{self.proc.name} gone at start of window: {exc}"
 
     def sample(self) -> None:
         with contextlib.suppress(psutil.Error):
-            self.rss_max_mib = max(self.rss_max_mib, self._cpu_and_rss()[1])
+            self.rss_max_mib = max(self.rss_max_mib, self._cpu_and_rss()[2])
 
     def end(self) -> None:
         if self.error:
             return
         try:
-            cpu, rss = self._cpu_and_rss()
-            kids = self._children_cpu()
+            cpu, kids, rss = self._cpu_and_rss()
         except psutil.Error as exc:
             self.error = f"{self.proc.name} exited during the window: {exc}; log: {self.proc.log_tail(400)}"
             return

@@ -80,7 +80,7 @@ class _Links:
     #: Feeders sharing a pipe or a socket with the GPU process.
     linked: frozenset[int] = frozenset()
     #: What the links were read from (its family, its pipes and sockets), and when they were read whole.
-    shape: tuple[_Family, frozenset[int], frozenset[int]] | None = None
+    shape: tuple[_Family, netfds.Fds] | None = None
     scanned_at: float = 0.0
 
 
@@ -126,16 +126,13 @@ def family(pid: int, ppid: int | None, gpu_pids: set[int]) -> _Family:
     return _Family(tuple(kids), tuple(sibs), ppid if ppid is not None and ppid > 1 else None)
 
 
-def links(pid: int, ppid: int | None, gpu_pids: set[int], view: SocketLinks, now: float,
-          around: _Family | None = None,
-          own: netfds.Fds | None = None) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
-    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), and the
+def links(pid: int, around: _Family, own: netfds.Fds | None, gpu_pids: set[int], view: SocketLinks,
+          now: float) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
+    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), the
     processes at the other end of its sockets (``view`` keeps what did not change since the last scan), and
-    the feeders that share a pipe or a socket with it (``around`` and ``own``: its family and its pipes and
-    sockets, when already read). gpuwatch itself is never a feeder."""
-    found = around if around is not None else family(pid, ppid, gpu_pids)
-    kids, sibs, ppid = list(found.kids), list(found.sibs), found.ppid
-    own = own if own is not None else view.fds(pid, now, own=True)
+    the feeders that share a pipe or a socket with it, from its family and its own pipes and sockets (``own``;
+    None: not readable). gpuwatch itself is never a feeder."""
+    kids, sibs, ppid = list(around.kids), list(around.sibs), around.ppid
     relations: dict[int, Relation] = {}
     linked: list[int] = []
     if own is not None:
@@ -200,13 +197,13 @@ class FeederTracker:
                 continue
             around = family(pid, d.get("ppid"), gpu_pids)
             own = self._view.fds(pid, now, own=True)
-            shape = (around, own.pipes, own.sockets) if own is not None else None
+            shape = (around, own) if own is not None else None
             if known is not None and shape is not None and known.shape == shape \
                     and now - known.scanned_at < FEEDERS_QUIET_EVERY_S:
                 self._links[pid] = dataclasses.replace(known, at=now)  # nothing it could be linked by changed
                 continue
-            self._links[pid] = _Links(now, *links(pid, d.get("ppid"), gpu_pids, self._view, now, around, own),
-                                      shape=shape, scanned_at=now)
+            self._links[pid] = _Links(now, *links(pid, around, own, gpu_pids, self._view, now), shape=shape,
+                                      scanned_at=now)
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():

@@ -87,9 +87,12 @@ class SocketLinks:
         tag = hash(tuple(names))
         if not own and known is not None and known.tag == tag and now - known.read_at < FD_TABLE_MAX_AGE_S:
             return known.fds
-        whole = known is None or now - known.whole_at >= FD_STABLE_MAX_AGE_S
-        fds, stable = netfds.read_table(pid, names, frozenset() if whole or known is None else known.stable)
-        self._fds[pid] = _Table(tag, now, now if whole or known is None else known.whole_at, fds, stable)
+        if known is None or now - known.whole_at >= FD_STABLE_MAX_AGE_S:
+            stable, whole_at = frozenset[str](), now
+        else:
+            stable, whole_at = known.stable, known.whole_at
+        fds, kept = netfds.read_table(pid, names, stable)
+        self._fds[pid] = _Table(tag, now, whole_at, fds, kept)
         return fds
 
     def prune(self, now: float, gpu_pids: set[int]) -> None:
