@@ -53,6 +53,38 @@ while True:
     time.sleep(0.038)
 """
 
+#: A stand-in shaped like the H200 load (``load_worker.py``): launches for 0.2 ms, waits about 1 ms in a futex
+#: (where a blocking CUDA synchronise waits), sleeps 10 ms.
+STAND_IN_SYNC = """\
+import threading, time
+held = threading.Lock()
+held.acquire()
+for _ in range(6):
+    threading.Thread(target=time.sleep, args=(86400,), daemon=True).start()
+while True:
+    end = time.perf_counter() + 0.0002
+    while time.perf_counter() < end:
+        pass
+    held.acquire(timeout=0.001)
+    time.sleep(0.01)
+"""
+
+#: A sibling of the GPU processes, as the H200 window's other measured programs are: a local HTTP server
+#: (a listening socket, threads that sleep) that wakes every second for 2 ms of work.
+SIBLING = """\
+import socket, threading, time
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+for _ in range(4):
+    threading.Thread(target=time.sleep, args=(86400,), daemon=True).start()
+while True:
+    end = time.perf_counter() + 0.002
+    while time.perf_counter() < end:
+        pass
+    time.sleep(1.0)
+"""
+
 #: Run in the daemon's process: the fake NVML as ``pynvml``, its processes the stand-ins, then the CLI.
 CHILD = """\
 import sys
@@ -283,8 +315,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stand_ins = start_load(args.procs, logdir, seconds=args.warmup + args.seconds + 300)
         pids = wait_on_gpu(stand_ins)
     else:
-        stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", STAND_IN], logdir) for i in range(args.procs)]
+        code = STAND_IN_SYNC if args.stand_in == "sync" else STAND_IN
+        stand_ins = [start(f"stand-in-{i}", [sys.executable, "-c", code], logdir) for i in range(args.procs)]
         pids = [s.pid for s in stand_ins]
+    stand_ins += [start(f"sibling-{i}", [sys.executable, "-c", SIBLING], logdir) for i in range(args.siblings)]
     trees = {"this tree": ROOT} if not args.new else {args.new: export_tree(args.new, logdir / "new")}
     if args.baseline:
         base = Path(args.baseline)  # a folder holding an unpacked tree (where there is no git history), or a ref
@@ -296,7 +330,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         trees = {**trees, "nvitop-exporter": ROOT}
         daemons.append(Exporter(args.interval, logdir))
     result: dict[str, Any] = {"seconds": args.seconds, "warmup_s": args.warmup, "interval_s": args.interval,
-                              "stand_ins": args.procs, "gpu_util": args.util, "logs": str(logdir)}
+                              "stand_ins": args.procs, "stand_in": args.stand_in, "siblings": args.siblings,
+                              "gpu_util": args.util, "logs": str(logdir)}
     try:
         for d in daemons:
             d.ready()
@@ -366,6 +401,11 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=45.0, help="seconds before it, so the doctor's windows fill")
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--procs", type=int, default=4, help="stand-in GPU processes (default 4, the H200 load's)")
+    p.add_argument("--stand-in", choices=("burst", "sync"), default="burst",
+                   help="the stand-ins' shape: burst (a feeding thread that works 2 ms every 40 ms) or sync (the "
+                        "H200 load's: short launches, a futex wait like a blocking CUDA synchronise, 10 ms sleeps)")
+    p.add_argument("--siblings", type=int, default=0, help="other processes started beside the GPU processes (the "
+                   "H200 benchmark window starts about a dozen: the other measured programs)")
     p.add_argument("--util", type=int, default=40, help="the fake GPU's utilisation, percent")
     p.add_argument("--baseline", metavar="REF", help="a git ref (or a folder with a tree unpacked) to run beside "
                    "this tree, in the same window")

@@ -2,11 +2,15 @@
 
 A GPU process whose busiest thread is off the CPU waits for something: a pipe, a queue fed by other processes, a
 socket. Every FEEDERS_EVERY_S (only for such processes; every FEEDERS_QUIET_EVERY_S when that thread sleeps in a
-timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its children and grandchildren,
-its siblings (same parent, when the parent is not init), and which of those, or its parent, share a pipe or a
-socket with it (``/proc/PID/fd``), or are at the other end of its unix sockets (the kernel's sock_diag) or
-loopback TCP connections (a process outside the tree at the other end of one, such as a detached feature service,
-is a ``peer``; :mod:`socket_links` keeps what did not change); its sockets and those of the tree processes it is
+timer, waits on the GPU, or has not waited on a feeder lately) its links are read: its children and grandchildren
+(its own workers: always its feeders), and which of its siblings (same parent, when the parent is not init) or
+its parent share a pipe, a socket or a shared-memory segment with it (``/proc/PID/fd``), or are at the other end
+of its unix sockets (the kernel's sock_diag) or loopback TCP connections (a process outside the tree at the other
+end of one, such as a detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change).
+A sibling that shares none of these is not a feeder: a launcher, a shell or a container's init starts unrelated
+programs side by side, and one of them being busy says nothing about what the GPU process waits for (listed,
+a busy neighbour could be named the bottleneck, and a dozen of them were most of the daemon's cost on a shared
+host). Its sockets and those of the tree processes it is
 linked to say whether work comes from outside its process tree (a listening socket, or an accepted connection
 whose other end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens
 counts), from its tree only (``tree``), or cannot be told (``unknown``). A scan that finds the same family
@@ -45,15 +49,12 @@ FEEDERS_QUIET_EVERY_S = 60.0
 #: Eight GPU ranks with eight loader workers each are 64 feeders: read every tick they would cost more than
 #: the rest of the host source.
 FEEDER_READ_EVERY_S = 2.0
-#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``), or a sibling
-#: that shares no pipe or socket with them (a process its launcher also started: on a shared host, the other
-#: tools; a sibling feeding through shared memory still shows its rates), is read this seldom (its rates over
-#: that span). A futex wait counts as waiting on a feeder, and a blocking CUDA synchronise waits in one: read at
-#: FEEDER_READ_EVERY_S, a dozen unrelated siblings were a sixth of the daemon's CPU beside four torch processes.
+#: A feeder of GPU processes none of which waited on a feeder lately (see ``waits_on_feeder``) is read this
+#: seldom (its rates over that span).
 FEEDER_QUIET_READ_EVERY_S = 10.0
 #: A GPU process whose busiest thread uses less of a core than this is waiting on something.
 WAITING_THREAD_CPU = 80.0
-#: Feeders kept per GPU process (linked ones first, then children, then siblings), and siblings looked at.
+#: Feeders kept per GPU process (linked ones first, then children), and siblings looked at.
 MAX_FEEDERS = 16
 MAX_SIBLINGS = 64
 
@@ -77,8 +78,6 @@ class _Links:
     upstream: Upstream
     relations: dict[int, Relation] = field(default_factory=dict)
     peers: list[int] = field(default_factory=list)
-    #: Feeders sharing a pipe or a socket with the GPU process.
-    linked: frozenset[int] = frozenset()
     #: What the links were read from (its family, its pipes and sockets), and when they were read whole.
     shape: tuple[_Family, netfds.Fds] | None = None
     scanned_at: float = 0.0
@@ -127,11 +126,12 @@ def family(pid: int, ppid: int | None, gpu_pids: set[int]) -> _Family:
 
 
 def links(pid: int, around: _Family, own: netfds.Fds | None, gpu_pids: set[int], view: SocketLinks,
-          now: float) -> tuple[Upstream, dict[int, Relation], list[int], frozenset[int]]:
-    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc), the
-    processes at the other end of its sockets (``view`` keeps what did not change since the last scan), and
-    the feeders that share a pipe or a socket with it, from its family and its own pipes and sockets (``own``;
-    None: not readable). gpuwatch itself is never a feeder."""
+          now: float) -> tuple[Upstream, dict[int, Relation], list[int]]:
+    """Where ``pid``'s work comes from, its feeders with how each relates to it (see the module doc: its
+    children, and the siblings, parent and peers that share a pipe, a socket or shared memory with it) and the
+    processes at the other end of its sockets (``view`` keeps what did not change since the last scan), from its
+    family and its own fds (``own``; None: not readable, and only its children are named). gpuwatch itself is
+    never a feeder."""
     kids, sibs, ppid = list(around.kids), list(around.sibs), around.ppid
     relations: dict[int, Relation] = {}
     linked: list[int] = []
@@ -148,7 +148,8 @@ def links(pid: int, around: _Family, own: netfds.Fds | None, gpu_pids: set[int],
             if fds is None:
                 continue
             held.update((inode, member) for inode in fds.sockets)
-            if fds.pipes & (own.pipes if members[member] == "peer" else fed_through) or fds.sockets & own.sockets:
+            if fds.pipes & (own.pipes if members[member] == "peer" else fed_through) or fds.sockets & own.sockets \
+                    or fds.shared & own.shared:
                 linked.append(member)
             if fds.sockets & own.sockets:
                 by_socket.append(member)
@@ -159,10 +160,9 @@ def links(pid: int, around: _Family, own: netfds.Fds | None, gpu_pids: set[int],
         relations.update((m, members[m]) for m in linked)
     else:
         upstream, peers = "unknown", []
-    for group, relation in ((kids, "child"), (sibs, "sibling")):
-        for p in group:
-            relations.setdefault(p, relation)  # type: ignore[arg-type]
-    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers, frozenset(linked)
+    for p in kids:
+        relations.setdefault(p, "child")
+    return upstream, dict(list(relations.items())[:MAX_FEEDERS]), peers
 
 
 class FeederTracker:
@@ -208,9 +208,8 @@ class FeederTracker:
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():
             fed = self._fed(pid, now)
-            for feeder_pid, relation in found.relations.items():
-                cadence = FEEDER_READ_EVERY_S if fed and (relation != "sibling" or feeder_pid in found.linked) \
-                    else FEEDER_QUIET_READ_EVERY_S
+            cadence = FEEDER_READ_EVERY_S if fed else FEEDER_QUIET_READ_EVERY_S
+            for feeder_pid in found.relations:
                 every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick
         for pid, found in self._links.items():

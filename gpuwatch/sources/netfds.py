@@ -1,10 +1,11 @@
-"""A process's pipes and sockets, read from /proc: what the host source follows to find who feeds a GPU process.
+"""A process's pipes, sockets and shared memory, read from /proc: what the host source follows to find who feeds a
+GPU process.
 
 Both ends of a pipe show the same ``pipe:[inode]`` in ``/proc/PID/fd``, so two processes sharing one are
-talking. A TCP connection is two sockets whose addresses mirror each other in ``/proc/PID/net/tcp``
-(the table of the process's network namespace); a listening socket (state LISTEN) or a UDP socket bound to
-receive (not one the kernel bound on a first send) means work may come from anywhere. Plain ``os`` calls, one
-read per file, as in :mod:`procfs`.
+talking (as are two holding the same ``/dev/shm`` segment). A TCP connection is two sockets whose addresses
+mirror each other in ``/proc/PID/net/tcp`` (the table of the process's network namespace); a listening socket
+(state LISTEN) or a UDP socket bound to receive (not one the kernel bound on a first send) means work may come
+from anywhere. Plain ``os`` calls, one read per file, as in :mod:`procfs`.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ MAX_FDS = 4096
 
 @dataclass(frozen=True)
 class Fds:
-    """The inodes of one process's pipes and sockets."""
+    """The inodes of one process's pipes and sockets, and the shared-memory files it holds open."""
 
     pipes: frozenset[int]
     sockets: frozenset[int]
+    #: Paths under SHARED_MEMORY (``multiprocessing.shared_memory`` keeps its segment's fd open): two processes
+    #: holding the same one exchange data through it, with no pipe or socket between them.
+    shared: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ def read_fds(pid: int, names: list[str] | None = None) -> Fds | None:
 #: anonymous inode (``anon_inode:[eventfd]``, an epoll set). A CUDA process holds dozens of these; they are
 #: never a pipe or a socket, so an fd number that pointed at one and is still open is not read again.
 STABLE_TARGETS = ("/dev/", "anon_inode:")
+#: POSIX shared memory (``shm_open``): under /dev/ but a link between the processes holding it, so always read.
+SHARED_MEMORY = "/dev/shm/"
 
 
 def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset()) -> tuple[Fds, frozenset[str]]:
@@ -80,6 +86,7 @@ def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset())
     base = f"/proc/{pid}/fd/"
     pipes: set[int] = set()
     sockets: set[int] = set()
+    shared: set[str] = set()
     kept: list[str] = []
     for name in names:
         if name in stable:
@@ -96,9 +103,11 @@ def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset())
             if target.startswith("socket:["):
                 sockets.add(int(target[8:-1]))
                 continue
-        if target.startswith(STABLE_TARGETS):
+        if target.startswith(SHARED_MEMORY):
+            shared.add(target)
+        elif target.startswith(STABLE_TARGETS):
             kept.append(name)
-    return Fds(frozenset(pipes), frozenset(sockets)), frozenset(kept)
+    return Fds(frozenset(pipes), frozenset(sockets), frozenset(shared)), frozenset(kept)
 
 
 def output_pipes(pid: int) -> frozenset[int]:

@@ -252,14 +252,59 @@ def test_only_a_process_whose_busiest_thread_waits_is_followed() -> None:
     assert not waiting({"top_thread_cpu_percent": 99.0}) and not waiting({})
 
 
-def test_siblings_are_feeders_too(start: Any) -> None:
-    """Two pipelines started by one launcher (not by gpuwatch): each is the other's sibling."""
-    launcher = start(TWO_PIPELINES.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
+#: A launcher starts a GPU process and three other programs: one writes into the pipe the GPU process reads,
+#: one holds the same shared-memory segment, one shares nothing with it. Then it closes its own ends.
+SIBLINGS = """
+import os, subprocess, sys, time
+shm = '/dev/shm/gpuwatch-test-' + str(os.getpid())
+os.close(os.open(shm, os.O_CREAT | os.O_RDWR, 0o600))
+r, w = os.pipe()
+hold = "import os, sys, time\\nfd = os.open(sys.argv[1], os.O_RDWR) if sys.argv[1:] else None\\n" \\
+       "print('ready', flush=True)\\ntime.sleep(60)"
+wait = "import os, sys\\nfd = os.open(sys.argv[2], os.O_RDWR)\\nprint('ready', flush=True)\\n" \\
+       "os.read(int(sys.argv[1]), 1)"
+gpu = subprocess.Popen([sys.executable, '-c', wait, str(r), shm], pass_fds=(r,), stdout=subprocess.PIPE, text=True)
+writer = subprocess.Popen([sys.executable, '-c', hold], pass_fds=(w,), stdout=subprocess.PIPE, text=True)
+sharer = subprocess.Popen([sys.executable, '-c', hold, shm], stdout=subprocess.PIPE, text=True)
+other = subprocess.Popen([sys.executable, '-c', hold], stdout=subprocess.PIPE, text=True)
+os.close(r)
+os.close(w)
+for p in (gpu, writer, sharer, other):
+    assert p.stdout.readline().strip() == 'ready'
+os.unlink(shm)
+print('ready', flush=True)
+for p in (gpu, writer, sharer, other):
+    print(p.pid, flush=True)
+gpu.wait()
+"""
+
+
+def test_a_sibling_is_a_feeder_only_when_it_shares_a_pipe_or_shared_memory_with_the_gpu_process(start: Any) -> None:
+    """A launcher's other programs are not the GPU process's feeders for being its siblings: the one writing
+    into its pipe and the one holding its shared-memory segment are; the one sharing nothing is not (on a shared
+    host or in a container, the launcher's other children are other tools)."""
+    launcher = start(SIBLINGS)
     assert launcher.stdout is not None
-    first, second = int(launcher.stdout.readline()), int(launcher.stdout.readline())
-    _, feeders = watch(first)
-    assert any(f.pid == second and f.relation == "sibling" for f in feeders), feeders
-    assert any(f.relation == "child" for f in feeders), feeders
+    gpu, writer, sharer, other = (int(launcher.stdout.readline()) for _ in range(4))
+    _, feeders = watch(gpu)
+    # the launcher reads the GPU process's output: its parent, a peer
+    assert {f.pid: f.relation for f in feeders} == {writer: "sibling", sharer: "sibling", launcher.pid: "peer"}, \
+        feeders
+    assert other not in {f.pid for f in feeders}
+
+
+def test_a_shared_memory_segment_is_read_from_the_fd_table_and_links_like_a_pipe(tmp_path: Any) -> None:
+    """An fd on /dev/shm is read at every whole read (it is under /dev/, where device nodes are read seldom)."""
+    path = f"/dev/shm/gpuwatch-test-{os.getpid()}"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        names = netfds.fd_names(os.getpid())
+        assert names is not None
+        fds, stable = netfds.read_table(os.getpid(), names)
+        assert path in fds.shared and str(fd) not in stable
+    finally:
+        os.close(fd)
+        os.unlink(path)
 
 
 def test_gpuwatch_and_its_own_children_are_never_feeders_of_a_process_it_started() -> None:
@@ -529,12 +574,12 @@ TWO_PIPELINES_ONE_LOG = (
     .replace("stdout=subprocess.PIPE, text=True)", "stdout=subprocess.PIPE, stderr=w, text=True)"))
 
 
-def test_a_sibling_that_shares_no_pipe_or_socket_is_read_at_the_slow_pace_while_a_linked_child_is_read_finely(
+def test_a_sibling_that_shares_only_the_log_pipe_is_no_feeder_while_a_linked_child_is_read_finely(
         start: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU process waiting on a lock has its child at the other end of its pipe read every
     FEEDER_READ_EVERY_S; a sibling its launcher also started, sharing nothing with it but the pipe both write
-    their errors into, is still listed on every tick but read every FEEDER_QUIET_READ_EVERY_S (on a shared host
-    or in a container the launcher's other children are other tools)."""
+    their errors into, is neither listed nor read (on a shared host or in a container the launcher's other
+    children are other tools)."""
     import gpuwatch.sources.host_feeders as feeders_module
 
     launcher = start(TWO_PIPELINES_ONE_LOG.format(pipeline=PIPELINE.format(child=SLEEP_CHILD)))
@@ -548,7 +593,7 @@ def test_a_sibling_that_shares_no_pipe_or_socket_is_read_at_the_slow_pace_while_
     details = {first: {"top_thread_cpu_percent": 0.0, "thread_waits": ("lock",), "ppid": launcher.pid}}
     span = 2 * feeders_module.FEEDER_QUIET_READ_EVERY_S
     listed = [{f.pid: f.relation for f in tracker.poll(1000.0 + t, details)[0]} for t in range(int(span) + 1)]
-    assert all(found.get(second) == "sibling" and found.get(child) == "child" for found in listed[1:]), listed
-    fine, slow = feeders_module.FEEDER_READ_EVERY_S, feeders_module.FEEDER_QUIET_READ_EVERY_S
+    assert all(found.get(child) == "child" and second not in found for found in listed[1:]), listed
+    fine = feeders_module.FEEDER_READ_EVERY_S
     assert 1 + span / fine <= reads.count(child) <= 2 + span / fine, reads.count(child)
-    assert 1 + span / slow <= reads.count(second) <= 2 + span / slow, reads.count(second)
+    assert second not in reads
