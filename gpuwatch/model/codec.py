@@ -151,7 +151,8 @@ def _checked(value: Any, kind: str, where: str) -> Any:
 
 
 def _is_percent(where: str) -> bool:
-    """Whether the field at ``where`` (``gpus[0].gpu_util``, ``host.per_cpu_percent[3]``) is a percentage."""
+    """Whether the field at ``where`` (``gpus[0].gpu_util``, ``processes[0].thread_cpu_percents[3]``) is
+    a percentage."""
     name = where.rsplit(".", 1)[-1].split("[", 1)[0]
     return name.endswith(("util", "_percent", "_percents", "_active", "occupancy"))
 

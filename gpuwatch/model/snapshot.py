@@ -261,7 +261,6 @@ class HostSample:
     hostname: str
     cpu_count: int | None = None
     cpu_percent: float | None = None
-    per_cpu_percent: tuple[float, ...] = ()
     iowait_percent: float | None = None
     load1: float | None = None
     load5: float | None = None

@@ -70,7 +70,7 @@ class HostSource(Source):
         # (as for dcgm-exporter), so series and alerts name the machine.
         self.hostname = os.environ.get("NODE_NAME") or socket.gethostname()
         self._tracked: dict[int, _Tracked] = {}
-        self._last_cpu_times: list[CpuJiffies] | None = None
+        self._last_cpu_times: CpuJiffies | None = None
         self._procs_running: int | None = None
         self._cpu_count = psutil.cpu_count() or None
         self._feeders = FeederTracker()
@@ -78,22 +78,12 @@ class HostSource(Source):
     # -- the machine -------------------------------------------------------------------------------------
     def _host(self) -> HostSample:
         times = self._cpu_jiffies()
-        per_cpu: tuple[float, ...] = ()
         total = iowait = None
-        if self._last_cpu_times is not None and len(self._last_cpu_times) == len(times):
-            busy_sum = all_sum = io_sum = 0
-            pcts = []
-            for old, new in zip(self._last_cpu_times, times, strict=False):
-                d_all = new.total - old.total
-                d_busy = d_all - (new.idle - old.idle)
-                pcts.append(round(100.0 * d_busy / d_all, 1) if d_all > 0 else 0.0)
-                busy_sum += d_busy
-                all_sum += d_all
-                io_sum += new.iowait - old.iowait
-            per_cpu = tuple(pcts)
-            if all_sum > 0:
-                total = round(100.0 * busy_sum / all_sum, 2)
-                iowait = round(100.0 * io_sum / all_sum, 2)
+        last = self._last_cpu_times
+        if last is not None and times.total > last.total:
+            d_all = times.total - last.total
+            total = round(100.0 * (d_all - (times.idle - last.idle)) / d_all, 2)
+            iowait = round(100.0 * (times.iowait - last.iowait) / d_all, 2)
         self._last_cpu_times = times
         mem_total, mem_available = self._memory()
         try:
@@ -101,18 +91,19 @@ class HostSource(Source):
         except OSError:
             load1 = load5 = load15 = None  # type: ignore[assignment]
         return HostSample(hostname=self.hostname, cpu_count=self._cpu_count, cpu_percent=total,
-                          per_cpu_percent=per_cpu, iowait_percent=iowait, load1=load1, load5=load5,
+                          iowait_percent=iowait, load1=load1, load5=load5,
                           load15=load15, mem_total_bytes=mem_total, mem_used_bytes=mem_total - mem_available,
                           mem_available_bytes=mem_available, procs_running=self._procs_running)
 
-    def _cpu_jiffies(self) -> list[CpuJiffies]:
+    def _cpu_jiffies(self) -> CpuJiffies:
         try:
             jiffies, self._procs_running = read_cpu_stat()
             return jiffies
         except (OSError, ValueError):  # no /proc (macOS) or an unexpected layout: psutil knows the platform
             self._procs_running = None
-            return [CpuJiffies(round(sum(t) * 100), round((t.idle + getattr(t, "iowait", 0.0)) * 100),
-                               round(getattr(t, "iowait", 0.0) * 100)) for t in psutil.cpu_times(percpu=True)]
+            t = psutil.cpu_times()
+            return CpuJiffies(round(sum(t) * 100), round((t.idle + getattr(t, "iowait", 0.0)) * 100),
+                              round(getattr(t, "iowait", 0.0) * 100))
 
     @staticmethod
     def _memory() -> tuple[int, int]:

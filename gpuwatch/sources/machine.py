@@ -22,20 +22,18 @@ class CpuJiffies(NamedTuple):
     iowait: int
 
 
-def parse_cpu_jiffies(raw: bytes) -> list[CpuJiffies]:
-    """The ``cpuN`` lines of a /proc/stat body, in order (the aggregate ``cpu`` line left out).
+def parse_cpu_jiffies(raw: bytes) -> CpuJiffies:
+    """The whole machine's counters: the aggregate ``cpu`` line, the first of a /proc/stat body (the kernel
+    sums every CPU's into it; the per-CPU lines after it, hundreds on a large host, are not parsed).
 
     Fields: user nice system idle iowait irq softirq steal [guest guest_nice]; guest time is counted
     in user already, so the total stops at steal."""
-    out = []
-    end = raw.find(b"\nintr ")  # the cpu lines come first; a VM's intr line holds thousands of counters
-    for line in (raw if end < 0 else raw[:end]).split(b"\n"):
-        if not line.startswith(b"cpu") or line.startswith(b"cpu "):
-            continue
-        values = list(map(int, line.split()[1:9]))
-        iowait = values[4] if len(values) > 4 else 0
-        out.append(CpuJiffies(sum(values), values[3] + iowait, iowait))
-    return out
+    line = raw[:raw.find(b"\n")] if b"\n" in raw else raw
+    if not line.startswith(b"cpu "):
+        raise ValueError("/proc/stat does not start with the aggregate cpu line")
+    values = list(map(int, line.split()[1:9]))
+    iowait = values[4] if len(values) > 4 else 0
+    return CpuJiffies(sum(values), values[3] + iowait, iowait)
 
 
 def parse_procs_running(raw: bytes) -> int | None:
@@ -49,14 +47,10 @@ def parse_procs_running(raw: bytes) -> int | None:
         return None
 
 
-def read_cpu_stat() -> tuple[list[CpuJiffies], int | None]:
-    """Per-CPU counters and ``procs_running`` from one read of /proc/stat."""
+def read_cpu_stat() -> tuple[CpuJiffies, int | None]:
+    """The machine's CPU counters and ``procs_running`` from one read of /proc/stat."""
     raw = held_files.read_whole(0, "/proc/stat")
     return parse_cpu_jiffies(raw), parse_procs_running(raw)
-
-
-def read_cpu_jiffies() -> list[CpuJiffies]:
-    return read_cpu_stat()[0]
 
 
 def parse_meminfo(raw: bytes) -> tuple[int, int] | None:

@@ -46,7 +46,7 @@ def full_process(pid: int = 471, gpu_index: int = 0) -> ProcessSample:
 def full_snapshot(t: float = 1_764_666_252.0, seq: int = 1) -> Snapshot:
     return Snapshot(
         time=t, seq=seq,
-        host=HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=12.5, per_cpu_percent=(100.0, 3.0),
+        host=HostSample(hostname="gpu-node-1", cpu_count=16, cpu_percent=12.5,
                         iowait_percent=0.25, load1=1.5, load5=1.2, load15=0.9, mem_total_bytes=137_438_953_472,
                         mem_used_bytes=21_474_836_480, mem_available_bytes=115_964_116_992),
         gpus=(full_gpu(0), full_gpu(1, util=3.0)),

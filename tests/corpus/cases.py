@@ -103,8 +103,8 @@ GENERATED: dict[str, dict[str, Callable[[], bytes]]] = {
         "process-pid-string.ndjson.gz": lambda: _recording(
             HEADER, _snap(processes=[{"pid": "one", "gpu_index": 0}])),
         "source-state-number.ndjson.gz": lambda: _recording(HEADER, _snap(sources=[{"name": "n", "state": 3}])),
-        "host-cpu-list-strings.ndjson.gz": lambda: _recording(
-            HEADER, _snap(host={"hostname": "h", "per_cpu_percent": ["a"]})),
+        "thread-cpu-list-strings.ndjson.gz": lambda: _recording(
+            HEADER, _snap(processes=[{"pid": 1, "gpu_index": 0, "thread_cpu_percents": ["a"]}])),
         "deep-json-line.ndjson.gz": lambda: _recording(HEADER, "[" * 100_000 + "]" * 100_000),
         "huge-line.ndjson.gz": lambda: gzip.compress(json.dumps(HEADER).encode() + b"\n" + b" " * (40 << 20)
                                                      + b"\n"),

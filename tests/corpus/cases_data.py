@@ -24,7 +24,7 @@ PROCESS = {"pid": 4242, "gpu_index": 0, "gpu_memory_bytes": 1 << 30, "sm_util": 
            "user": "svc", "name": "python3", "cmdline": "python3 serve.py", "cpu_percent": 99.0,
            "top_thread_cpu_percent": 98.0, "thread_cpu_percents": [98.0, 3.0], "run_wait_percent": 1.0,
            "workers_cpu_percent": 0.0}
-HOST = {"hostname": "h", "cpu_count": 4, "cpu_percent": 30.0, "per_cpu_percent": [30.0, 30.0], "iowait_percent": 0.0}
+HOST = {"hostname": "h", "cpu_count": 4, "cpu_percent": 30.0, "iowait_percent": 0.0}
 #: The byte 0xE9 (Latin-1 é) as Python reads it from /proc or finds it in JSON: a lone surrogate.
 BAD = "caf\udce9"
 
@@ -74,7 +74,6 @@ REFUSED_RECORDINGS: dict[str, Callable[[], bytes]] = {
         ("processes", "mem_util"), ("processes", "cpu_percent"), ("processes", "top_thread_cpu_percent"),
         ("processes", "run_wait_percent"), ("processes", "workers_cpu_percent"), ("host", "cpu_percent"),
         ("host", "iowait_percent"))},
-    "negative-host-per-cpu-percent.ndjson.gz": _negative("host", "per_cpu_percent", [10.0, -1.0]),
     "negative-thread-cpu-percents.ndjson.gz": _negative("processes", "thread_cpu_percents", [50.0, -0.5]),
     "negative-gpu-util-tiny.ndjson.gz": _negative("gpus", "gpu_util", -1e-9),
     "negative-gpu-util-integer.ndjson.gz": _negative("gpus", "gpu_util", -1),
