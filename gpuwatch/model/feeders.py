@@ -1,4 +1,5 @@
-"""The processes a GPU process waits on: its children, its siblings, and the other ends of its pipes and sockets.
+"""The processes a GPU process waits on: its children, and the siblings and other processes at the other end of
+its pipes, sockets and shared memory.
 
 A GPU process whose feeding thread sleeps on a pipe, a queue or a socket is explained only once what it
 waits for is found. The host source follows those waits and puts one ``FeederSample`` per such process on
