@@ -9,8 +9,8 @@ of its unix sockets (the kernel's sock_diag) or loopback TCP connections (a proc
 end of one, such as a detached feature service, is a ``peer``; :mod:`socket_links` keeps what did not change).
 A sibling that shares none of these is not a feeder: a launcher, a shell or a container's init starts unrelated
 programs side by side, and one of them being busy says nothing about what the GPU process waits for (listed,
-a busy neighbour could be named the bottleneck, and a dozen of them were most of the daemon's cost on a shared
-host). Its sockets and those of the tree processes it is
+a busy neighbour could be named the bottleneck, and a dozen of them were a fifth of the daemon's CPU beside four
+torch processes on the H200). Its sockets and those of the tree processes it is
 linked to say whether work comes from outside its process tree (a listening socket, or an accepted connection
 whose other end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens
 counts), from its tree only (``tree``), or cannot be told (``unknown``). A scan that finds the same family
