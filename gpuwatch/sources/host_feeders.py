@@ -14,9 +14,9 @@ torch processes on the H200). Its sockets and those of the tree processes it is
 linked to say whether work comes from outside its process tree (a listening socket, or an accepted connection
 whose other end is not in the tree: ``external``; a front end at the other end of one of its sockets that listens
 counts), from its tree only (``tree``), or cannot be told (``unknown``). A scan that finds the same family
-(children, siblings, parent) and the same pipes and sockets of its own as the last whole scan keeps that scan's
-links without listing every sibling's fd table, for up to FEEDERS_QUIET_EVERY_S: a link needs a pipe or a socket
-on its side, or a process that was not there. Between scans the links are kept, and every feeder is read like a
+(children, siblings, parent) and the same pipes, sockets and shared memory of its own as the last whole scan keeps
+that scan's links without listing every sibling's fd table, for up to FEEDERS_QUIET_EVERY_S: a link needs one of
+those on its side, or a process that was not there. Between scans the links are kept, and every feeder is read like a
 GPU process's host side (CPU, busiest thread, thread wait classes, run-queue delay, threads in D state, storage
 I/O rates) at most every FEEDER_READ_EVERY_S while a GPU process it feeds has waited on something a feeder can
 supply (a pipe, a socket, a lock, I/O) in the last FEEDER_QUIET_READ_EVERY_S, else every FEEDER_QUIET_READ_EVERY_S
@@ -78,7 +78,8 @@ class _Links:
     upstream: Upstream
     relations: dict[int, Relation] = field(default_factory=dict)
     peers: list[int] = field(default_factory=list)
-    #: What the links were read from (its family, its pipes and sockets), and when they were read whole.
+    #: What the links were read from (its family, its pipes, sockets and shared memory), and when they were
+    #: read whole.
     shape: tuple[_Family, netfds.Fds] | None = None
     scanned_at: float = 0.0
 
@@ -207,8 +208,7 @@ class FeederTracker:
         out: list[FeederSample] = []
         every: dict[int, float] = {}  # a feeder of a busy and a quiet GPU process is read at the busy pace
         for pid, found in self._links.items():
-            fed = self._fed(pid, now)
-            cadence = FEEDER_READ_EVERY_S if fed else FEEDER_QUIET_READ_EVERY_S
+            cadence = FEEDER_READ_EVERY_S if self._fed(pid, now) else FEEDER_QUIET_READ_EVERY_S
             for feeder_pid in found.relations:
                 every[feeder_pid] = min(every.get(feeder_pid, cadence), cadence)
         read: dict[int, FeederSample | None] = {}  # a feeder of two GPU processes is read once a tick

@@ -1,9 +1,9 @@
 """The machine's CPU and memory counters straight from /proc/stat and /proc/meminfo.
 
-The host source reads these every tick. psutil's ``cpu_times(percpu=True)`` and ``virtual_memory()`` build
-a named tuple per CPU and parse every meminfo line into a dict; the tick needs three numbers per CPU and
-two per machine, which one read and a split give at a fraction of the cost (on a 128-core host the
-difference grows with the cores). Both files stay open between ticks (:mod:`held_files`).
+The host source reads these every tick. psutil's ``cpu_times()`` and ``virtual_memory()`` parse the files
+whole into named tuples; the tick needs three numbers of the aggregate ``cpu`` line, ``procs_running`` and two
+meminfo lines, which one read and a split give at a fraction of the cost. Both files stay open between ticks
+(:mod:`held_files`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from gpuwatch.sources import held_files
 
 
 class CpuJiffies(NamedTuple):
-    """One CPU's counters since boot, in clock ticks: all time (guest time is already in user), idle
-    time (idle + iowait) and iowait alone."""
+    """The machine's CPU counters since boot (all its CPUs summed), in clock ticks: all time (guest time is
+    already in user), idle time (idle + iowait) and iowait alone."""
 
     total: int
     idle: int

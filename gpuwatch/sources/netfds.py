@@ -63,8 +63,8 @@ def fd_names(pid: int) -> list[str] | None:
 
 
 def read_fds(pid: int, names: list[str] | None = None) -> Fds | None:
-    """Pipe and socket inodes of ``pid`` from ``/proc/PID/fd`` (None: not readable, or gone); ``names``: its
-    fd numbers when already listed."""
+    """Pipe and socket inodes and shared-memory paths of ``pid`` from ``/proc/PID/fd`` (None: not readable, or
+    gone); ``names``: its fd numbers when already listed."""
     if names is None:
         names = fd_names(pid)
         if names is None:
@@ -81,8 +81,8 @@ SHARED_MEMORY = "/dev/shm/"
 
 
 def read_table(pid: int, names: list[str], stable: frozenset[str] = frozenset()) -> tuple[Fds, frozenset[str]]:
-    """Pipe and socket inodes of ``pid``'s fds ``names``, without a readlink for those in ``stable`` (fd
-    numbers known to point at a STABLE_TARGETS file), and the fd numbers among ``names`` that do."""
+    """Pipe and socket inodes and shared-memory paths of ``pid``'s fds ``names``, without a readlink for those in
+    ``stable`` (fd numbers known to point at a STABLE_TARGETS file), and the fd numbers among ``names`` that do."""
     base = f"/proc/{pid}/fd/"
     pipes: set[int] = set()
     sockets: set[int] = set()
