@@ -69,8 +69,8 @@ while True:
     time.sleep(0.01)
 """
 
-#: A sibling of the GPU processes, as the H200 window's other measured programs are: a local HTTP server
-#: (a listening socket, threads that sleep) that wakes every second for 2 ms of work.
+#: A sibling of the GPU processes, as the H200 window's other measured programs are: a process holding a
+#: listening socket and threads that sleep, that wakes every second for 2 ms of work.
 SIBLING = """\
 import socket, threading, time
 server = socket.socket()
