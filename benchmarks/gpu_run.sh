@@ -15,8 +15,12 @@ mkdir -p "$OUT/bench"
   if ! ls .whl/*.whl >/dev/null 2>&1; then
     echo "no wheels in .whl/: run benchmarks/fetch_wheels.sh here and carry .whl"; exit 2
   fi
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  # Byte-compiled, as pip installs for a user: a program whose modules are compiled at its start holds the
+  # compiler's garbage (the dashboard, the anchors and the daemon alike).
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || { echo "wheel install failed"; exit 3; }
+  python3 -m compileall -q -j 0 gpuwatch >/dev/null || { echo "byte-compiling gpuwatch failed"; exit 3; }
+  echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-} pynvml: $(python3 -c 'import pynvml, os, importlib.util as u; c = u.cache_from_source(pynvml.__file__); print(pynvml.__file__, "cached" if os.path.exists(c) else "not cached")')"
   export PYTHONPATH="/tmp/site:$PWD" PATH="/tmp/site/bin:$PATH" PYTHONUNBUFFERED=1
   python3 -c "import torch, nvitop, gpustat, textual; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
   python3 benchmarks/run.py --out "$OUT/bench" "$@"

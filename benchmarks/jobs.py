@@ -32,10 +32,9 @@ def _daemon(name: str, logdir: Path, *sampling: str, note: str = "") -> Job:
                scrape_url=f"http://127.0.0.1:{port}/metrics", note=note)
 
 
-def _pty(name: str, cmd: list[str], logdir: Path, gpuwatch: bool = False, note: str = "",
-         env_extra: dict[str, str] | None = None) -> Job:
+def _pty(name: str, cmd: list[str], logdir: Path, gpuwatch: bool = False, note: str = "") -> Job:
     """A terminal program; gpuwatch's dashboard has its terminal output kept (``<name>.pty``)."""
-    env = {**commands.isolated_env(name, logdir), **(env_extra or {})} if gpuwatch else None
+    env = commands.isolated_env(name, logdir) if gpuwatch else None
     record = logdir / f"{name}.pty" if gpuwatch else None
     return Job(name, cmd, lambda: start_in_pty(name, cmd, env=env, record=record), note=note)
 
@@ -52,10 +51,6 @@ def gpu_jobs(logdir: Path, profile: bool) -> list[Job]:
             ready_url=f"http://127.0.0.1:{exporter_port}/metrics",
             scrape_url=f"http://127.0.0.1:{exporter_port}/metrics"),
         _pty("tui", commands.tui("--interval", "1"), logdir, gpuwatch=True),
-        # glibc gives each thread that allocates under contention an arena of its own; the dashboard's
-        # sampler, feed and NVML threads may hold several MiB that way: the same dashboard with two arenas
-        _pty("tui_malloc_arena_2", commands.tui("--interval", "1"), logdir, gpuwatch=True,
-             env_extra={"MALLOC_ARENA_MAX": "2"}, note="the dashboard with MALLOC_ARENA_MAX=2 (RSS beside tui's)"),
         _pty("nvitop_tui", commands.nvitop("--interval", "1"), logdir, note="same 1 s refresh as gpuwatch"),
         _pty("nvitop_default_tui", commands.nvitop(), logdir, note="nvitop's default refresh"),
         _pty("gpustat_tui", commands.gpustat_loop(1.0), logdir),

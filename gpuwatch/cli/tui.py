@@ -17,6 +17,7 @@ from gpuwatch.config.model import DEFAULT_PORT
 from gpuwatch.model import files
 from gpuwatch.model.durations import format_duration
 from gpuwatch.model.interval import DEFAULT_HISTORY_S, MAX_HISTORY_S, MIN_HISTORY_S, history_capacity
+from gpuwatch.runtime import memory
 
 if TYPE_CHECKING:
     from gpuwatch.tui.feed import Feed
@@ -113,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
     # terminal too, it stayed there after quitting
     logging.getLogger("gpuwatch.runtime.build").addFilter(
         lambda r: not r.getMessage().endswith("playing the bundled H200 recording"))
+    memory.tune_allocator()  # before the sampler's threads start
     feed = build_feed(args)
     from gpuwatch.tui.app import make_app
 
-    make_app(feed).run()
+    make_app(feed, upkeep=memory.Releaser()).run()
     return 0

@@ -8,10 +8,10 @@ widget redraws only what changed.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import gc
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -26,9 +26,15 @@ from gpuwatch.tui.screen import SourceState
 from gpuwatch.tui.terminal_cells import forget as forget_terminal_cells
 from gpuwatch.tui.terminal_cells import install as write_changed_cells_only
 
-#: Seconds after start-up when the objects alive then (modules, widgets, styles: nearly all of them) leave the
-#: garbage collector's care: its full collections no longer walk them, which cost the dashboard every few ticks.
-FREEZE_AFTER_S = 3.0
+
+class Upkeep(Protocol):
+    """Housekeeping on the dashboard's event loop, given by the command that runs it (the process's memory is
+    the command's business, not the dashboard's): start-up's objects frozen out of the garbage collector's
+    walks, the allocator's free pages handed back."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def _while_shown(handler: Callable[[GpuWatchApp, Any], None]) -> Callable[[GpuWatchApp, Any], None]:
@@ -55,10 +61,11 @@ class GpuWatchApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c,f10", "quit", "quit", show=False, priority=True),
                                              Binding("ctrl+l", "redraw", "redraw", show=False, priority=True)]
 
-    def __init__(self, feed: Feed) -> None:
+    def __init__(self, feed: Feed, upkeep: Upkeep | None = None) -> None:
         super().__init__()
         write_changed_cells_only()
         self.feed = feed
+        self.upkeep = upkeep
         self.sources: dict[str, SourceState] = {}
         #: The dashboard screen: the widgets, the view state and the keys.
         self.dashboard = DashboardScreen(feed, self.sources)
@@ -75,8 +82,8 @@ class GpuWatchApp(App[None]):
         # Back from a suspension (ctrl+z, or a program run in the foreground) the terminal shows another
         # program's screen: the next frame is written whole.
         self.app_resume_signal.subscribe(self, lambda _app: forget_terminal_cells(), immediate=True)
-        if not self.is_headless:  # a test process runs many apps: its garbage is its own business
-            self.set_timer(FREEZE_AFTER_S, gc.freeze)
+        if self.upkeep is not None:
+            self.upkeep.start(asyncio.get_running_loop())
 
     def action_redraw(self) -> None:
         forget_terminal_cells()
@@ -84,6 +91,8 @@ class GpuWatchApp(App[None]):
 
     def on_unmount(self) -> None:
         self.feed.stop()
+        if self.upkeep is not None:
+            self.upkeep.stop()
 
     # -- messages from the feed -----------------------------------------------------------------------
     @_while_shown
@@ -111,6 +120,6 @@ class GpuWatchApp(App[None]):
             self.dashboard.status_changed(msg.source, state)
 
 
-def make_app(feed: Feed) -> GpuWatchApp:
+def make_app(feed: Feed, upkeep: Upkeep | None = None) -> GpuWatchApp:
     """The dashboard over ``feed`` (a LocalFeed around a Sampler, or a RemoteFeed of daemon URLs)."""
-    return GpuWatchApp(feed)
+    return GpuWatchApp(feed, upkeep)
