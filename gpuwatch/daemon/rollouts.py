@@ -1,10 +1,10 @@
 """The daemon's rollouts (:mod:`gpuwatch.efficiency.rollouts`): detected beside the accounting, kept, sent, served.
 
-:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) has :class:`Rollouts` ride the accounting's
-worker thread (:meth:`~gpuwatch.efficiency.worker.SnapshotWorker.carry`: one wake-up a tick for both, and
-the rollouts need the accounting on anyway); it feeds every Snapshot to the detector, and each rollout it
-judges is written to the ``rollouts`` table of the efficiency store (``efficiency.sqlite`` in the state
-directory, so a restart keeps every verdict) and queued for the receivers through the outbox. :func:`serve` adds
+:func:`build` (from :func:`~gpuwatch.daemon.assembly.assemble`) has :class:`Rollouts` ride the accounting
+(:meth:`~gpuwatch.efficiency.worker.SnapshotWorker.carry`: the rollouts need the accounting on anyway); it
+feeds every Snapshot to the detector as the sampler offers it, and each rollout it judges is written, on the
+accounting's worker thread, to the ``rollouts`` table of the efficiency store (``efficiency.sqlite`` in the
+state directory, so a restart keeps every verdict) and queued for the receivers through the outbox. :func:`serve` adds
 ``GET /api/v1/rollouts`` (``{"rollouts": [...]}``, ``?since=`` Unix seconds or a duration back such as
 ``7d``). A rollout still waiting for its new workload to settle when the daemon stops is dropped: its
 before-window lived in memory only.
@@ -13,6 +13,7 @@ before-window lived in memory only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -36,8 +37,9 @@ log = logging.getLogger(__name__)
 
 
 class Rollouts:
-    """A rider of the accounting's worker (:class:`~gpuwatch.efficiency.worker.Rider`): each Snapshot the
-    worker took, after the accounting, in order; the store is closed when the worker stops."""
+    """A rider of the accounting (:class:`~gpuwatch.efficiency.worker.Rider`): each Snapshot, after the
+    accounting, in order; a rollout found is kept and sent on the worker's thread, and the store is closed
+    when the worker stops."""
 
     def __init__(self, store: Store, settings: RolloutSettings, outbox: Outbox,
                  receivers: Callable[[], Sequence[ReceiverConfig]], external_url: Callable[[], str],
@@ -56,7 +58,7 @@ class Rollouts:
 
     @property
     def dropped(self) -> int:
-        """Snapshots the detector missed: those its worker was too stuck to take."""
+        """Jobs the worker was too stuck to do (roll-up blocks and rollouts not written)."""
         return self.worker.dropped
 
     def take(self, snap: Snapshot) -> None:
@@ -66,7 +68,7 @@ class Rollouts:
             log.exception("the rollout detector failed on a snapshot; skipping it")
             return
         for rollout in found:
-            self._publish(rollout, snap.host.hostname)
+            self.worker.later(functools.partial(self._publish, rollout, snap.host.hostname))
 
     def finish(self) -> None:
         self.store.close()

@@ -1,20 +1,22 @@
-"""The daemon's accounting: Snapshots in (without waiting), roll-ups and counters out, on its own thread.
+"""The daemon's accounting: Snapshots in, roll-ups and counters out.
 
-The sampler hands each Snapshot to :meth:`Accounting.offer`, which only queues it; a worker thread feeds
-the ledger in order, adds each tick's GPU-seconds to the /metrics totals as they are watched, commits each
-attributed block to the store (one transaction with the high-water mark) and then adds its lost seconds to
-the totals. When no Snapshot comes for a while (a replay that ended, a stalled
-sampler) the pending block is attributed and committed, and at a stop whatever is queued is accounted first.
+The sampler hands each Snapshot to :meth:`Accounting.offer`, which feeds the ledger on the sampler's thread
+(arithmetic: a tick's intervals, a block's attribution) and adds each tick's GPU-seconds to the /metrics
+totals as they are watched. Each attributed block is a job for the worker thread (:mod:`.worker`), which
+commits it to the store (one transaction with the high-water mark) and then adds its lost seconds to the
+totals. When no Snapshot comes for a while (a replay that ended, a stalled sampler) the worker attributes
+and commits the pending block, and at a stop whatever is queued is committed first.
 A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
 skips what was committed before, to the interval. A block the store cannot take (a full disk) is kept in
-memory, in order, and written with the next ones once a write succeeds, as the outbox keeps unsaved
-alert transitions; meanwhile /healthz reports ``efficiency_unsaved`` and the daemon is unhealthy.
+memory, in order, and written with the next ones once a write succeeds (tried again each tick while it
+lasts), as the outbox keeps unsaved alert transitions; meanwhile /healthz
+reports ``efficiency_unsaved`` and the daemon is unhealthy.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import queue
 import sqlite3
 from collections import deque
 
@@ -22,6 +24,7 @@ from gpuwatch.efficiency.ledger import Increment, Ledger
 from gpuwatch.efficiency.metrics import Totals
 from gpuwatch.efficiency.store import Rollup, Store
 from gpuwatch.efficiency.worker import SnapshotWorker
+from gpuwatch.model.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 #: An interval longer than this many sample intervals (and 5 s) was not watched and is not counted.
@@ -34,16 +37,15 @@ MAX_UNSAVED = 8192
 
 class Accounting(SnapshotWorker):
     thread_name = "gpuwatch-efficiency"
-    stuck_warning = ("the efficiency accounting is stuck: snapshots are not accounted (counted in /healthz as "
-                     "efficiency_dropped)")
+    stuck_warning = ("the efficiency accounting is stuck: roll-up blocks are not written (counted in /healthz "
+                     "as efficiency_dropped)")
 
     def __init__(self, store: Store, interval: float, max_owners: int, idle_flush_s: float | None = None) -> None:
-        super().__init__(store)
+        super().__init__(store, idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval))
         self.max_owners = max_owners
         self.totals = Totals(max_owners)
         self.interval = interval
         self.max_gap = max(5.0, GAP_INTERVALS * interval)
-        self.idle_flush_s = idle_flush_s if idle_flush_s is not None else max(5.0, 5.0 * interval)
         self._ledger: Ledger | None = None
         self._origin = "live"
         #: The newest snapshot time accounted (None before the first).
@@ -57,11 +59,6 @@ class Accounting(SnapshotWorker):
         #: Why the last write failed (None once one succeeds), and failed writes since the last success.
         self.last_error: str | None = None
         self.consecutive_failures = 0
-
-    @property
-    def backlog(self) -> int:
-        """Snapshots waiting for the worker (0 while it keeps up)."""
-        return self._queue.qsize()
 
     @property
     def unsaved(self) -> int:
@@ -106,29 +103,28 @@ class Accounting(SnapshotWorker):
                       error, exc_info=None if isinstance(exc, (OSError, sqlite3.Error)) else exc)
         self.last_error = error
 
-    def _run(self) -> None:
-        while True:
-            try:
-                snap = self._queue.get(timeout=self.idle_flush_s)
-            except queue.Empty:
-                if self._ledger is not None:
-                    self._commit(self._ledger.flush())
-                continue
-            if snap is None:
-                break
-            if self._ledger is None:
-                self._origin = snap.origin
-                self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
-                                      max_owners=self.max_owners, interval=self.interval,
-                                      on_tick=self.totals.add_tick)
-            self.last_time = snap.time
-            try:
-                self._commit(self._ledger.add(snap))  # also retries what a full disk kept back
-            except Exception:
-                log.exception("efficiency accounting failed on a snapshot; skipping it")
-            self._ride(snap)
-        if self._ledger is not None:
-            self._commit(self._ledger.flush())
+    def _take(self, snap: Snapshot) -> None:
+        if self._ledger is None:
+            self._origin = snap.origin
+            self._ledger = Ledger(self.max_gap, skip_until=self.store.mark(snap.origin),
+                                  max_owners=self.max_owners, interval=self.interval,
+                                  on_tick=self.totals.add_tick)
+        self.last_time = snap.time
+        inc = self._ledger.add(snap)
+        if inc:
+            self.later(functools.partial(self._commit, inc))
+        elif self._unsaved and self.backlog == 0:  # a full disk kept blocks back: try them again each tick
+            self.later(functools.partial(self._commit, None))
+
+    def _idle(self) -> None:
+        """No Snapshot for a while: attribute and commit the pending block (and retry what a full disk kept)."""
+        with self._lock:
+            inc = self._ledger.flush() if self._ledger is not None else None
+        if inc or self._unsaved:
+            self._commit(inc)
+
+    def _finish(self) -> None:
+        self._idle()
         if self._unsaved:
             log.error("stopping with %d efficiency roll-up block(s) the store did not take (%s); their "
                       "GPU-seconds are lost", len(self._unsaved), self.last_error)

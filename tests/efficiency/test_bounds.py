@@ -88,20 +88,23 @@ def test_a_state_directory_that_cannot_be_made_stops_the_start_with_the_fix(tmp_
         open_store(tmp_path / "a-file" / "efficiency.sqlite", HOUR)
 
 
-def test_the_accounting_backlog_is_bounded_and_a_stuck_worker_loses_counted_snapshots(
+def test_the_accounting_backlog_is_bounded_and_a_stuck_worker_loses_counted_blocks(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots are accounted as they come; the blocks to write wait for the worker, at most BACKLOG of them,
+    and a stuck worker's later blocks are dropped and counted (their GPU-seconds never reach the store)."""
     import dataclasses
 
     from core.factories import full_snapshot
 
     from gpuwatch.efficiency import service, worker
 
-    monkeypatch.setattr(worker, "BACKLOG", 8)
+    monkeypatch.setattr(worker, "BACKLOG", 3)
     monkeypatch.setattr(worker, "PUT_TIMEOUT_S", 0.01)
     accounting = service.Accounting(Store(None, 86400.0), 1.0, 16)  # its worker never started: stuck
-    for i in range(12):
+    for i in range(61):  # a block each STEP_S (10 s) of snapshot time: six blocks
         accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
-    assert accounting.backlog == 8 and accounting.dropped == 4
+    assert accounting.last_time == 1060.0  # every snapshot was accounted
+    assert accounting.backlog == 3 and accounting.dropped == 3 and accounting.commits == 0
 
 
 def test_a_replay_faster_than_the_worker_waits_for_it_and_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
