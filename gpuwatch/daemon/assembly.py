@@ -99,5 +99,5 @@ def assemble(config: Config, sampler: Sampler, port: int) -> Parts:
     sampler.subscribe(collector.totals.observe)  # byte counters add up every Snapshot
     sampler.subscribe(pipeline.offer)
     built.efficiency = accounting.build(config, sampler, exporter)  # GPU-seconds by cause: efficiency/
-    built.rollouts = rollouts.build(config, built.efficiency, outbox, notify)  # rides the accounting's thread
+    built.rollouts = rollouts.build(config, built.efficiency, outbox, notify)  # rides the accounting
     return built

@@ -1,5 +1,7 @@
-"""Work that rides the accounting's thread (the rollout detector): every Snapshot, in order, after the
-accounting took it; a rider that fails on one Snapshot neither stops the accounting nor misses the next."""
+"""The accounting works on each Snapshot as the sampler offers it and hands its worker thread only what may
+wait on the disk (a block's commit). Work that rides it (the rollout detector) takes every Snapshot, in order,
+after the accounting took it; a rider that fails on one Snapshot neither stops the accounting nor misses the
+next."""
 
 from __future__ import annotations
 
@@ -42,3 +44,16 @@ def test_a_rider_takes_every_snapshot_in_order_after_the_accounting_and_finishes
     assert failing.seen == good.seen  # its failure on one did not cost it the next ones
     assert good.finished == failing.finished == [len(times)]
     assert accounting.last_time == times[-1] and accounting.commits >= 1
+
+
+def test_the_worker_thread_gets_a_job_per_block_not_per_snapshot_and_the_counters_move_every_tick() -> None:
+    accounting = Accounting(Store(None, 86400.0), 1.0, 16)  # its worker not started: the jobs stay queued
+    for i in range(10):  # one block is 10 s of snapshot time: not finished yet
+        accounting.offer(dataclasses.replace(full_snapshot(1000.0 + i), seq=i))
+    assert accounting.backlog == 0
+    assert sum(s.observed for s in accounting.totals.seconds.values()) == 9.0 * len(full_snapshot(0.0).gpus)
+    accounting.offer(dataclasses.replace(full_snapshot(1010.0), seq=10))
+    assert accounting.backlog == 1 and accounting.commits == 0
+    accounting.start()
+    accounting.stop()
+    assert accounting.commits >= 1 and accounting.backlog == 0
