@@ -46,6 +46,8 @@ REQUIRED_KEYS = ("tick_ms", "raw_nvml_ms", "nvitop_refresh_ms", "gpustat_query_m
                  "nvitop_tui_cpu_pct", "tui_rss_mib", "tui_tty_bytes_per_s", "nvitop_tty_bytes_per_s",
                  "scrape_ms_8x256", "scrape_bytes_8x256", "rss_growth_mib_100k", "sampling_cpu_pct_100ms",
                  "nvitop_tui_rss_mib", "nvitop_exporter_cpu_pct", "nvitop_exporter_rss_mib")
+#: Processes whose largest mappings are kept: both sides of each RSS goal (daemon and exporter, dashboards).
+MAPPED = ("daemon_1s", "nvitop_exporter", "tui", "nvitop_tui")
 
 
 def _log(msg: str) -> None:
@@ -102,8 +104,8 @@ def phase_overhead(args: argparse.Namespace, logdir: Path, out: Path, leak_rec: 
                                                 jobs.PROFILE_RATE.get(j.name, 100))
                  for j in todo if j.name in jobs.PROFILED and j.proc is not None}
         measured = overhead.measure([j for j in todo if j.name not in jobs.PROFILED], args.window)
-        maps = {j.name: memory.mappings(j.proc.pid) for j in todo
-                if j.name in ("daemon_1s", "tui") and j.proc is not None and j.proc.alive()}
+        maps = {j.name: memory.mappings(j.proc.pid) for j in todo  # each RSS goal's two sides
+                if j.name in MAPPED and j.proc is not None and j.proc.alive()}
         summaries = []
         for name, spy in spies.items():
             failed = profiling.finish_py_spy(spy)
