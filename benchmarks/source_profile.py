@@ -31,16 +31,14 @@ from benchmarks.daemon_cpu import SIBLING  # noqa: E402
 from benchmarks.gpu_load import start_load, stop_load, wait_on_gpu  # noqa: E402
 from benchmarks.procs import Started, start  # noqa: E402
 
-#: The daemon's cadences for the NVML source's slow reads (``cli/daemon.py``).
-SLOW_INTERVAL_S = 30.0
-PROCESS_UTIL_S = 15.0
-
 
 def _source(kind: str) -> Any:
-    if kind == "nvml":
+    if kind == "nvml":  # at the daemon's cadences for the slow reads
+        from gpuwatch.cli.daemon import DAEMON_PROCESS_UTIL_S
+        from gpuwatch.runtime.build import SamplingOptions
         from gpuwatch.sources.nvml import NvmlSource
 
-        return NvmlSource(slow_interval=SLOW_INTERVAL_S, process_util_period_s=PROCESS_UTIL_S)
+        return NvmlSource(slow_interval=SamplingOptions().slow_interval, process_util_period_s=DAEMON_PROCESS_UTIL_S)
     from gpuwatch.sources.host import HostSource
 
     return HostSource()
