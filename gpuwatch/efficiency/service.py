@@ -9,8 +9,8 @@ and commits the pending block, and at a stop whatever is queued is committed fir
 A crash loses only the block not yet committed (10 to 40 s of snapshot time); a replay run again
 skips what was committed before, to the interval. A block the store cannot take (a full disk) is kept in
 memory, in order, and written with the next ones once a write succeeds (tried again each tick while it
-lasts), as the outbox keeps unsaved alert transitions; meanwhile /healthz
-reports ``efficiency_unsaved`` and the daemon is unhealthy.
+lasts), as the outbox keeps unsaved alert transitions; meanwhile /healthz reports ``efficiency_unsaved`` and
+the daemon is unhealthy.
 """
 
 from __future__ import annotations
@@ -120,8 +120,7 @@ class Accounting(SnapshotWorker):
         """No Snapshot for a while: attribute and commit the pending block (and retry what a full disk kept)."""
         with self._lock:
             inc = self._ledger.flush() if self._ledger is not None else None
-        if inc or self._unsaved:
-            self._commit(inc)
+        self._commit(inc)
 
     def _finish(self) -> None:
         self._idle()

@@ -49,7 +49,7 @@ class SnapshotWorker:
     thread_name = "gpuwatch-worker"
     stuck_warning = "a snapshot worker is stuck: its work is dropped"
 
-    def __init__(self, store: Store, idle_s: float = 5.0) -> None:
+    def __init__(self, store: Store, idle_s: float) -> None:
         self.store = store
         self.idle_s = idle_s
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=BACKLOG)
