@@ -36,6 +36,9 @@ DIAGNOSIS_WINDOW_S = RECENT_WINDOW_S  # the doctor judges this much; findings ca
 DIAGNOSIS_HISTORY_S = 600.0
 #: Intervals a verdict waits for the next tick before it is posted alone (paused, or the recording ended).
 TICK_WAIT = 1.5
+#: How often a paused dashboard's doctor looks for a snapshot it has not judged (a tick that was under way
+#: when ``p`` was pressed lands after it): the paused moment's verdict comes in a blink, not a round later.
+PAUSED_LOOK_S = 0.5
 
 
 @dataclass
@@ -122,6 +125,8 @@ class LocalFeed:
         self._last: SnapshotReady | None = None
         self._diagnosis: DiagnosisReady | None = None
         self._stop = threading.Event()
+        #: Set to wake the doctor thread before its round is due (paused: judge the paused moment now; stop).
+        self._wake = threading.Event()
         #: The doctor's verdict waiting for the next tick (taken under the lock), and set once one took it.
         self._held: DiagnosisReady | None = None
         self._held_lock = threading.Lock()
@@ -165,7 +170,7 @@ class LocalFeed:
     def _diagnose_loop(self) -> None:
         seen = -1
         ended_told = False
-        while not self._stop.wait(self.diagnose_every_s if seen >= 0 else 0.5):
+        while not self._nap(PAUSED_LOOK_S if seen < 0 or self.sampler.paused else self.diagnose_every_s):
             latest = self.sampler.history.latest()
             if latest is not None and latest.seq != seen:
                 seen = latest.seq
@@ -173,6 +178,12 @@ class LocalFeed:
             if self.sampler.finished.is_set() and not ended_told and self._target is not None:
                 ended_told = True
                 self._target.post_message(FeedStatus(LOCAL, "ended", "recording ended"))
+
+    def _nap(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until woken; True once the feed has stopped."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+        return self._stop.is_set()
 
     def _hand_over(self, msg: DiagnosisReady) -> None:
         """Hold ``msg`` for the next tick to post; post it here if none came within ``TICK_WAIT`` intervals,
@@ -210,12 +221,14 @@ class LocalFeed:
 
     def pause(self, paused: bool) -> None:
         self.sampler.pause(paused)
-        if paused:  # the verdict on the moment paused at goes now: no tick is coming to carry it
-            self._post_held()
+        if paused:  # the verdict held goes now (no tick is coming to carry it); the moment paused at is judged
+            self._post_held()  # now too, not at the doctor's next round (seconds later, after the screen settled)
+            self._wake.set()
 
     def stop(self) -> None:
         """Stop sampling; quitting waits at most 2 s even if a source's close() hangs (a stuck driver)."""
         self._stop.set()
+        self._wake.set()
         self._taken.set()  # a verdict waiting for a tick waits no more
         self._target = None
         self._unsubscribe()

@@ -66,3 +66,28 @@ def test_with_no_tick_to_come_the_verdict_is_posted_alone() -> None:
     messages = run_feed(Ending(), 5.0)
     last_tick = max(i for i, (_, m) in enumerate(messages) if isinstance(m, SnapshotReady))
     assert any(isinstance(m, DiagnosisReady) for _, m in messages[last_tick + 1:]), messages
+
+
+def test_pausing_judges_the_paused_moment_at_once_not_at_the_doctors_next_round() -> None:
+    sampler = Sampler(SyntheticLive(), interval=0.1)
+    feed = LocalFeed(sampler, "live via NVML", False, diagnose_every_s=30.0)  # type: ignore[arg-type]
+    target = Collector()
+    feed.start(target)  # type: ignore[arg-type]
+    try:
+        time.sleep(1.5)  # the first verdict came at 0.5 s; the doctor's next round is 30 s away
+        paused = time.monotonic()
+        feed.pause(True)
+        deadline = paused + 3.0
+        while time.monotonic() < deadline and not _judged_newest(feed):
+            time.sleep(0.05)
+        assert _judged_newest(feed), "the verdict on screen is not the paused moment's"
+        with target.lock:
+            posted = [at for at, m in target.messages if isinstance(m, DiagnosisReady) and at > paused]
+        assert posted and posted[-1] - paused < 2.0, posted
+    finally:
+        feed.stop()
+
+
+def _judged_newest(feed: LocalFeed) -> bool:
+    latest, newest = feed.diagnosis.latest, feed.sampler.history.latest()
+    return latest is not None and newest is not None and latest.end == newest.time
