@@ -38,9 +38,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 ENV_PREFIX = "GPUWATCH_"
-#: GPUWATCH_* variables that are not config keys (the config path; the test and validation tools').
-OTHER_ENV = ("GPUWATCH_CONFIG", "GPUWATCH_REQUIRE_TOOLS", "GPUWATCH_TEST_TORCH", "GPUWATCH_TORCH_PYTHON",
-             "GPUWATCH_FAULT_DIR")
+#: GPUWATCH_* variables that are not config keys (the config path; the test and validation tools': a daemon
+#: started by a test run that sets them must not refuse them).
+OTHER_ENV = ("GPUWATCH_CONFIG", "GPUWATCH_REQUIRE_TOOLS", "GPUWATCH_TEST_TORCH", "GPUWATCH_TEST_MARK",
+             "GPUWATCH_TEST_WORKERS", "GPUWATCH_TORCH_PYTHON", "GPUWATCH_FAULT_DIR")
 #: A config file is a few KiB; this refuses a wrong file (a log, a binary) before parsing it.
 MAX_CONFIG_BYTES = 1024 * 1024
 

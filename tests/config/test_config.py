@@ -190,6 +190,16 @@ def test_an_unknown_gpuwatch_variable_is_an_error_with_a_suggestion(tmp_path: Pa
         load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path), "GPUWATCH_DAEMON_LISTN": "127.0.0.1:1"})
 
 
+def test_the_variables_the_test_tools_read_are_not_refused_by_a_daemon_they_start(tmp_path: Path) -> None:
+    # `GPUWATCH_TEST_WORKERS=0 ./scripts/test.sh` is documented: every daemon the suite starts inherits it
+    root = Path(__file__).resolve().parents[2]
+    tools = (root / "scripts" / "test.sh").read_text() + (root / ".ci" / "run").read_text()
+    names = set(re.findall(r"\bGPUWATCH_[A-Z_]+\b", tools))
+    assert {"GPUWATCH_TEST_WORKERS", "GPUWATCH_TEST_MARK", "GPUWATCH_TEST_TORCH"} <= names
+    config = load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path), **dict.fromkeys(names, "1")})
+    assert config == load_config(None, env={"XDG_CONFIG_HOME": str(tmp_path)})  # and they change nothing
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("GPUWATCH_DAEMON_MAX_PROCESS_SERIES", "9" * 5000, "expected a whole number of 1 or more, got 999"),
     ("GPUWATCH_SAMPLER_INTERVAL", "nan", "must be a finite number, got nan"),
