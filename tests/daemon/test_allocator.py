@@ -101,7 +101,10 @@ def test_the_releaser_freezes_then_releases_on_the_loop_until_it_is_stopped() ->
 
     async def go() -> tuple[int, int]:
         releaser.start(asyncio.get_running_loop())
-        await asyncio.sleep(0.2)
+        for _ in range(500):  # a release is a full collection: in a loaded test process one takes a while
+            await asyncio.sleep(0.01)
+            if releaser.releases >= 2:
+                break
         releaser.stop()
         counted = releaser.releases
         await asyncio.sleep(0.1)
