@@ -1,8 +1,19 @@
 """Turns the sources' Readings into one Snapshot per tick, without letting any source stall the tick.
 
-Each source is polled on its own worker thread with a deadline. A poll that overruns (a hung NVML call,
-a slow DCGM endpoint) leaves that source ``stale``: its GPUs keep their identity but lose their values
-until it answers again, and the other sources go on. A poll that raises leaves it ``error``.
+Each source has a deadline. A poll that overruns (a hung NVML call, a slow DCGM endpoint, a /proc read
+stuck on a process in D state) leaves that source ``stale``: its GPUs keep their identity but lose their
+values until it answers again, and the other sources go on. A poll that raises leaves it ``error``.
+
+Two ways to keep that promise:
+  * :meth:`LiveCollector.collect` polls each source on its own worker thread and waits at most its deadline:
+    the call returns in time whatever the sources do (a caller's one-off tick, the tests' ticks).
+  * The sampler's loop uses :meth:`LiveCollector.collect_inline`: the polls run on the tick's own thread,
+    with no hand-off (two worker wake-ups and two of the tick's own a tick, which in a 1 s daemon cost
+    more than the work handed off). The sampler's watchdog asks :meth:`LiveCollector.take_over_overdue`
+    every few seconds; a poll past its deadline is given up (its source ``stale``), the sampler ticks on
+    from a new thread, and the hung thread, if its call ever returns, ends with :class:`TickTakenOver`
+    without touching anything.
+In both, a call still running from an earlier tick is not made again until it has returned.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from gpuwatch.model import text
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
 from gpuwatch.model.stacks import StackSample
+from gpuwatch.sampler.sampler import TickTakenOver
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.stack_source import StackSource
 
@@ -26,16 +38,18 @@ _IDENTITY = ("index", "uuid", "name", "pci_bus_id", "driver_version", "mem_total
 
 
 class _Call:
-    """One poll handed to a worker thread, and its answer. The waiting tick blocks on a plain lock the
-    worker releases when done: one C-level hand-off, where a ``concurrent.futures.Future`` wakes the tick
-    through a Python ``Condition`` (the larger part of the hand-off's cost in a 1 s daemon's profile)."""
+    """One poll, handed to a worker thread or run on the tick's own, and its answer. The waiting tick blocks
+    on a plain lock the worker releases when done: one C-level hand-off, where a
+    ``concurrent.futures.Future`` wakes the tick through a Python ``Condition``."""
 
-    __slots__ = ("_answered", "error", "fn", "value")
+    __slots__ = ("_answered", "abandoned", "error", "fn", "value")
 
     def __init__(self, fn: Callable[[], Reading]) -> None:
         self.fn = fn
         self.value: Reading | None = None
         self.error: BaseException | None = None
+        #: Given up by the watchdog while it ran on a tick's thread (under the collector's guard).
+        self.abandoned = False
         self._answered = threading.Lock()
         self._answered.acquire()
 
@@ -66,10 +80,8 @@ class _Worker:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         threading.Thread(target=self._run, name=name, daemon=True).start()
 
-    def submit(self, fn: Callable[[], Reading]) -> _Call:
-        call = _Call(fn)
+    def submit(self, call: _Call) -> None:
         self._calls.put(call)
-        return call
 
     def _run(self) -> None:
         while (call := self._calls.get()) is not None:
@@ -93,6 +105,9 @@ class _Slot:
         #: hand-off between threads): what a profile of the tick needs.
         self.ran_s = 0.0
         self.waited_s = 0.0
+        #: The poll running on a tick's own thread, and since when (``time.monotonic()``): the watchdog's.
+        self.inline: _Call | None = None
+        self.inline_since = 0.0
 
     def _timed(self, now: float, pids: tuple[int, ...]) -> Reading:
         t0 = time.perf_counter()
@@ -101,25 +116,30 @@ class _Slot:
         finally:
             self.ran_s = time.perf_counter() - t0
 
-    def poll(self, now: float, pids: Sequence[int]) -> Reading | None:
+    def poll(self, now: float, pids: Sequence[int], guard: threading.Lock | None = None) -> Reading | None:
+        """This tick's reading; on this thread when ``guard`` (the collector's, shared with the watchdog)
+        is given, else on the source's worker within its deadline."""
         t0 = time.perf_counter()
         try:
-            return self._poll(now, pids)
+            return self._poll(now, pids, guard)
         finally:
             self.waited_s = time.perf_counter() - t0
 
-    def _poll(self, now: float, pids: Sequence[int]) -> Reading | None:
+    def _poll(self, now: float, pids: Sequence[int], guard: threading.Lock | None) -> Reading | None:
         if self.pending is not None:
             if not self.pending.done():
                 # Still hung from an earlier tick: do not wait on it again, the tick must go on.
                 self.state = "stale"
                 return None
             self.pending = None  # a late answer belongs to an old tick: drop it and ask afresh
-        self.pending = call = self.pool.submit(functools.partial(self._timed, now, tuple(pids)))
-        if not call.wait(self.source.deadline_s):
-            self.state = "stale"
-            self.message = f"no answer within {self.source.deadline_s:g} s (call still running)"
-            return None
+        self.pending = call = _Call(functools.partial(self._timed, now, tuple(pids)))
+        if guard is not None:
+            self._run_here(call, guard)
+        else:
+            self.pool.submit(call)
+            if not call.wait(self.source.deadline_s):
+                self.stale_since_deadline()
+                return None
         self.pending = None
         if call.error is not None:
             if not isinstance(call.error, Exception):
@@ -130,6 +150,30 @@ class _Slot:
         assert call.value is not None
         self._ok(call.value)
         return call.value
+
+    def _run_here(self, call: _Call, guard: threading.Lock) -> None:
+        self.inline_since = time.monotonic()
+        self.inline = call
+        call.run()
+        with guard:
+            if call.abandoned:  # the watchdog gave this call up: a new thread ticks on, this one ends
+                raise TickTakenOver(self.source.name)
+            self.inline = None
+
+    def give_up_if_overdue(self, now: float) -> bool:
+        """Watchdog, under the collector's guard: give up the call running on a tick's thread when it is past
+        its deadline (the call stays ``pending``: it is not made again until it has returned)."""
+        call = self.inline
+        if call is None or call.done() or now - self.inline_since < self.source.deadline_s:
+            return False
+        call.abandoned = True
+        self.inline = None
+        self.stale_since_deadline()
+        return True
+
+    def stale_since_deadline(self) -> None:
+        self.state = "stale"
+        self.message = f"no answer within {self.source.deadline_s:g} s (call still running)"
 
     def _ok(self, reading: Reading) -> None:
         if reading.stale is not None:  # an answer from the source's last good reading: used, marked stale
@@ -217,16 +261,33 @@ class LiveCollector:
         self._started = time.monotonic()
         self._last_gpus: dict[str, tuple[GpuSample, ...]] = {}
         self._lock = threading.Lock()
+        #: Orders a poll's return on a tick's thread against the watchdog giving it up.
+        self._guard = threading.Lock()
+        #: How often the sampler's watchdog should look for a poll past its deadline: the shortest deadline.
+        self.watch_s = min((s.deadline_s for s in sources), default=2.0)
 
     def timings(self) -> dict[str, tuple[float, float]]:
         """Per source, seconds (ran on its worker, waited for by the tick) in the last tick."""
         return {slot.source.name: (slot.ran_s, slot.waited_s) for slot in self.slots}
 
     def collect(self) -> Snapshot:
+        """A Snapshot within the sources' deadlines, on any thread (each poll on its source's worker)."""
         with self._lock:
-            return self._collect()
+            return self._collect(None)
 
-    def _collect(self) -> Snapshot:
+    def collect_inline(self) -> Snapshot:
+        """A Snapshot polled on this thread: the sampler loop's, which a watchdog guards through
+        :meth:`take_over_overdue`. Raises :class:`TickTakenOver` on a thread whose poll was given up."""
+        return self._collect(self._guard)
+
+    def take_over_overdue(self) -> bool:
+        """Watchdog: give up a poll running past its deadline on a tick's thread; True when one was (the
+        caller then ticks on from a new thread)."""
+        now = time.monotonic()
+        with self._guard:
+            return any([slot.give_up_if_overdue(now) for slot in self.slots])
+
+    def _collect(self, guard: threading.Lock | None) -> Snapshot:
         now = time.monotonic()
         gpus: tuple[GpuSample, ...] | None = None
         processes: list[ProcessSample] = []
@@ -234,7 +295,7 @@ class LiveCollector:
         details: dict[int, dict[str, object]] = {}
         feeders: list[FeederSample] = []
         for slot in (s for s in self.slots if s.source.role == "gpu"):
-            reading = slot.poll(now, ())
+            reading = slot.poll(now, (), guard)
             if reading is not None and reading.gpus is not None:
                 self._last_gpus[slot.source.name] = reading.gpus
                 found = reading.gpus
@@ -245,7 +306,7 @@ class LiveCollector:
                 processes.extend(reading.processes)
         pids = sorted({p.pid for p in processes})
         for slot in (s for s in self.slots if s.source.role == "host"):
-            reading = slot.poll(now, pids)
+            reading = slot.poll(now, pids, guard)
             if reading is not None:
                 host = reading.host or host
                 details.update(reading.process_details)
@@ -254,7 +315,7 @@ class LiveCollector:
                        for p in processes)
         labels: dict[str, dict[str, str]] = {}
         for slot in (s for s in self.slots if s.source.role == "labels"):
-            reading = slot.poll(now, pids)
+            reading = slot.poll(now, pids, guard)
             if reading is not None:
                 labels.update(reading.gpu_labels)
         if labels:

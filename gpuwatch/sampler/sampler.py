@@ -2,6 +2,10 @@
 
 Subscribers are called on the sampler thread and must return quickly (post a message, put on a queue).
 A subscriber that raises is logged and kept; nothing a consumer does can stop sampling.
+
+A producer that polls its sources on the tick's own thread (``collect_inline``) names how to give up a poll
+past its deadline (``take_over_overdue``): a watchdog thread asks every ``watch_s`` seconds and, when one
+was given up, starts a new sampler thread; the hung one ends with :class:`TickTakenOver` if it ever returns.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from gpuwatch.sampler.history import History
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[Snapshot], None]
+
+
+class TickTakenOver(Exception):
+    """Raised on a sampler thread whose poll returned after the watchdog gave it up: a new thread samples
+    on, and this one ends without publishing anything."""
 
 
 class Producer(Protocol):
@@ -72,8 +81,11 @@ class Sampler:
 
     def tick(self) -> Snapshot | None:
         """Take one sample now, on the caller's thread, and hand it to the subscribers."""
+        return self._tick(self.producer.collect)
+
+    def _tick(self, collect: Callable[[], Snapshot | None]) -> Snapshot | None:
         t0 = time.perf_counter()
-        snap = self.producer.collect()
+        snap = collect()
         self.last_tick_s = time.perf_counter() - t0
         for obs in self._tick_observers:
             obs(self.last_tick_s)
@@ -100,8 +112,11 @@ class Sampler:
         return self.interval
 
     def _run(self) -> None:
+        taken_over = False
         try:
-            self._loop()
+            self._loop(getattr(self.producer, "collect_inline", self.producer.collect))
+        except TickTakenOver:
+            taken_over = True  # this thread's poll hung: the watchdog's new thread samples on
         except Exception as exc:  # a producer that cannot go on (a damaged recording): say so, stop cleanly
             self.error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             if isinstance(exc, ValueError):  # RecordingError and kin: the message is the whole story
@@ -109,16 +124,17 @@ class Sampler:
             else:
                 log.exception("sampling stopped: %s", self.error)
         finally:
-            self.finished.set()
+            if not taken_over:
+                self.finished.set()
 
-    def _loop(self) -> None:
+    def _loop(self, collect: Callable[[], Snapshot | None]) -> None:
         deadline = time.monotonic()
         while not self._stop.is_set():
             if self._paused.is_set():
                 self._stop.wait(0.1)
                 deadline = time.monotonic()
                 continue
-            snap = self.tick()
+            snap = self._tick(collect)
             if snap is None:
                 break
             deadline += self._delay(snap)
@@ -129,9 +145,25 @@ class Sampler:
 
     def start(self) -> Sampler:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="gpuwatch-sampler", daemon=True)
-            self._thread.start()
+            self._thread = self._spawn()
+            take_over = getattr(self.producer, "take_over_overdue", None)
+            if take_over is not None:
+                threading.Thread(target=self._watch, args=(take_over, getattr(self.producer, "watch_s", 1.0)),
+                                 name="gpuwatch-sampler-watch", daemon=True).start()
         return self
+
+    def _spawn(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="gpuwatch-sampler", daemon=True)
+        thread.start()
+        return thread
+
+    def _watch(self, take_over: Callable[[], bool], every_s: float) -> None:
+        """Every ``every_s``: a poll hung past its deadline on the sampler thread is given up, and sampling
+        goes on from a new thread (the hung one ends if its call ever returns)."""
+        while not self._stop.wait(every_s):
+            if take_over() and not self._stop.is_set():
+                log.warning("a source did not answer within its deadline: sampling goes on from a new thread")
+                self._thread = self._spawn()
 
     def pause(self, paused: bool = True) -> None:
         if paused:

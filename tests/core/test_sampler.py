@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from core.factories import full_gpu, full_snapshot
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling
+from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling, Snapshot
 from gpuwatch.sampler import History, Sampler
 from gpuwatch.sampler.collector import LiveCollector, merge_gpu_lists
 from gpuwatch.sources.base import Reading, Source
@@ -27,10 +27,12 @@ class ScriptedGpuSource(Source):
         self.mode = "ok"
         self.release = threading.Event()
         self.polls = 0
+        self.polls_while_hung = 0
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
         self.polls += 1
         if self.mode == "hang":
+            self.polls_while_hung += 1
             self.release.wait(10)
         if self.mode == "raise":
             raise RuntimeError("GPU fell off the bus")
@@ -47,6 +49,23 @@ class RecordingHostSource(Source):
     def poll(self, now: float, pids: Sequence[int]) -> Reading:
         self.seen_pids.append(tuple(pids))
         return Reading(process_details={pid: {"user": "svc", "cpu_percent": 99.0} for pid in pids})
+
+
+class HangingHostSource(RecordingHostSource):
+    """A host source that answers, or hangs until released (a /proc read stuck on a process in D state)."""
+
+    def __init__(self, deadline_s: float = 2.0) -> None:
+        super().__init__()
+        self.deadline_s = deadline_s
+        self.mode = "ok"
+        self.release = threading.Event()
+        self.polls_while_hung = 0
+
+    def poll(self, now: float, pids: Sequence[int]) -> Reading:
+        if self.mode == "hang":
+            self.polls_while_hung += 1
+            self.release.wait(10)
+        return super().poll(now, pids)
 
 
 def test_host_source_is_given_only_the_pids_on_the_gpus_and_details_are_merged() -> None:
@@ -81,6 +100,74 @@ def test_a_hung_source_goes_stale_without_stalling_later_ticks_and_recovers() ->
     recovered = collector.collect()
     assert recovered.source("nvml").state == "ok" and recovered.gpus[0].gpu_util == 97.0
     collector.close()
+
+
+class WhereItRan(RecordingHostSource):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def poll(self, now: float, pids: Sequence[int]) -> Reading:
+        self.threads.add(threading.current_thread().name)
+        return super().poll(now, pids)
+
+
+def _sampling(sources: list[Source]) -> tuple[Sampler, list[Snapshot]]:
+    got: list[Snapshot] = []
+    sampler = Sampler(LiveCollector(sources), interval=0.05)
+    sampler.subscribe(got.append)
+    return sampler.start(), got
+
+
+def _wait_for(test: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not test() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return test()
+
+
+def test_the_sampler_polls_its_sources_on_its_own_thread_with_no_hand_off() -> None:
+    host = WhereItRan()
+    sampler, got = _sampling([ScriptedGpuSource(), host])
+    try:
+        assert _wait_for(lambda: len(got) >= 3)
+    finally:
+        sampler.stop()
+    assert host.threads == {"gpuwatch-sampler"}  # not a worker's: no wake-ups handing the poll over and back
+
+
+@pytest.mark.parametrize("hung", ["nvml", "host"])
+def test_a_poll_hung_on_the_sampler_thread_is_given_up_and_sampling_goes_on_from_a_new_thread(hung: str) -> None:
+    gpu, host = ScriptedGpuSource(deadline_s=0.2), HangingHostSource(deadline_s=0.2)
+    sampler, got = _sampling([gpu, host])
+    try:
+        assert _wait_for(lambda: len(got) >= 2)
+        (gpu if hung == "nvml" else host).mode = "hang"
+        hung_at = len(got)
+        assert _wait_for(lambda: any(s.source(hung).state == "stale" for s in got[hung_at:])), \
+            "no snapshot came with the hung source marked stale"
+        stale_from = next(i for i in range(hung_at, len(got)) if got[i].source(hung).state == "stale")
+        assert _wait_for(lambda: len(got) >= stale_from + 5)  # and ticks go on while the call stays hung
+        other = "host" if hung == "nvml" else "nvml"
+        assert all(s.source(hung).state == "stale" for s in got[stale_from:stale_from + 5])
+        assert all(s.source(other).state == "ok" for s in got[stale_from:stale_from + 5])
+        assert "no answer within 0.2 s" in (got[stale_from].source(hung).message or "")
+        assert (gpu if hung == "nvml" else host).polls_while_hung == 1  # the hung call is not made again
+        # it answers at last: the hung thread ends without publishing, the new one reads the source again
+        (gpu if hung == "nvml" else host).mode = "ok"
+        (gpu if hung == "nvml" else host).release.set()
+        back = len(got)
+        assert _wait_for(lambda: any(s.source(hung).state == "ok" for s in got[back:]))
+        assert _wait_for(lambda: _sampler_threads() == 1)
+    finally:
+        sampler.stop()
+    seqs = [s.seq for s in got]
+    assert seqs == sorted(set(seqs)), "a snapshot was published twice or out of order"
+    assert sampler.error is None
+
+
+def _sampler_threads() -> int:
+    return sum(t.name == "gpuwatch-sampler" and t.is_alive() for t in threading.enumerate())
 
 
 def test_a_raising_source_is_marked_error_with_its_message_and_the_host_goes_on() -> None:
