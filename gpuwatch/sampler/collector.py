@@ -77,10 +77,14 @@ class _Worker:
     exit, so one hung call (NVML, a socket) would keep the process from ever exiting."""
 
     def __init__(self, name: str) -> None:
+        self.name = name
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self._started = False
 
     def submit(self, call: _Call) -> None:
+        if not self._started:  # the sampler's loop polls on its own thread: most processes never need one
+            self._started = True
+            threading.Thread(target=self._run, name=self.name, daemon=True).start()
         self._calls.put(call)
 
     def _run(self) -> None:
@@ -88,7 +92,8 @@ class _Worker:
             call.run()
 
     def shutdown(self) -> None:
-        self._calls.put(None)
+        if self._started:
+            self._calls.put(None)
 
 
 class _Slot:
