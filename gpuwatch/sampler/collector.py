@@ -272,7 +272,8 @@ class LiveCollector:
         self.watch_s = min((s.deadline_s for s in sources), default=2.0)
 
     def timings(self) -> dict[str, tuple[float, float]]:
-        """Per source, seconds (ran on its worker, waited for by the tick) in the last tick."""
+        """Per source, seconds (ran, waited for by the tick: the same when it ran on the tick's thread) in the
+        last tick."""
         return {slot.source.name: (slot.ran_s, slot.waited_s) for slot in self.slots}
 
     def collect(self) -> Snapshot:

@@ -139,10 +139,11 @@ def test_the_sampler_polls_its_sources_on_its_own_thread_with_no_hand_off() -> N
 @pytest.mark.parametrize("hung", ["nvml", "host"])
 def test_a_poll_hung_on_the_sampler_thread_is_given_up_and_sampling_goes_on_from_a_new_thread(hung: str) -> None:
     gpu, host = ScriptedGpuSource(deadline_s=0.2), HangingHostSource(deadline_s=0.2)
+    culprit = gpu if hung == "nvml" else host
     sampler, got = _sampling([gpu, host])
     try:
         assert _wait_for(lambda: len(got) >= 2)
-        (gpu if hung == "nvml" else host).mode = "hang"
+        culprit.mode = "hang"
         hung_at = len(got)
         assert _wait_for(lambda: any(s.source(hung).state == "stale" for s in got[hung_at:])), \
             "no snapshot came with the hung source marked stale"
@@ -152,10 +153,10 @@ def test_a_poll_hung_on_the_sampler_thread_is_given_up_and_sampling_goes_on_from
         assert all(s.source(hung).state == "stale" for s in got[stale_from:stale_from + 5])
         assert all(s.source(other).state == "ok" for s in got[stale_from:stale_from + 5])
         assert "no answer within 0.2 s" in (got[stale_from].source(hung).message or "")
-        assert (gpu if hung == "nvml" else host).polls_while_hung == 1  # the hung call is not made again
+        assert culprit.polls_while_hung == 1  # the hung call is not made again
         # it answers at last: the hung thread ends without publishing, the new one reads the source again
-        (gpu if hung == "nvml" else host).mode = "ok"
-        (gpu if hung == "nvml" else host).release.set()
+        culprit.mode = "ok"
+        culprit.release.set()
         back = len(got)
         assert _wait_for(lambda: any(s.source(hung).state == "ok" for s in got[back:]))
         assert _wait_for(lambda: _sampler_threads() == 1)
