@@ -12,6 +12,10 @@ import subprocess
 import sys
 from typing import Any
 
+#: A cache directory of this benchmark run's own (named by the parent's pid): the first step compiles.
+_BINDING = ("import os; from gpuwatch.sources.nvml.binding import import_pynvml; "
+            "import_pynvml({'XDG_CACHE_HOME': f'/tmp/gpuwatch-memory-steps-{os.getppid()}'})")
+
 #: (label, code run in a fresh interpreter); each step's RSS is read right after its code.
 STEPS: tuple[tuple[str, str], ...] = (
     ("python itself", "pass"),
@@ -21,6 +25,10 @@ STEPS: tuple[tuple[str, str], ...] = (
     # after its allocator release.
     ("+ pynvml compiled from source (no .pyc)",
      "import sys; sys.pycache_prefix = '/nonexistent-pycache'; sys.dont_write_bytecode = True; import pynvml"),
+    # gpuwatch's import of it: where no .pyc is beside it, the first start compiles it into gpuwatch's cache
+    # directory and every later start reads that (sources/nvml/binding.py).
+    ("+ pynvml through gpuwatch, first start", _BINDING),
+    ("+ pynvml through gpuwatch, a later start", _BINDING),
     ("+ nvmlInit", "import pynvml; pynvml.nvmlInit()"),
     ("asyncio", "import asyncio"),
     ("http.server + urllib.request", "import http.server, urllib.request"),

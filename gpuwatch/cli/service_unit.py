@@ -1,8 +1,9 @@
 """The systemd unit ``gpuwatch install-service`` writes: rendered from checked values only.
 
 Hardening, and why each exception exists:
-  * DynamicUser, StateDirectory (the outbox), ConfigurationDirectory: no account to create, no state
-    outside /var/lib/gpuwatch, config in /etc/gpuwatch.
+  * DynamicUser, StateDirectory (the outbox), CacheDirectory (the NVML binding's bytecode, where it was
+    installed without), ConfigurationDirectory: no account to create, no state outside /var/lib/gpuwatch,
+    config in /etc/gpuwatch.
   * no PrivateDevices: NVML opens /dev/nvidiactl, /dev/nvidia0..N and /dev/nvidia-uvm; instead
     DevicePolicy=closed with DeviceAllow for exactly the NVIDIA character devices.
   * no ProtectProc=invisible, ProcSubset=pid or PrivateUsers: the daemon reads other users' GPU processes
@@ -118,6 +119,7 @@ RestartSec=5s
 LimitNOFILE=65536
 DynamicUser=yes
 StateDirectory=gpuwatch
+CacheDirectory=gpuwatch
 ConfigurationDirectory=gpuwatch
 # NVML needs the NVIDIA device nodes, so no PrivateDevices=; only these devices are allowed.
 DevicePolicy=closed

@@ -43,6 +43,7 @@ def exec_start(unit: str) -> list[str]:
 
 @pytest.mark.parametrize("line", [
     "Type=notify", "WatchdogSec=30s", "Restart=on-failure", "DynamicUser=yes", "StateDirectory=gpuwatch",
+    "CacheDirectory=gpuwatch",
     "NoNewPrivileges=yes", "ProtectSystem=strict", "DevicePolicy=closed", "DeviceAllow=/dev/nvidiactl rw",
     "DeviceAllow=/dev/nvidia-uvm rw", "DeviceAllow=char-nvidia-frontend rw", "ExecReload=/bin/kill -HUP $MAINPID",
     "PrivateTmp=yes", "SystemCallFilter=~@privileged @resources", "LimitNOFILE=65536",

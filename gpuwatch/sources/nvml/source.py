@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwatch.model.snapshot import GpuSample, ProcessSample
 from gpuwatch.sources.base import Reading, Source, SourceUnavailable
+from gpuwatch.sources.nvml.binding import import_pynvml
 from gpuwatch.sources.nvml.device import Device
 from gpuwatch.sources.nvml.errors import ErrorPolicy, GpuLost, NeedsReinit, NvmlBackendError, unavailable_message
 from gpuwatch.sources.nvml.gpm import GpmReader
@@ -28,14 +29,6 @@ from gpuwatch.sources.nvml.health_worker import HEALTH_INTERVAL_S, HealthWorker
 from gpuwatch.sources.nvml.processes import UTIL_MIN_PERIOD_S, ProcessReader
 
 log = logging.getLogger(__name__)
-
-
-def _import_pynvml() -> Any:
-    try:
-        import pynvml
-    except ImportError:
-        raise SourceUnavailable("the NVML binding is not installed (pip install nvidia-ml-py)") from None
-    return pynvml
 
 
 class _Gpu:
@@ -68,7 +61,7 @@ class NvmlSource(Source):
                  pcie_throughput: bool = False, clock: Callable[[], float] = time.monotonic,
                  health_interval: float = HEALTH_INTERVAL_S,
                  process_util_period_s: float = UTIL_MIN_PERIOD_S) -> None:
-        self.nvml = nvml if nvml is not None else _import_pynvml()
+        self.nvml = nvml if nvml is not None else import_pynvml()
         self.process_util_period_s = process_util_period_s
         self.slow_interval = slow_interval
         self.deadline_s = deadline_s
