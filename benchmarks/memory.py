@@ -33,6 +33,9 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("asyncio", "import asyncio"),
     ("http.server + urllib.request", "import http.server, urllib.request"),
     ("textual.app", "import textual.app"),
+    # The floor of any dashboard drawn with Textual that reads NVML, before it draws or keeps anything.
+    ("textual.app + pynvml through gpuwatch + nvmlInit",
+     "import textual.app; " + _BINDING + "; import pynvml; pynvml.nvmlInit()"),
     ("gpuwatch daemon code (no NVML)", "import gpuwatch.daemon.runner, gpuwatch.runtime.build"),
     # What `gpuwatch daemon` imports before it opens NVML: the command line, config, every part it runs.
     ("gpuwatch daemon's imports (no NVML)", "import gpuwatch.cli.main, gpuwatch.cli.daemon"),
