@@ -4,7 +4,6 @@ duration, and reports every bad field with its line instead of stopping at the f
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from gpuwatch.alerts.yamlines import LineDict, line_of
 from gpuwatch.model.clock_events import NAME_TO_BIT
 from gpuwatch.model.durations import format_duration, parse_duration
 from gpuwatch.model.metrics import metric
+from gpuwatch.model.spelling import close_matches
 
 #: The sources a Snapshot can report on (each source's ``name``; a test checks them against the sources).
 SOURCE_NAMES = ("nvml", "dcgm", "host", "kubelet", "stacks")
@@ -110,7 +110,7 @@ class Fields:
         names = self._names("reasons")
         for n in names:
             if n not in NAME_TO_BIT:
-                near = difflib.get_close_matches(n, NAME_TO_BIT, n=1)
+                near = close_matches(n, NAME_TO_BIT, n=1)
                 self._bad("reasons", f"unknown clock-event reason '{n}'" + (
                     f" (did you mean '{near[0]}'?)" if near else f" (one of {', '.join(NAME_TO_BIT)})"))
         return names
@@ -122,7 +122,7 @@ class Fields:
                 continue
             for n in self._names(key):  # a misspelt source never reports stale: the rule could never fire
                 if n not in SOURCE_NAMES:
-                    near = difflib.get_close_matches(n, SOURCE_NAMES, n=1)
+                    near = close_matches(n, SOURCE_NAMES, n=1)
                     self._bad(key, f"unknown source '{n[:60]}'" + (
                         f" (did you mean '{near[0]}'?)" if near else f" (one of {', '.join(SOURCE_NAMES)})"))
                 names.append(n)

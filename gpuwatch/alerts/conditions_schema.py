@@ -3,13 +3,13 @@ checked (type, range, known metric with a did-you-mean, duration), every problem
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from gpuwatch.alerts.condition_fields import Fields, Report
 from gpuwatch.alerts.kinds import KINDS, names
 from gpuwatch.alerts.rules import AllOf, AnyOf, Condition, scope_of
 from gpuwatch.alerts.yamlines import LineDict, LineList, line_of
+from gpuwatch.model.spelling import close_matches
 
 
 class ConditionParser:
@@ -26,7 +26,7 @@ class ConditionParser:
         if kind in ("all", "any"):
             return self._compound(kind, body, line)
         if kind not in KINDS:
-            near = difflib.get_close_matches(str(kind), names(), n=1)
+            near = close_matches(str(kind), names(), n=1)
             self.report(line, f"unknown condition '{kind}'" + (f" (did you mean '{near[0]}'?)" if near
                                                                    else f" (one of: {kinds})"))
             return None
@@ -61,7 +61,7 @@ class ConditionParser:
         ok = True
         for key in body:
             if key not in kind.keys:
-                near = difflib.get_close_matches(str(key), kind.keys, n=1)
+                near = close_matches(str(key), kind.keys, n=1)
                 hint = f"did you mean '{near[0]}'?" if near else f"allowed: {', '.join(kind.keys)}"
                 self.report(line_of(body, key), f"{name}: unknown key '{key}' ({hint})")
                 ok = False

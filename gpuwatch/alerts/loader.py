@@ -29,6 +29,7 @@ from gpuwatch.alerts.yamlines import LineDict, LineList, line_of, load_yaml
 from gpuwatch.data import DATA_DIR
 from gpuwatch.model import files
 from gpuwatch.model.durations import parse_duration
+from gpuwatch.model.spelling import close_matches
 
 
 def _default_rules() -> Path:
@@ -65,11 +66,10 @@ class _Errors:
 
 
 def _unknown_keys(errors: _Errors, obj: LineDict, allowed: tuple[str, ...], where: str) -> None:
-    import difflib
 
     for key in obj:
         if key not in allowed:
-            near = difflib.get_close_matches(str(key), allowed, n=1)
+            near = close_matches(str(key), allowed, n=1)
             hint = f"did you mean '{near[0]}'?" if near else f"allowed: {', '.join(allowed)}"
             errors.add(line_of(obj, key), where, f"unknown key '{key}' ({hint})")
     for key, line in obj.duplicates:

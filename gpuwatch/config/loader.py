@@ -8,12 +8,12 @@ Every error names the file, the line and the key, and says what a good value loo
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gpuwatch.config import fields as f
@@ -31,13 +31,34 @@ from gpuwatch.config.model import (
 from gpuwatch.model import files
 from gpuwatch.model.durations import format_duration
 from gpuwatch.model.errors import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from gpuwatch.model.spelling import close_matches
 
 ENV_PREFIX = "GPUWATCH_"
+
+
+# A daemon or dashboard started without a config file, as most are, parses no TOML: the parser is imported
+# when there is a file to parse (see model/spelling.py for why a long-running process holds few modules).
+def _toml() -> ModuleType:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli  # pragma: no cover - Python 3.10
+
+    return tomli  # pragma: no cover
+
+
+def _parse_toml(path: Path, text: str) -> dict[str, Any]:
+    toml = _toml()
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"{path}:{m.group(1) if m else '?'}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: arrays or tables nested too deeply to be a config") from None
+
+
 #: GPUWATCH_* variables that are not config keys (the config path; the test and validation tools': a daemon
 #: started by a test run that sets them must not refuse them).
 OTHER_ENV = ("GPUWATCH_CONFIG", "GPUWATCH_REQUIRE_TOOLS", "GPUWATCH_TEST_TORCH", "GPUWATCH_TEST_MARK",
@@ -107,7 +128,7 @@ def _parse_table(cls: type, table: Mapping[str, Any], where: _Where, section: st
     values: dict[str, Any] = {}
     for key, raw in table.items():
         if key not in known:
-            near = difflib.get_close_matches(key, known, n=1)
+            near = close_matches(key, known, n=1)
             hint = f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(known)}"
             raise where.error(section, key, f"unknown key; {hint}", nth)
         try:
@@ -141,7 +162,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
                 out.setdefault(section, {})[fl.name] = env[name]
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and name not in known:  # a typo would otherwise change nothing, silently
-            near = difflib.get_close_matches(name, sorted(known), n=1)
+            near = close_matches(name, sorted(known), n=1)
             hint = f"did you mean {near[0]}?" if near else f"they are named {ENV_PREFIX}<SECTION>_<KEY>"
             raise ConfigError(f"environment: {shown(name)} is not a gpuwatch setting; {hint}")
     return out
@@ -165,20 +186,14 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             raise ConfigError(f"{path}: cannot read the config file: not UTF-8 text ({exc.reason} at byte "
                               f"{exc.start})") from None
     where = _Where(path if text else None, text)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(f"{path}:{m.group(1) if m else '?'}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: arrays or tables nested too deeply to be a config") from None
+    doc = _parse_toml(path, text) if text else {}
     base_dir = path.parent if text else None
     sections: dict[str, Any] = {}
     for name, table in doc.items():
         if name == "receivers":
             continue
         if name not in SECTIONS:
-            near = difflib.get_close_matches(name, [*SECTIONS, "receivers"], n=1)
+            near = close_matches(name, [*SECTIONS, "receivers"], n=1)
             hint = f"did you mean [{near[0]}]?" if near else f"known sections: {', '.join(SECTIONS)}, [[receivers]]"
             raise where.error(name, None, f"unknown section; {hint}")
         if not isinstance(table, dict):

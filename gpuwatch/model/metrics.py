@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
+from gpuwatch.model.spelling import close_matches
 
 Scope = Literal["gpu", "process", "host"]
 #: How Prometheus should read a series; a counter's name ends in ``_total``.
@@ -263,9 +264,8 @@ def metric(key: str) -> MetricSpec:
     try:
         return METRICS[key]
     except KeyError:
-        import difflib
 
-        near = difflib.get_close_matches(key, METRICS, n=3)
+        near = close_matches(key, METRICS, n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         raise KeyError(f"unknown metric '{key}'{hint}") from None
 

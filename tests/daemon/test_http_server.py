@@ -24,10 +24,23 @@ from daemon.test_hostile_http import raw_request, status_of
 from gpuwatch.config import Config, DaemonConfig
 
 
-def test_a_daemon_that_answered_every_route_never_imported_aiohttp_nor_requests() -> None:
-    modules = daemon_modules()
+@pytest.fixture(scope="module")
+def answered_modules() -> set[str]:
+    """The modules of a daemon with no config file that answered every route, the stream and a reload."""
+    return daemon_modules()
+
+
+def test_a_daemon_that_answered_every_route_never_imported_aiohttp_nor_requests(answered_modules: set[str]) -> None:
+    modules = answered_modules
     assert "gpuwatch.daemon.server" in modules and "gpuwatch.notify.delivery" in modules  # it is the daemon
     assert {m.split(".")[0] for m in modules} & {"aiohttp", "requests", "urllib3", "multidict", "yarl"} == set()
+
+
+def test_a_daemon_without_a_config_file_or_a_typo_holds_no_toml_parser_and_no_spelling_suggester(
+        answered_modules: set[str]) -> None:
+    """They are imported when a config file or a mistyped name needs them (``model/spelling.py``)."""
+    assert "gpuwatch.config.loader" in answered_modules  # it read its (absent) config
+    assert answered_modules & {"tomllib", "tomli", "difflib"} == set()
 
 
 def test_a_kept_alive_connection_answers_one_request_after_another(running: RunningDaemon) -> None:
