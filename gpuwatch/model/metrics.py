@@ -264,7 +264,6 @@ def metric(key: str) -> MetricSpec:
     try:
         return METRICS[key]
     except KeyError:
-
         near = close_matches(key, METRICS, n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         raise KeyError(f"unknown metric '{key}'{hint}") from None
