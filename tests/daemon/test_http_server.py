@@ -22,6 +22,8 @@ from daemon.incident import write_recording
 from daemon.process import DaemonProcess
 from daemon.test_hostile_http import raw_request, status_of
 from gpuwatch.config import Config, DaemonConfig
+from gpuwatch.daemon.connections import ConnectionGuard
+from gpuwatch.daemon.server import App, Response, Server
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +168,28 @@ def test_sigterm_ends_streams_closes_kept_alive_connections_and_the_socket(tmp_p
     assert ended < 5.0 and all(json.loads(x)["seq"] >= 1 for x in rest if x)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", d.port), timeout=5).close()
+
+
+def _runs_of(tid: int) -> int:
+    """How many times the kernel has put thread ``tid`` on a CPU (schedstat's third field)."""
+    return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[2])
+
+
+def test_the_accept_thread_sleeps_until_a_client_connects_and_close_wakes_it_at_once() -> None:
+    """``serve_forever`` woke twice a second to look for a shutdown; the accept loop wakes for a client or
+    for ``close`` only."""
+    app = App()
+    app.get("/ping", lambda request: Response(200, b"pong", "text/plain"))
+    server = Server("127.0.0.1", 0, app, ConnectionGuard(8, 5.0), request_timeout=5.0)
+    others = set(threading.enumerate())
+    server.start()
+    (thread,) = [t for t in threading.enumerate() if t.name == "gpuwatch-http" and t not in others]
+    assert thread.native_id is not None
+    time.sleep(0.2)  # settled in its wait
+    before = _runs_of(thread.native_id)
+    time.sleep(1.6)
+    assert _runs_of(thread.native_id) == before  # not one wake-up while no one connected
+    assert requests.get(f"http://127.0.0.1:{server.port}/ping", timeout=5).text == "pong"
+    started = time.monotonic()
+    server.close(1.0)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
