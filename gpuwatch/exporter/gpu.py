@@ -9,6 +9,7 @@ value, for comparing them when both run.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -16,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gpuwatch.exporter.totals import RateTotals
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
-from gpuwatch.model.metrics import METRICS, Scope, read_metric
+from gpuwatch.model.metrics import METRICS, MetricSpec, Scope, as_value
 from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, HOST_LABEL, PROFILING, Series, of_metric
 from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
 
@@ -30,22 +31,29 @@ def family(series: Series, extra_labels: Sequence[str] = ()) -> GaugeMetricFamil
     return cls(series.family_name, series.help, labels=[*series.labels, *extra_labels])
 
 
+@functools.cache
+def exported(scope: Scope) -> tuple[tuple[MetricSpec, Series], ...]:
+    """The catalogue metrics of ``scope`` that /metrics carries, each with its series (the catalogue is
+    fixed: worked out on the first scrape, not on every one)."""
+    return tuple((spec, of_metric(spec)) for spec in METRICS.values()
+                 if spec.scope == scope and spec.prom_name is not None)
+
+
 def catalogue_families(scope: Scope, subjects: Iterable[tuple[list[str], GpuSample | ProcessSample | HostSample]],
                        totals: RateTotals | None = None) -> Iterator[Metric]:
     """One family per exported catalogue metric of ``scope``, over (label values, subject) pairs; a rate
     the catalogue exports as a counter is its running total from ``totals`` (left out without them)."""
     subjects = list(subjects)
-    for spec in METRICS.values():
-        if spec.scope == scope and spec.prom_name is not None:
-            fam = family(of_metric(spec))
-            for values, subject in subjects:
-                if spec.integrated:
-                    value = None if totals is None else totals.total(spec.key, tuple(values))
-                else:
-                    value = read_metric(spec.key, subject)
-                if value is not None:
-                    fam.add_metric(values, value * spec.prom_scale)
-            yield fam
+    for spec, series in exported(scope):
+        fam = family(series)
+        for values, subject in subjects:
+            if spec.integrated:
+                value = None if totals is None else totals.total(spec.key, tuple(values))
+            else:
+                value = as_value(spec.read(subject))
+            if value is not None:
+                fam.add_metric(values, value * spec.prom_scale)
+        yield fam
 
 
 def label_name(key: str) -> str:
@@ -77,51 +85,55 @@ def values_for(names: list[str], mapping: Mapping[str, str]) -> list[str]:
     return [str(clean.get(n, "")) for n in names]
 
 
-def _clock_events(snap: Snapshot) -> Iterator[Metric]:
+#: Each GPU with its label values (:func:`gpu_values`), worked out once a scrape.
+Gpus = Sequence[tuple[list[str], GpuSample]]
+
+
+def _clock_events(gpus: Gpus) -> Iterator[Metric]:
     fam = family(CLOCK_EVENT_ACTIVE)
-    for gpu in snap.gpus:
+    for values, gpu in gpus:
         if not gpu.clock_events_known:
             continue  # unknown is not "no reason": leave the series out
         active = gpu.active_clock_events
         for reason in (*CLOCK_REASONS, *sorted(active - set(CLOCK_REASONS))):
-            fam.add_metric([*gpu_values(snap, gpu), reason], 1.0 if reason in active else 0.0)
+            fam.add_metric([*values, reason], 1.0 if reason in active else 0.0)
     yield fam
 
 
-def _profiling(snap: Snapshot) -> Iterator[Metric]:
+def _profiling(gpus: Gpus) -> Iterator[Metric]:
     for field_name, series in PROFILING.items():
         fam = family(series)
-        for gpu in snap.gpus:
+        for values, gpu in gpus:
             for source in PROFILING_SOURCES:
                 prof = gpu.profiling.get(source)
                 value = None if prof is None else getattr(prof, field_name)
                 if value is not None and value == value:
-                    fam.add_metric([*gpu_values(snap, gpu), source], float(value) / 100.0)
+                    fam.add_metric([*values, source], float(value) / 100.0)
         yield fam
 
 
-def _identity(snap: Snapshot) -> Iterator[Metric]:
-    extra = union_label_names((g.labels for g in snap.gpus), exclude=GPU_INFO.labels)
+def _identity(gpus: Gpus) -> Iterator[Metric]:
+    extra = union_label_names((g.labels for _, g in gpus), exclude=GPU_INFO.labels)
     info = family(GPU_INFO, extra)
-    for gpu in snap.gpus:
-        info.add_metric([*gpu_values(snap, gpu), gpu.pci_bus_id or "", gpu.driver_version or "",
-                         *values_for(extra, gpu.labels)], 1)
+    for values, gpu in gpus:
+        info.add_metric([*values, gpu.pci_bus_id or "", gpu.driver_version or "", *values_for(extra, gpu.labels)], 1)
     yield info
 
 
-def _extras(snap: Snapshot) -> Iterator[Metric]:
+def _extras(gpus: Gpus) -> Iterator[Metric]:
     """Backend fields the model has no slot for (e.g. DCGM XID errors), one family keyed by ``field``."""
     fam = family(BACKEND_FIELD)
-    for gpu in snap.gpus:
+    for values, gpu in gpus:
         for key, value in sorted(gpu.extra.items()):
             if value == value:
-                fam.add_metric([*gpu_values(snap, gpu), label_name(key)], float(value))
+                fam.add_metric([*values, label_name(key)], float(value))
     yield fam
 
 
 def gpu_families(snap: Snapshot, totals: RateTotals | None = None) -> Iterator[Metric]:
-    yield from catalogue_families("gpu", ((gpu_values(snap, g), g) for g in snap.gpus), totals)
-    yield from _clock_events(snap)
-    yield from _profiling(snap)
-    yield from _identity(snap)
-    yield from _extras(snap)
+    gpus = [(gpu_values(snap, g), g) for g in snap.gpus]
+    yield from catalogue_families("gpu", gpus, totals)
+    yield from _clock_events(gpus)
+    yield from _profiling(gpus)
+    yield from _identity(gpus)
+    yield from _extras(gpus)
