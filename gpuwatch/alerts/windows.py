@@ -10,13 +10,17 @@ nor a leak, while real swings and a real leak show in both halves.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import deque
+from operator import itemgetter
 
 from gpuwatch.alerts.conditions import COMPARE, LOOKBACK_S, Evaluator, Results, crossed, read
 from gpuwatch.alerts.entities import Frame, Key
 from gpuwatch.alerts.rules import Climb, Flapping, Jitter, Threshold, Throttle, Volatility
 from gpuwatch.model.snapshot import GpuSample
+
+_time = itemgetter(0)
 
 
 class Window:
@@ -113,13 +117,15 @@ class Window:
         ``m[w/2] offset w/2`` and ``m[w/2]`` are in Prometheus 2.x: a sample on the midpoint is in both)."""
         return self.older_half(now, window_s), self.recent_half(now, window_s)
 
+    # The points are in time order: the midpoint is found by bisection and each half is a slice, where a
+    # test of every point's time was a third of the shipped rules' cost once a 10-minute window was full.
     def older_half(self, now: float, window_s: float) -> list[float]:
-        mid = now - window_s / 2
-        return [v for t, v in self.points if t <= mid]
+        end = bisect.bisect_right(self.points, now - window_s / 2, key=_time)
+        return [v for _, v in itertools.islice(self.points, end)]
 
     def recent_half(self, now: float, window_s: float) -> list[float]:
-        mid = now - window_s / 2
-        return [v for t, v in self.points if t >= mid]
+        start = bisect.bisect_left(self.points, now - window_s / 2, key=_time)
+        return [v for _, v in itertools.islice(self.points, start, None)]
 
 
 class WindowEval(Evaluator):

@@ -155,3 +155,20 @@ def test_a_window_holding_both_infinities_reads_a_nan_mean_instead_of_raising() 
     window.add(3.0, -math.inf)
     window.advance(3.0, 0.5, 0.0)
     assert math.isnan(window.mean())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.5, 1.0, 2.5, 7.0]), st.floats(-1e6, 1e6)), min_size=0, max_size=80),
+       st.sampled_from([10.0, 30.0, 60.0]))
+def test_a_windows_halves_are_the_points_on_each_side_of_its_midpoint_the_midpoint_in_both(
+        items: list[tuple[float, float]], window_s: float) -> None:
+    """``m[w/2] offset w/2`` and ``m[w/2]`` in Prometheus 2.x: closed ranges, so a point on the midpoint is in
+    both halves (the windows find the midpoint by bisection; this is the point-by-point definition)."""
+    window, t = Window(), 0.0
+    for dt, value in items:
+        t += dt
+        window.add(t, value)
+        window.advance(t, window_s, keep_s=0.0)
+    mid = t - window_s / 2
+    assert window.older_half(t, window_s) == [v for s, v in window.points if s <= mid]
+    assert window.recent_half(t, window_s) == [v for s, v in window.points if s >= mid]
