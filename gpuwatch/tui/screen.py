@@ -179,7 +179,11 @@ class DashboardView(Screen[None]):
         if self.selected_gpu is None and snap is not None and snap.gpus:
             self.selected_gpu = snap.gpus[0].index
         self._update_fleet(source, state)
-        if source == self.selected_source and not self.paused:
+        if source != self.selected_source:
+            return
+        if self.paused:  # the panes stay; the status line's "(−N s)" says how far behind the newest they are
+            self._render_status()
+        else:
             self._render_selected()
 
     def diagnosis_arrived(self, source: str, state: SourceState) -> None:
