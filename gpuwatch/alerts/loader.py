@@ -66,7 +66,6 @@ class _Errors:
 
 
 def _unknown_keys(errors: _Errors, obj: LineDict, allowed: tuple[str, ...], where: str) -> None:
-
     for key in obj:
         if key not in allowed:
             near = close_matches(str(key), allowed, n=1)

@@ -118,7 +118,7 @@ class Window:
         return self.older_half(now, window_s), self.recent_half(now, window_s)
 
     # The points are in time order: the midpoint is found by bisection and each half is a slice, where a
-    # test of every point's time was a third of the shipped rules' cost once a 10-minute window was full.
+    # test of every point's time was the largest line of the shipped rules' profile once a window was full.
     def older_half(self, now: float, window_s: float) -> list[float]:
         end = bisect.bisect_right(self.points, now - window_s / 2, key=_time)
         return [v for _, v in itertools.islice(self.points, end)]

@@ -1,8 +1,8 @@
 """Importing the NVML binding (nvidia-ml-py's ``pynvml``) without compiling it at every start.
 
-Why: ``pynvml`` is one module of about 6 000 lines. An environment that installed it without bytecode (pip's
+Why: ``pynvml`` is one module of about 8 000 lines. An environment that installed it without bytecode (pip's
 ``--no-compile``, container images built with ``PYTHONDONTWRITEBYTECODE``, a read-only site-packages)
-compiles it in every process that imports it: about 0.2 s of CPU, 14 MiB of compiler garbage until the
+compiles it in every process that imports it: about 0.17 s of CPU, 14 MiB of compiler garbage until the
 allocator hands it back, and 3 MiB it never does (measured on a development machine: the freed blocks sit
 among live ones). Where no bytecode sits beside the module, its bytecode is compiled once into gpuwatch's
 own cache directory and read from there afterwards; Python's import system checks it against the source's
