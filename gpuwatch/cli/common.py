@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from gpuwatch.cli.paths import replay_file
 from gpuwatch.config import fields
 from gpuwatch.config.fields import FieldError, sampling_interval, shown
 from gpuwatch.model.interval import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from gpuwatch.model.recording import RecordingError
-from gpuwatch.runtime.build import NoGpuError, Opened, SamplingOptions, open_sampler
+
+if TYPE_CHECKING:
+    from gpuwatch.runtime.build import Opened, SamplingOptions
 
 MAX_SPEED = 10_000.0
 
@@ -89,6 +92,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, *, interval: float = DEFA
 
 
 def options_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> SamplingOptions:
+    # imported here, not at the top: the sources (psutil, the sampler) cost every command's start-up, and an
+    # argument error or a command that samples nothing (rules, compare, report) never needs them
+    from gpuwatch.runtime.build import SamplingOptions
+
     return SamplingOptions(replay=args.replay, speed=args.speed, loop=args.loop, interval=args.interval,
                            dcgm_url=getattr(args, "dcgm", None), allow_bundled=allow_bundled,
                            stacks=not getattr(args, "no_stacks", False))
@@ -101,6 +108,8 @@ def open_from_args(args: argparse.Namespace, *, allow_bundled: bool = False) -> 
 
 def open_options(options: SamplingOptions) -> Opened:
     """Open the sources and the Sampler ``options`` describe; known failures become CliErrors (exit 2: no GPU)."""
+    from gpuwatch.runtime.build import NoGpuError, open_sampler
+
     try:
         return open_sampler(options)
     except NoGpuError as exc:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import logging
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from gpuwatch.cli.common import CliError, add_sampling_args, open_options, options_from_args
 from gpuwatch.cli.paths import input_file, input_file_name, output_dir_name
@@ -22,10 +22,11 @@ from gpuwatch.config import (
 )
 from gpuwatch.config.example import render_example
 from gpuwatch.daemon.parts import StartError, build_rules, build_targets, no_rules_warning, read_token, state_dir
-from gpuwatch.daemon.runner import Daemon
 from gpuwatch.model.visible import visible
-from gpuwatch.runtime import memory
-from gpuwatch.runtime.build import SamplingOptions
+
+if TYPE_CHECKING:
+    from gpuwatch.daemon.runner import Daemon
+    from gpuwatch.runtime.build import SamplingOptions
 
 DESCRIPTION = f"""\
 Sample the GPUs (or play --replay FILE), evaluate the alert rules, deliver signed webhooks from a durable
@@ -112,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), exit_code=2) from None
     except StartError as exc:
         raise CliError(str(exc), exit_code=2) from None
+    # the daemon's parts (asyncio, the HTTP server, the sampler) are imported only to serve: --check-config and
+    # a flag error answer without paying their start-up
+    import asyncio
+
+    from gpuwatch.daemon.runner import Daemon
+    from gpuwatch.runtime import memory
+
     if args.verbose == 0:
         logging.getLogger("gpuwatch").setLevel(logging.INFO)
     memory.tune_allocator()  # before the sources open and start their threads
@@ -131,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(daemon: Daemon) -> int:
     """The daemon, with the allocator's free pages handed back once it has settled and then now and then."""
+    import asyncio
+
+    from gpuwatch.runtime import memory
+
     releaser = memory.Releaser()
     releaser.start(asyncio.get_running_loop())
     try:

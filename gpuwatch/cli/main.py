@@ -100,6 +100,9 @@ class VisibleFormatter(logging.Formatter):
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = with_command(sys.argv[1:] if argv is None else argv)
+    if [a for a in argv if not VERBOSE.fullmatch(a)][:1] == ["--version"]:
+        print(f"gpuwatch {__version__}")  # as argparse would, without importing every command to say it
+        return 0
     parser = build_parser(_chosen_command(argv))
     args = parser.parse_args(argv)
     handler = logging.StreamHandler()

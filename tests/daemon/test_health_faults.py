@@ -34,7 +34,7 @@ class Broken(Exception):
 
 def test_a_failing_evaluation_and_render_make_the_daemon_unhealthy_until_they_work(
         base_config: Config, tmp_path: Path) -> None:
-    d = RunningDaemon(base_config, write_recording(tmp_path / "r.ndjson.gz", n=100_000), speed=20.0)
+    d = RunningDaemon(base_config, write_recording(tmp_path / "r.ndjson.gz", n=3_000), speed=20.0)
     engine = d.daemon.engine
     evaluate = engine.evaluate
 
