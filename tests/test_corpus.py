@@ -9,10 +9,12 @@ fails."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from corpus.cases import HTTP, cases
+from corpus.forkserver import needs_fresh
 from corpus.run import DEADLINE_S, MEMORY_BOUND_MIB, HttpDaemon, Outcome, run_case
 
 
@@ -27,6 +29,46 @@ def test_each_bad_input_ends_in_one_clear_error(tmp_path: Path, kind: str, name:
         assert not outcome.accepted, f"exit 0 for bad input: {outcome.output}"
         assert outcome.expect_ok or outcome.names_the_input, outcome.output
         assert outcome.clean, (outcome.returncode, outcome.output)
+
+
+#: A case of each kind, and the runs a fork could get wrong: output that cannot be written, a variable, text
+#: checked for raw control characters, a FIFO named by the environment, a misbehaving exporter.
+FORKED_LIKE_FRESH = [("config", "backoff-zero.toml"), ("rules", "billion-laughs.yml"),
+                     ("recordings", "bad-line-late.ndjson.gz"), ("dcgm", "binary.prom"),
+                     ("dcgm-behaviours", "redirect-loop"), ("commands", "doctor-json-stdout-full"),
+                     ("commands", "env-sampler_interval-nan"), ("commands", "escapes-shown-by-snapshot"),
+                     ("commands", "config-env-fifo")]
+
+
+def test_a_run_whose_environment_changes_how_python_starts_gets_a_fresh_interpreter() -> None:
+    base = {"LANG": "C.UTF-8", "PATH": "/usr/bin"}
+    assert not needs_fresh({**base, "GPUWATCH_SAMPLER_INTERVAL": "nan", "XDG_STATE_HOME": "/x"}, base)
+    assert needs_fresh({**base, "PYTHONIOENCODING": "latin-1"}, base)
+    assert needs_fresh({**base, "LANG": "C"}, base) and needs_fresh({**base, "LC_ALL": "C"}, base)
+    assert needs_fresh({"PATH": "/usr/bin"}, base)  # a variable taken away counts too
+
+
+def _same_for_both(output: str, workdir: Path) -> str:
+    """A message less what differs between any two runs: the directory, the exporter's port, a retry delay."""
+    output = output.replace(str(workdir), "{d}")
+    return re.sub(r"127\.0\.0\.1:\d+|\d+(\.\d+)? s\b", "#", output)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "name"), FORKED_LIKE_FRESH, ids=[f"{k}/{n}" for k, n in FORKED_LIKE_FRESH])
+def test_a_run_forked_from_the_warm_interpreter_ends_as_one_in_a_fresh_interpreter(
+        tmp_path: Path, kind: str, name: str) -> None:
+    """The corpus forks its runs from an interpreter that has imported gpuwatch (corpus/forkserver.py): the
+    same exit status and the same message as a new ``python`` process, with the same limits."""
+    assert (kind, name) in cases()
+    ends = {}
+    for how in ("warm", "fresh"):
+        (tmp_path / how).mkdir()
+        outcomes = run_case(kind, name, tmp_path / how, fresh=how == "fresh")
+        ends[how] = [(o.returncode, o.hung, o.raw_output, _same_for_both(o.output, tmp_path / how))
+                     for o in outcomes]
+    assert ends["warm"] == ends["fresh"]
+    assert all(rc is not None for rc, *_ in ends["warm"])
 
 
 @pytest.mark.slow

@@ -16,11 +16,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from corpus import forkserver
 from corpus.cases import BUNDLED, HTTP, RUNS, cases, materialise, special_files
 
 MEMORY_LIMIT = 1 << 30  # address space, bytes: a gigabyte
@@ -36,6 +37,8 @@ HWM = Path(__file__).resolve().parents[1] / "hwm.py"
 MAX_LINE_CHARS = 500
 #: What the command line prints for an exception it did not expect: a bug, counted with the tracebacks.
 INTERNAL_ERROR = "internal error:"
+#: The warm interpreter gpuwatch commands are forked from, one per test process.
+WARM = forkserver.WarmInterpreter()
 VALID_PAGE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",modelName="H200"} 50\n' * 40
 
 
@@ -192,7 +195,8 @@ def serving(body: bytes, behaviour: str = "") -> Iterator[str]:
     handler = type("Handler", (_Handler,), {"body": body, "behaviour": behaviour})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for the loop to look up: at the default poll (0.5 s), half a second of every case
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
     finally:
@@ -226,11 +230,13 @@ def _env(workdir: Path, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, st
 
 def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str, str], names: str = "",
             stdout: str | None = None, max_lines: int = MAX_LINES, expect_ok: bool = False,
-            check_raw: bool = False) -> Outcome:
+            check_raw: bool = False, fresh: bool = False) -> Outcome:
     """One child process, classified (with ``check_raw``, its standard output and error are searched for raw
-    control characters as well)."""
+    control characters as well). A gpuwatch command is forked from the warm interpreter (corpus/forkserver.py)
+    unless ``fresh`` or its environment changes how Python starts; anything else is a fresh process."""
     captured = tempfile.TemporaryFile() if check_raw and not stdout else None  # noqa: SIM115 - closed below
-    out_fd = os.open(stdout, os.O_WRONLY) if stdout else captured.fileno() if captured else subprocess.DEVNULL
+    out_fd = os.open(stdout if stdout else os.devnull, os.O_WRONLY) if not captured else captured.fileno()
+    stdin_fd = os.open(os.devnull, os.O_RDONLY)
     try:
         with tempfile.TemporaryFile() as err:
             started = time.monotonic()
@@ -241,19 +247,29 @@ def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str,
             if argv[:3] == [sys.executable, "-m", "gpuwatch"]:
                 argv = [sys.executable, str(HWM), *argv[3:]]
             env = {**(env if env is not None else os.environ), "HWM_FILE": hwm.name}
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err, env=env,
-                                    preexec_fn=_limit, cwd=workdir, start_new_session=True)
+            warm = (not fresh and argv[:2] == [sys.executable, str(HWM)]
+                    and not forkserver.needs_fresh(env, WARM.env))
+            if warm:
+                pid = WARM.spawn(argv[2:], env, str(workdir), MEMORY_LIMIT, [stdin_fd, out_fd, err.fileno()])
+            else:
+                pid = subprocess.Popen(argv, stdin=stdin_fd, stdout=out_fd, stderr=err, env=env,
+                                       preexec_fn=_limit, cwd=workdir, start_new_session=True).pid
             hung = threading.Event()
 
             def kill() -> None:
                 hung.set()
-                os.killpg(proc.pid, signal.SIGKILL)
+                with suppress(ProcessLookupError):  # it ended as the deadline came
+                    os.killpg(pid, signal.SIGKILL)
 
             timer = threading.Timer(DEADLINE_S, kill)
             timer.start()
-            _, status, usage = os.wait4(proc.pid, 0)
+            if warm:
+                status, maxrss_kib = WARM.wait()
+            else:
+                _, status, usage = os.wait4(pid, 0)
+                maxrss_kib = usage.ru_maxrss
             timer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            returncode = os.waitstatus_to_exitcode(status)
             seconds = time.monotonic() - started
             err.seek(0)
             output = err.read().decode("utf-8", "replace")
@@ -262,22 +278,23 @@ def run_one(kind: str, name: str, argv: list[str], workdir: Path, env: dict[str,
                 captured.seek(0)
                 printed += captured.read().decode("utf-8", "replace")
     finally:
+        os.close(stdin_fd)
         if captured is not None:
             captured.close()
-        elif isinstance(out_fd, int) and out_fd >= 0:
+        else:
             os.close(out_fd)
     raw = check_raw and RAW_CONTROLS.search(printed.replace("\r\n", "\n")) is not None
     try:
-        peak = int(Path(hwm.name).read_text() or 0) / 1024 or usage.ru_maxrss / 1024
+        peak = int(Path(hwm.name).read_text() or 0) / 1024 or maxrss_kib / 1024
     except (OSError, ValueError):
-        peak = usage.ru_maxrss / 1024
+        peak = maxrss_kib / 1024
     Path(hwm.name).unlink(missing_ok=True)
-    return Outcome(kind, name, None if hung.is_set() else proc.returncode, output, seconds, peak,
+    return Outcome(kind, name, None if hung.is_set() else returncode, output, seconds, peak,
                    hung.is_set(), names, max_lines, expect_ok, raw)
 
 
-def run_case(kind: str, name: str, workdir: Path) -> list[Outcome]:
-    """Every run of one case (a recording is read by three commands)."""
+def run_case(kind: str, name: str, workdir: Path, fresh: bool = False) -> list[Outcome]:
+    """Every run of one case (a recording is read by three commands); ``fresh``: each in a new interpreter."""
     if kind == "commands":
         run = RUNS[name]
         d = workdir / "special"
@@ -286,16 +303,18 @@ def run_case(kind: str, name: str, workdir: Path) -> list[Outcome]:
         env = _env(workdir, tuple((k, v.replace("{d}", str(d))) for k, v in run.env))
         names = run.names.replace("{d}", str(d))
         return [run_one(kind, name, argv, workdir, env, names, run.stdout, run.max_lines, run.expect_ok,
-                        run.check_raw)]
+                        run.check_raw, fresh)]
     if kind == "dcgm-behaviours":
         if name == "gzip-bomb":
             gzip_bomb()
         with serving(b"", name) as url:
             argv = [sys.executable, "-m", "gpuwatch", "snapshot", "--json", "--interval", "0.1", "--dcgm", url]
-            return [run_one(kind, name, argv, workdir, _env(workdir))]
+            return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh)]
     path = materialise(kind, name, workdir)
-    with serving(path.read_bytes() if kind == "dcgm" else b"") as url:
-        return [run_one(kind, name, argv, workdir, _env(workdir)) for argv in _commands(kind, path, url)]
+    if kind != "dcgm":
+        return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh) for argv in _commands(kind, path, None)]
+    with serving(path.read_bytes()) as url:
+        return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh) for argv in _commands(kind, path, url)]
 
 
 # --- HTTP: one daemon, every request; a 5xx or a traceback in its log is a failure -------------------------

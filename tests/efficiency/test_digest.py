@@ -143,7 +143,7 @@ def test_roll_ups_of_the_wrong_shape_from_a_daemon_are_one_line(capsys: pytest.C
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         assert main(["report", "--connect", url, "--format", "markdown"]) == 1

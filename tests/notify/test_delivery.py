@@ -162,7 +162,7 @@ def test_a_redirect_is_not_followed_with_the_signed_headers(tmp_path: Path, rece
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         rc = ReceiverConfig(name="ops", kind="generic", url=f"http://127.0.0.1:{server.server_address[1]}/",
                             secret_env="X")

@@ -104,6 +104,7 @@ def test_requests_queued_past_the_timeout_are_shed_and_younger_ones_kept() -> No
     assert [it[0] for it in b.waiting[16]] == [9.8] and not b.waiting[32]
 
 
+@pytest.mark.serial  # latency and rates against a bound: alone, not beside other tests
 def test_at_a_light_open_loop_load_a_batched_stage_answers_within_milliseconds() -> None:
     # 4 workers at 40 req/s: 10 req/s each. A worker that waited for a chunk of 8 before sending would
     # hold requests for most of a second; the batcher's budget sends each within a few ms.
@@ -114,6 +115,7 @@ def test_at_a_light_open_loop_load_a_batched_stage_answers_within_milliseconds()
     assert result.shed == 0 and result.mean_batch is not None and result.mean_batch < 3
 
 
+@pytest.mark.serial  # latency and rates against a bound: alone, not beside other tests
 def test_past_capacity_the_queue_timeout_bounds_latency_and_counts_what_it_shed() -> None:
     # 3000 clients in a closed loop: without the timeout each would queue behind the other 2999.
     result = run_stage(WorkloadConfig(stage="batched", device="cpu", size="tiny", duration_s=1.0,

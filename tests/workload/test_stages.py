@@ -45,6 +45,7 @@ def test_batched_stage_batches() -> None:
     assert result.mean_batch is not None and result.mean_batch > 1.5
 
 
+@pytest.mark.serial  # latency and rates against a bound: alone, not beside other tests
 def test_an_attachment_cache_removes_the_slow_store_from_the_request_path() -> None:
     slow = run_stage(quick("naive", io=True, io_latency_ms=50.0))
     # 8 attachments: the warm-up reads each once, after that the cache serves them
@@ -58,6 +59,7 @@ def test_bursty_traffic_pauses_between_bursts() -> None:
     assert result.requests > 0
 
 
+@pytest.mark.serial  # latency and rates against a bound: alone, not beside other tests
 def test_bursty_open_loop_latency_measures_the_server_not_the_off_phase() -> None:
     # 40 req/s with a lot of headroom: arrivals come only in the 200 ms on-phases, so no request waits
     # through an off-phase (a generator that held off-phase arrivals until the next burst showed ~200 ms)
@@ -124,6 +126,7 @@ def test_graph_engine_pads_to_a_captured_size_and_returns_only_the_real_rows() -
         assert logits.shape == (n, 16) and torch.allclose(logits, expected, atol=1e-5)
 
 
+@pytest.mark.serial  # latency and rates against a bound: alone, not beside other tests
 def test_open_loop_rate_sets_the_offered_load() -> None:
     result = run_stage(quick("naive", rate=40.0, duration_s=1.0))
     assert 20 <= result.req_per_s <= 60  # Poisson arrivals at 40/s: well within three standard deviations
