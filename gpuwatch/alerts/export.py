@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -19,6 +20,9 @@ from gpuwatch.model.durations import format_duration
 
 #: A rule's ``{{ $labels.hostname }}`` reads the scrape target in Prometheus (only gpuwatch_host_info has it).
 _HOSTNAME_IN_TEMPLATE = re.compile(r"\$labels\.hostname\b")
+
+#: libyaml's emitter where PyYAML has it (the same text; the pure-Python one took 5 s for 3 000 rules).
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass
@@ -101,6 +105,6 @@ def export_prometheus(rules: RuleSet) -> Export:
             "# gpuwatch_process_*{pid,gpu,user,command}, gpuwatch_gpu_clock_event_active{gpu,uuid,name,reason},",
             "# gpuwatch_source_up{source}); Prometheus's instance label tells hosts apart."]
     head += [f"# Not exported: {name} ({origin.rsplit('/', 1)[-1]}): {why}" for name, origin, why in export.skipped]
-    body = yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True, width=10_000)
+    body = yaml.dump({"groups": groups}, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=10_000)
     export.text = "\n".join(head) + "\n" + body
     return export

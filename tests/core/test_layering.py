@@ -5,6 +5,7 @@ between modules and between packages."""
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _dynamic_import(func: ast.expr) -> bool:
+    """``importlib.import_module``, ``import_module`` or ``__import__`` (told apart without unparsing every
+    call of the package, which cost each test of this file 2.5 s)."""
+    if isinstance(func, ast.Name):
+        return func.id in ("import_module", "__import__")
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module"
+            and isinstance(func.value, ast.Name) and func.value.id == "importlib")
+
+
 def imports(source: str, modules: set[str]) -> tuple[set[str], list[str]]:
     """(gpuwatch modules ``source`` imports, resolved to the module files; its dynamic or function-level
     imports of gpuwatch, in words)."""
@@ -65,10 +75,8 @@ def imports(source: str, modules: set[str]) -> tuple[set[str], list[str]]:
             # ``from pkg import submodule`` imports the submodule; ``from pkg import name`` the package
             names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
                      for a in node.names]
-        elif isinstance(node, ast.Call):
-            callee = ast.unparse(node.func)
-            if callee in ("importlib.import_module", "import_module", "__import__"):
-                hidden.append(f"line {node.lineno}: {callee}()")
+        elif isinstance(node, ast.Call) and _dynamic_import(node.func):
+            hidden.append(f"line {node.lineno}: {ast.unparse(node.func)}()")
         ours = [n for n in names if n.split(".")[0] == "gpuwatch"]
         if ours and id(node) not in top_level:
             hidden.append(f"line {node.lineno}: import inside a function ({ours[-1]})")
@@ -80,6 +88,7 @@ def imports(source: str, modules: set[str]) -> tuple[set[str], list[str]]:
     return found, hidden
 
 
+@functools.cache
 def graph() -> tuple[dict[str, set[str]], dict[str, list[str]]]:
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     edges, hidden = {}, {}
