@@ -146,7 +146,9 @@ def test_a_screen_built_from_partial_updates_is_the_screen_a_full_repaint_draws(
     tmux("resize-window", "-t", "gw", "-x", "160", "-y", "50")
     full = _settled(tmux)
     assert "GPU-Util" in full and "PAUSED" in full
-    assert partial.splitlines() == full.splitlines()
+    differ = [f"row {y}:\n  partial {a!r}\n  full    {b!r}"
+              for y, (a, b) in enumerate(zip(partial.splitlines(), full.splitlines(), strict=False)) if a != b]
+    assert partial.splitlines() == full.splitlines(), "\n".join(differ)
     tmux("send-keys", "-t", "gw", "q")
     assert tmux.wait_exit() == 0
 
