@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,7 +33,7 @@ RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u206
 DEADLINE_S = 30.0
 MAX_LINES = 3
 #: Runs the CLI and writes its own peak RSS (VmHWM) where $HWM_FILE says.
-HWM = Path(__file__).resolve().parents[1] / "hwm.py"
+HWM = Path(forkserver.HWM)
 MAX_LINE_CHARS = 500
 #: What the command line prints for an exception it did not expect: a bug, counted with the tracebacks.
 INTERNAL_ERROR = "internal error:"
@@ -311,9 +311,7 @@ def run_case(kind: str, name: str, workdir: Path, fresh: bool = False) -> list[O
             argv = [sys.executable, "-m", "gpuwatch", "snapshot", "--json", "--interval", "0.1", "--dcgm", url]
             return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh)]
     path = materialise(kind, name, workdir)
-    if kind != "dcgm":
-        return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh) for argv in _commands(kind, path, None)]
-    with serving(path.read_bytes()) as url:
+    with serving(path.read_bytes()) if kind == "dcgm" else nullcontext(None) as url:  # only a page is served
         return [run_one(kind, name, argv, workdir, _env(workdir), fresh=fresh) for argv in _commands(kind, path, url)]
 
 
