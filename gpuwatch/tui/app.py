@@ -86,7 +86,10 @@ class GpuWatchApp(App[None]):
             self.upkeep.start(asyncio.get_running_loop())
 
     def action_redraw(self) -> None:
+        """Every widget renders afresh and the frame is written whole (the layout stays as it is)."""
         forget_terminal_cells()
+        for widget in self.screen.query("*"):
+            widget.refresh()
         self.screen.refresh()
 
     def on_unmount(self) -> None:

@@ -141,9 +141,9 @@ def test_a_screen_built_from_partial_updates_is_the_screen_a_full_repaint_draws(
     tmux("send-keys", "-t", "gw", "p")
     tmux.wait_screen("PAUSED")
     partial = _settled(tmux)
-    tmux("resize-window", "-t", "gw", "-x", "150", "-y", "50")  # two resizes: Textual repaints everything
-    time.sleep(1.0)
-    tmux("resize-window", "-t", "gw", "-x", "160", "-y", "50")
+    # Ctrl-L: every widget renders afresh and the frame is written whole. (Not a resize: the rows the panes
+    # hold depend on how the findings grew and shrank, and a new size shares them afresh.)
+    tmux("send-keys", "-t", "gw", "C-l")
     full = _settled(tmux)
     assert "GPU-Util" in full and "PAUSED" in full
     differ = [f"row {y}:\n  partial {a!r}\n  full    {b!r}"
