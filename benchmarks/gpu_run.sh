@@ -2,8 +2,9 @@
 # The H200 benchmark run, end to end, as one device command from the repository root:
 #     bash benchmarks/gpu_run.sh            (carry: .whl; about 3 minutes; limit 600 s)
 # Installs the carried wheels (benchmarks/WHEELS.txt) into /tmp/site, runs benchmarks/run.py and leaves
-# under $OUT: run.log, bench/results-h200.json, bench/BENCHMARKS.md, bench/profiles.txt, bench/procs.log,
-# bench/pyspy-*.raw. Copy results-h200.json to benchmarks/ and BENCHMARKS.md to the repository root.
+# under $OUT: run.log, results-h200.json, BENCHMARKS.md and profiles.txt (copied up from bench/: the device
+# returns only the first few files of $OUT, top level first), and bench/ with the rest (procs.log, the pty
+# streams, pyspy-*.raw). Copy results-h200.json to benchmarks/ and BENCHMARKS.md to the repository root.
 # Extra arguments go to run.py (e.g. --window 30).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +26,8 @@ mkdir -p "$OUT/bench"
   python3 -c "import torch, nvitop, gpustat, textual; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
   python3 benchmarks/run.py --out "$OUT/bench" "$@"
 } 2>&1 | tee "$OUT/run.log"
-exit "${PIPESTATUS[0]}"
+status="${PIPESTATUS[0]}"
+for f in results-h200.json BENCHMARKS.md profiles.txt; do
+  [ -f "$OUT/bench/$f" ] && cp "$OUT/bench/$f" "$OUT/$f"
+done
+exit "$status"
