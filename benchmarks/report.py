@@ -184,7 +184,7 @@ def write_benchmarks_md(path: Path, results: dict[str, dict[str, Any]]) -> None:
              "in `benchmarks/analysis.md`, the raw numbers in `benchmarks/results-*.json`.", ""]
     if "h200" in results:
         gpu = str(results["h200"].get("meta", {}).get("gpu", "")).split(",")[0].removeprefix("1 x ")
-        parts.append(section(f"GPU machine: {gpu or 'H200'} (the run that counts)", results["h200"]))
+        parts.append(section(f"GPU machine{': ' + gpu if gpu else ''} (the run that counts)", results["h200"]))
     if "local" in results:
         parts.append(section("Local, no GPU (fake NVML and replayed recordings; 2-core shared machine)",
                              results["local"]))
