@@ -9,7 +9,8 @@ rest is split by what the thread was seen waiting on at each sample. The classes
 split, so a new shape of a known cause lands on the mechanism rather than between fitted thresholds:
 
 * on a core nearly all the time: the thread itself is the limit (Python work, launches, staged copies);
-* runnable without a core: the host is oversubscribed;
+* runnable without a core: the host is oversubscribed, or the process's own CPU limit (a cgroup quota, its
+  affinity) is used up while the host's cores idle;
 * several working threads whose CPU sums to about one core, none pegged: they take turns on the GIL;
 * asleep waiting for input, little I/O: the server has no work (demand-bound);
 * in storage I/O, or moving bytes while it sleeps: storage or the network holds it back.
@@ -27,6 +28,9 @@ RUN_WAIT_TOP = 15.0
 #: The same for all the process's threads together, percent of one core.
 RUN_WAIT_ALL = 30.0
 HOST_BUSY = 90.0  # host CPU percent from which no core is idle
+#: Percent of its quota's periods a cgroup is throttled in from which the quota, not the program, sets the pace:
+#: a quota that fits the load throttles in a few periods at start-up bursts, none in steady state.
+THROTTLED_PERIODS = 20.0
 #: GIL contention: at least two working threads whose CPU together is about one core (the GIL lets one run
 #: Python at a time), none of them pegged.
 GIL_THREADS = 2.0
@@ -112,6 +116,27 @@ def feeders_starved(p: ProcessWindow) -> bool:
     of the time: they oversubscribe the host, they are not a loader that is simply busy."""
     waits = [f.run_wait for f in p.feeders if f.run_wait is not None]
     return bool(waits) and sum(w >= RUN_WAIT_TOP for w in waits) > len(waits) / 2
+
+
+def limit_bound(p: ProcessWindow) -> bool:
+    """Held by its own CPU limit, not the host's: a limit below the host's cores (a cgroup quota, an
+    affinity), and its cgroup throttled in a real share of periods or its threads (or workers) waiting for a
+    core. With the host's cores idle, a thread runnable without a core is waiting on the limit."""
+    if p.cpu_limit is None:
+        return False
+    return (p.throttled or 0.0) >= THROTTLED_PERIODS or starved(p) or feeders_starved(p)
+
+
+def limit_line(p: ProcessWindow) -> str:
+    """The limit as evidence: ``pid 9 (python3) may use 2 cores (its cgroup quota); throttled in 94% of
+    periods; its threads use 1.9``."""
+    cores = f"{p.cpu_limit:g} core" + ("" if p.cpu_limit == 1 else "s")
+    parts = [f"{p.label} may use {cores} ({'its ' + p.cpu_limit_by if p.cpu_limit_by else 'its CPU limit'})"]
+    if p.throttled is not None:
+        parts.append(f"its cgroup throttled in {p.throttled:.0f}% of its quota's periods")
+    if p.cpu is not None:
+        parts.append(f"the process uses {p.cpu / 100:.1f} cores")
+    return "; ".join(parts)
 
 
 def gil_bound(p: ProcessWindow) -> bool:

@@ -73,7 +73,8 @@ CLASSES: tuple[DoctorClass, ...] = (
        explains_idle=True, thread=True, mechanisms=("gpu_wait", "collective", "sleep")),
     _c("launch_bound", launch_bound, "tiny kernels, one CPU thread launching them as fast as it can",
        explains_idle=True, thread=True, mechanisms=("launch", "python")),
-    _c("host_cpu_contention", host_cpu_contention, "the feeding thread waits for a core on an oversubscribed host",
+    _c("host_cpu_contention", host_cpu_contention, "the feeding thread waits for a core: the host has none to "
+       "spare, or the process's own CPU limit (a cgroup quota, its CPU affinity) is used up",
        explains_idle=True, thread=True),
     _c("gil_contention", gil_contention, "Python threads take turns on the GIL", explains_idle=True, thread=True,
        mechanisms=("python", "lock"), producer=True),

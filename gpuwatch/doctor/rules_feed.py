@@ -206,11 +206,12 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
     # nor are the peers of a collective (the feeding thread in gloo/NCCL waits on ranks, not on batches)
     # storage-bound children are feeders (``feeder_bound``), not busy loader workers
-    # nor workers starved of a core on a saturated host (``host_cpu_contention``: they oversubscribe it)
+    # nor workers starved of a core on a saturated host or within the process's own CPU limit
+    # (``host_cpu_contention``: they oversubscribe it; more workers would only queue)
     feeding = [p for p in g.processes if loader_workers_bound(p)
                and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
                and not stacks_say(p, "collective")
-               and not (host_saturated(g) and feeders_starved(p))]
+               and not ((host_saturated(g) or p.cpu_limit is not None) and feeders_starved(p))]
     if not feeding:
         return None
     p = max(feeding, key=lambda q: q.workers_cpu or 0.0)

@@ -1,5 +1,5 @@
 """Rules read off the thread attribution (``attribution.py``): threads that take turns on the GIL, a host
-with no core to spare, and a server that simply has no work.
+(or a process's own CPU limit) with no core to spare, and a server that simply has no work.
 
 Each needs the per-thread data a live sample carries (CPU per thread, schedstat's run delay, wait
 classes); on a recording without it they stay silent and the older rules speak.
@@ -16,6 +16,8 @@ from gpuwatch.doctor.attribution import (
     host_line,
     host_saturated,
     idle_on_input,
+    limit_bound,
+    limit_line,
     starved,
     threads_line,
     top_cpu,
@@ -47,10 +49,11 @@ def under_used(g: GpuWindow) -> bool:
 
 
 def host_contended(g: GpuWindow) -> list[ProcessWindow]:
-    """GPU processes whose threads wait for a core on a host with none to spare, most starved first."""
-    if not host_saturated(g):
-        return []
-    return sorted((p for p in g.processes if starved(p) or feeders_starved(p)), key=lambda p: -(p.top_run_wait or 0.0))
+    """GPU processes whose threads wait for a core: on a host with none to spare, or within their own CPU
+    limit (a cgroup quota, an affinity) whatever the host has; most starved first."""
+    saturated = host_saturated(g)
+    return sorted((p for p in g.processes if limit_bound(p) or (saturated and (starved(p) or feeders_starved(p)))),
+                  key=lambda p: -(p.top_run_wait or 0.0))
 
 
 def gil_contended(g: GpuWindow) -> list[ProcessWindow]:
@@ -64,6 +67,8 @@ def host_cpu_contention(g: GpuWindow) -> Finding | None:
     if not under_used(g) or not contended:
         return None
     p, busy = contended[0], g.busy or 0.0
+    if limit_bound(p):
+        return _limit_reached(g, p, busy)
     return finding(
         "host_cpu_contention", "Host CPU oversubscribed: the feeding thread waits for a core", "warning",
         HOST_CONTENTION(100.0 - busy), g,
@@ -73,6 +78,26 @@ def host_cpu_contention(g: GpuWindow) -> Finding | None:
         "(DataLoader num_workers, torch.set_num_threads / OMP_NUM_THREADS, tokenizer and BLAS thread pools), "
         "pin the GPU process to its own cores (taskset, cpuset) or give it a CPU quota above its neighbours, and "
         "move noisy neighbours off this host. Find who takes the cores with top -H or pidstat -u 1.", pid=p.pid)
+
+
+def _limit_reached(g: GpuWindow, p: ProcessWindow, busy: float) -> Finding:
+    """The same wait for a core, set by the process's own limit: the fix is the limit or the thread count."""
+    by = p.cpu_limit_by or "CPU limit"
+    cores = f"the host's {g.host_cpu_count} cores" if g.host_cpu_count else "the host's cores"
+    fix = ("Raise or remove the CPU limit (Kubernetes resources.limits.cpu; a GPU pod's feeding threads need "
+           "whole cores: the static CPU manager with requests equal to limits), or run no more busy threads than "
+           f"it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer pools size "
+           f"themselves by {cores}, not by a quota, and together use it up early in each period. "
+           "See the throttling in the cgroup's cpu.stat (nr_throttled).") if by != "CPU affinity" else (
+           "Widen the process's CPU affinity (taskset -p, the cpuset it runs in) or run no more busy threads than "
+           "the cores it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer "
+           f"pools size themselves by {cores}. See its allowed cores with taskset -p {p.pid}.")
+    return finding(
+        "host_cpu_contention", f"CPU limit reached: the feeding thread waits for a core its {by} allows",
+        "warning", HOST_CONTENTION(100.0 - busy), g,
+        gpu_evidence(g, limit_line(p), attribution_line(p), threads_line(p), host_line(g),
+                     f"the GPU idles {100 - busy:.0f}% of the time"),
+        fix, pid=p.pid)
 
 
 def gil_contention(g: GpuWindow) -> Finding | None:

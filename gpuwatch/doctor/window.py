@@ -84,6 +84,11 @@ class ProcessWindow:
     feeders: list[FeederWindow] = field(default_factory=list)
     #: Where its work comes from (``model.feeders.Upstream``), the most common answer; None: not read.
     upstream: str | None = None
+    #: Its CPU limit below the host's cores (cores, median) and what sets it (cgroup quota or CPU affinity),
+    #: and the median share of its quota's periods its cgroup was throttled in; None: no limit, not read.
+    cpu_limit: float | None = None
+    cpu_limit_by: str | None = None
+    throttled: float | None = None
 
     @property
     def label(self) -> str:
@@ -161,7 +166,7 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
 #: per sample, then a column per field) rather than one Python call per field and sample.
 _MEDIAN_FIELDS = ("top_thread_cpu_percent", "cpu_percent", "io_read_bytes_s", "io_write_bytes_s",
                   "io_read_chars_s", "major_faults_s", "gpu_memory_bytes", "workers_cpu_percent", "workers_busy",
-                  "run_wait_percent")
+                  "run_wait_percent", "cpu_limit_cores", "cpu_throttled_percent")
 _median_row = operator.attrgetter(*_MEDIAN_FIELDS)
 
 
@@ -180,6 +185,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
     tops = [(p.top_thread_cpu_percent or 0.0, p.top_thread_id) for p in procs if p.top_thread_id is not None]
     channels = Counter(p.wait_channel for p in procs if p.wait_channel)
     upstream = Counter(p.upstream for p in procs if p.upstream)
+    limited_by = Counter(p.cpu_limit_by for p in procs if p.cpu_limit_by)
     top_tid = max(tops)[1] if tops else None
     med = dict(zip(_MEDIAN_FIELDS, map(_column_median, zip(*map(_median_row, procs), strict=True)), strict=True))
     run_waits, threads_cpu, busy = [], [], []
@@ -211,7 +217,9 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         threads_lock_share=_lock_share(procs), run_wait=med["run_wait_percent"],
         main_waits=_main_wait_shares(procs), stacks=(ev := process_stacks(stacks, last.pid, top_tid)),
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
-        upstream=upstream.most_common(1)[0][0] if upstream else None)
+        upstream=upstream.most_common(1)[0][0] if upstream else None,
+        cpu_limit=med["cpu_limit_cores"], cpu_limit_by=limited_by.most_common(1)[0][0] if limited_by else None,
+        throttled=med["cpu_throttled_percent"])
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:

@@ -230,6 +230,14 @@ class ProcessSample:
     #: Major page faults per second (``/proc/PID/stat`` majflt): pages read from storage on touch (a mapped
     #: file not resident), a wait no read call shows. None: not read (recordings made before it was).
     major_faults_s: float | None = None
+    #: The cores it may use where fewer than the host's: its cgroup's CPU quota (a Kubernetes pod's CPU limit)
+    #: or its CPU affinity (taskset, a cpuset), whichever is smaller, and which (``cpu_limit_by``: "cgroup
+    #: quota" or "CPU affinity"). None: no limit below the host's cores, or not read.
+    cpu_limit_cores: float | None = None
+    cpu_limit_by: str | None = None
+    #: Share of its quota's periods (100 ms by default) in which its cgroup used the quota up and was stopped
+    #: until the next one, percent. None: no quota, or not read.
+    cpu_throttled_percent: float | None = None
 
     @property
     def command(self) -> str:

@@ -21,6 +21,7 @@ import psutil
 
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.cpu_limits import CpuLimits
 from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
@@ -74,6 +75,7 @@ class HostSource(Source):
         self._procs_running: int | None = None
         self._cpu_count = psutil.cpu_count() or None
         self._feeders = FeederTracker()
+        self._limits = CpuLimits(self._cpu_count)
 
     # -- the machine -------------------------------------------------------------------------------------
     def _host(self) -> HostSample:
@@ -137,10 +139,11 @@ class HostSource(Source):
         except psutil.AccessDenied:
             return None
         try:
-            cgroup = Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape")
-            static["container_id"] = container_id_from_cgroup(cgroup)
+            cgroup: str | None = Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape")
+            static["container_id"] = container_id_from_cgroup(cgroup or "")
         except OSError:
-            static["container_id"] = None
+            cgroup = static["container_id"] = None
+        self._limits.track(pid, cgroup)
         t = _Tracked(proc, static, now, cpu.user + cpu.system, read_process_io(pid), ThreadTracker(pid))
         t.threads.baseline(now, cpu.user + cpu.system)
         self._workers(t, pid, now, 0.0, gpu_pids)  # the baseline of its workers' CPU
@@ -202,6 +205,7 @@ class HostSource(Source):
         # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
         out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
+        out.update(self._limits.read(pid, now))
         t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
         return out
 
@@ -224,6 +228,7 @@ class HostSource(Source):
         """Stop following ``pid``: its reading state and its (and its workers') held /proc files."""
         t = self._tracked.pop(pid, None)
         forget(pid)
+        self._limits.forget(pid)
         for child in t.children if t is not None else ():
             forget(child)
 

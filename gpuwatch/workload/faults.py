@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuwatch.workload import fault_gpu, fault_hidden, fault_mechanisms, fault_threads
+from gpuwatch.workload import fault_gpu, fault_hidden, fault_limits, fault_mechanisms, fault_threads
 from gpuwatch.workload.fault_loop import Loop, Ready, free_bytes, sync
 from gpuwatch.workload.faults_catalogue import FAULTS
 from gpuwatch.workload.run import WorkloadError, _import_torch
@@ -222,6 +222,7 @@ BODIES: dict[str, Callable[[Any, Any, float, Ready], int]] = {
     "idle_memory": idle_memory, "time_slicing": time_slicing, "healthy": healthy,
     "dataloader_four": dataloader_four, "process_pool": process_pool,
     **fault_threads.BODIES, **fault_gpu.BODIES, **fault_mechanisms.BODIES, **fault_hidden.BODIES,
+    **fault_limits.BODIES,
 }
 
 

@@ -7,7 +7,8 @@ Every class has at least three variants that differ in structure. The thresholds
 The mechanism variants (``fault_mechanisms``, ``fault_device``, ``fault_feeders``, ``fault_waits``, and
 ``fault_hidden``, ``fault_hidden_peers``, ``fault_hidden_waits``: the garbage collector, Python data to tensors,
 host memory pinned per batch, page faults on a mapped file, a network round trip, a slow log collector, a gloo
-collective, a busy poll on an event, a thread pool waited on) also name
+collective, a busy poll on an event, a thread pool waited on; ``fault_limits``: a cgroup quota and a CPU
+affinity) also name
 the mechanism the evidence should show (the vocabulary of the doctor's frame table) and the function of the
 fault's own code that does the injected work, which should be among the evidence's top code locations; so do
 the earlier variants whose injected work runs on the host in a function of their own. The mechanism
@@ -203,6 +204,12 @@ _MECHANISM_FAULTS: dict[str, Fault] = {
     # a core at 100 % polling an event is waiting for the GPU, not launching: a long kernel, not launch-bound
     "event_spin_long_kernel": _m("long_kernels", "one 0.4 s kernel per step whose end the host busy-polls with "
                                  "Event.query() (BF16)", "check", "gpu_wait", "spin_on_event"),
+    # the process's own CPU limit, the host's cores idle: its threads wait for a core all the same (both fitted
+    # on: the rule that reads the limit was written after a live run of each mistook it for the code's work)
+    "cpu_quota_pool": _m("host_cpu_contention", "a cgroup quota of 2 cores under torch's CPU pool of one thread "
+                         "per host core (BF16)", "fit", "host_op", "featurize_on_pool"),
+    "affinity_pinned_pool": _m("host_cpu_contention", "pinned to 2 cores, torch's CPU pool of one thread per host "
+                               "core (BF16)", "fit", "host_op", "featurize_on_pool"),
 }
 
 FAULTS: dict[str, Fault] = {**_CLASS_FAULTS, **_MECHANISM_FAULTS}
