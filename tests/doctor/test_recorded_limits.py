@@ -17,7 +17,8 @@ from gpuwatch.workload.faults_catalogue import FAULTS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "faults-h100"
 RECORDED = sorted(p.name.split(".")[0] for p in FIXTURES.glob("*.ndjson.gz"))
-WINDOW_S = json.loads((Path(__file__).parents[2] / "docs" / "doctor-accuracy-h200.json").read_text())["meta"]["window_s"]
+ACCURACY = Path(__file__).parents[2] / "docs" / "doctor-accuracy-h200.json"
+WINDOW_S = json.loads(ACCURACY.read_text())["meta"]["window_s"]
 
 
 def test_the_h100_recordings_are_the_cpu_limit_variants_of_the_catalogue() -> None:
