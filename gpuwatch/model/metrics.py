@@ -235,6 +235,12 @@ _PROCESS: list[MetricSpec] = [
                   "gpuwatch_process_io_write_bytes_total"),
     MetricSpec("process.threads_in_io_wait", "process", "threads", "threads in uninterruptible sleep (D)",
                _attr("threads_in_io_wait"), "gpuwatch_process_threads_io_wait"),
+    MetricSpec("process.cpu_limit_cores", "process", "cores",
+               "cores the process may use where fewer than the host's (its cgroup's CPU quota or its CPU affinity)",
+               _attr("cpu_limit_cores"), "gpuwatch_process_cpu_limit_cores"),
+    MetricSpec("process.cpu_throttled_percent", "process", "percent",
+               "share of its cgroup's CPU quota periods in which the quota ran out and the process was stopped",
+               _attr("cpu_throttled_percent"), "gpuwatch_process_cpu_throttled_ratio", PCT),
 ]
 
 _HOST: list[MetricSpec] = [

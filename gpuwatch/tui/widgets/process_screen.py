@@ -48,6 +48,15 @@ def _threads(p: ProcessSample) -> str:
                      for cpu, wait in zip(p.thread_cpu_percents, waits, strict=False))
 
 
+def _limit(p: ProcessSample) -> str:
+    """``2 cores (cgroup quota), throttled in 94% of its periods``; a dash where no limit is below the host's."""
+    if p.cpu_limit_cores is None:
+        return DASH
+    text = f"{p.cpu_limit_cores:g} cores" + (f" ({p.cpu_limit_by})" if p.cpu_limit_by else "")
+    return text + ("" if p.cpu_throttled_percent is None else f", throttled in {p.cpu_throttled_percent:.0f}% of "
+                   "its periods")
+
+
 Row = tuple[str, tuple[str, ...], Callable[[ProcessSample], str]]
 
 
@@ -90,6 +99,7 @@ GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
          lambda p: ", ".join(f"{v:.0f}%" for v in p.thread_run_wait_percents) or DASH),
         ("all threads' wait for a core", ("run_wait_percent",),
          lambda p: _value("run_wait_percent", p.run_wait_percent)),
+        ("its CPU limit", ("cpu_limit_cores", "cpu_limit_by", "cpu_throttled_percent"), _limit),
     )),
     ("memory and I/O", (
         ("resident host memory", ("rss_bytes",), lambda p: _value("rss_bytes", p.rss_bytes)),

@@ -1,0 +1,28 @@
+"""The process screen shows a process's own CPU limit where it has one, and says nothing of one it lacks."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.tui.widgets.process_screen import details
+
+
+def _text(p: ProcessSample) -> str:
+    console = Console(width=120, file=io.StringIO(), record=True)
+    console.print(details(p))
+    return console.export_text()
+
+
+def test_a_quota_shows_under_the_cpu_with_its_throttling_and_nowhere_else() -> None:
+    text = _text(ProcessSample(pid=9, gpu_index=0, cpu_percent=200.0, cpu_limit_cores=2.0,
+                               cpu_limit_by="cgroup quota", cpu_throttled_percent=94.0))
+    row = next(line for line in text.splitlines() if "its CPU limit" in line)
+    assert " ".join(row.split()) == "its CPU limit 2 cores (cgroup quota), throttled in 94% of its periods"
+    assert "\nother" not in text  # none of its fields left to the catch-all group
+
+
+def test_no_limit_no_row() -> None:
+    assert "CPU limit" not in _text(ProcessSample(pid=9, gpu_index=0, cpu_percent=200.0))
