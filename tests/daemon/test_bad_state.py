@@ -29,6 +29,7 @@ RULE = """\
 """
 
 
+@pytest.mark.serial  # a latency bound (0.5 s): four busy workers on two cores stalled it once (0.63 s)
 def test_a_reload_of_a_large_rule_file_does_not_stall_healthz(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yml"
     rules.write_text("groups: []\n")  # it starts with none: the reload is what brings the 3000 in
