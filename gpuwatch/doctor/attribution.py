@@ -31,6 +31,8 @@ HOST_BUSY = 90.0  # host CPU percent from which no core is idle
 #: Percent of its quota's periods a cgroup is throttled in from which the quota, not the program, sets the pace:
 #: a quota that fits the load throttles in a few periods at start-up bursts, none in steady state.
 THROTTLED_PERIODS = 20.0
+#: Share of samples in state T from which the process's stops are counted in the feeding thread's time.
+STOPPED_SEEN = 0.25
 #: GIL contention: at least two working threads whose CPU together is about one core (the GIL lets one run
 #: Python at a time), none of them pegged.
 GIL_THREADS = 2.0
@@ -52,10 +54,17 @@ def time_split(p: ProcessWindow) -> dict[str, float]:
     run-queue delay measured, the rest split by the wait classes seen while it slept."""
     on_cpu = min(100.0, top_cpu(p))
     runnable = min(100.0 - on_cpu, p.top_run_wait or 0.0)
-    asleep = {w: s for w, s in p.top_waits.items() if w != "cpu"}
+    asleep = {w: s for w, s in p.top_waits.items() if w not in ("cpu", "stopped")}
     total = sum(asleep.values())
     rest = max(0.0, 100.0 - on_cpu - runnable)
     split = {"cpu": on_cpu, "runnable": runnable}
+    # the process's state, read every sample, says how long it was stopped; that time is off the core too. A few
+    # samples in T are not counted: on recordings made before tracing stops (t) were kept apart, the stack
+    # sampler's own pauses show as T in up to a seventh of samples
+    share = p.stopped_share or 0.0
+    stopped = min(rest, 100.0 * share) if share >= STOPPED_SEEN else 0.0
+    if stopped > 0:
+        split["stopped"], rest = stopped, rest - stopped
     if total > 0:
         split.update({w: rest * s / total for w, s in asleep.items()})
     elif rest > 0:

@@ -35,6 +35,9 @@ UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.B
 FEEDER_WAITS = 0.5
 WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
+#: Percent of wall time the feeding thread is stopped (SIGSTOP, a debugger, a freezer) from which that is the
+#: story: its stacks then show where it was stopped, not what it was doing.
+STOPPED_MOST = 50.0
 
 
 def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = STACK_MAJORITY) -> bool:
@@ -177,6 +180,8 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
     if p is None:
         return None
     idle = 100.0 - g.busy
+    if time_split(p).get("stopped", 0.0) >= STOPPED_MOST:
+        return _stopped(g, p, idle)
     if p.stacks is not None:
         ev = p.stacks
         top = ev.locations[0]
@@ -200,6 +205,23 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
     return finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
                    gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
                    fix, pid=p.pid)
+
+
+def _stopped(g: GpuWindow, p: ProcessWindow, idle: float) -> Finding:
+    """Something stops the process that feeds the GPU: no code of its own is to blame, and its stacks are only
+    where it was stopped."""
+    stopped = time_split(p)["stopped"]
+    return finding(
+        "idle_breakdown", f"GPU idle {idle:.0f}% of the window: the feeding process is stopped {stopped:.0f}% of the "
+        "time (SIGSTOP, a debugger or a cgroup freezer)", "warning", IDLE_BREAKDOWN(idle), g,
+        gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", attribution_line(p),
+                     f"{p.label} was stopped (state T) or frozen in {100 * (p.stopped_share or 0.0):.0f}% of samples",
+                     None if p.stacks is None else "its stack samples show where it was stopped, not work it did"),
+        "Something outside the program stops it: a job controller or script sending SIGSTOP and SIGCONT "
+        "(preemption, a gang scheduler, a watchdog), a debugger or profiler that pauses it (gdb, a blocking "
+        "py-spy or perf), or a cgroup freezer (docker pause, cgroup.freeze). Find it: grep TracerPid "
+        f"/proc/{p.pid}/status (a tracer's pid), cat the cgroup's cgroup.events (frozen 1), and audit who sends "
+        "the signals (auditctl -a always,exit -F arch=b64 -S kill -S tgkill).", pid=p.pid)
 
 
 def not_the_gil(p: ProcessWindow) -> bool:

@@ -54,6 +54,8 @@ class ProcessWindow:
     io_wait_share: float | None = None
     #: Share of samples with no thread runnable: the process waits off the CPU.
     sleeping_share: float | None = None
+    #: Share of samples in which the process was stopped (state T: SIGSTOP) or frozen.
+    stopped_share: float | None = None
     wait_channel: str | None = None  # the most common one
     io_read_bytes_s: float | None = None
     io_write_bytes_s: float | None = None
@@ -143,6 +145,12 @@ def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
     return {w: c / n for w, c in tops.items()} if n else {}
 
 
+def _stopped(p: ProcessSample) -> bool:
+    """Stopped at the sample: state T (a signal; recordings made before tracing stops were kept apart also
+    show the stack sampler's own brief pauses as T), or its main thread in a cgroup freezer's trap."""
+    return p.state == "T" or (p.wait_channel is not None and classify_wait("S", p.wait_channel) == "stopped")
+
+
 def _main_wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
     waits = Counter(classify_wait("S", p.wait_channel) for p in procs if p.wait_channel)
     n = len(procs)
@@ -203,6 +211,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
                                                    for p in procs]),
         io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
+        stopped_share=share([None if p.state is None else _stopped(p) for p in procs]),
         wait_channel=channels.most_common(1)[0][0] if channels else None,
         io_read_bytes_s=med["io_read_bytes_s"], io_write_bytes_s=med["io_write_bytes_s"],
         io_read_chars_s=med["io_read_chars_s"], major_faults_s=med["major_faults_s"],

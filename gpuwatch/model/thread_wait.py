@@ -4,7 +4,8 @@ The kernel says it in two places: the state letter (R runnable or running, D uni
 and, for a sleeper, the function it sleeps in (``wchan``). A Python thread waiting for the GIL, for a
 ``queue.get`` or for a ``threading.Lock`` sleeps in a futex; a server waiting for requests sleeps in
 epoll, select or a socket read; ``time.sleep`` sleeps in a timer; a read from storage waits in D state or an
-I/O function; a blocking CUDA synchronise waits inside the NVIDIA driver. Which futex waits are the GIL
+I/O function; a blocking CUDA synchronise waits inside the NVIDIA driver; a stopped process (SIGSTOP, a
+debugger, a cgroup freezer) is in state T or the freezer's trap. Which futex waits are the GIL
 is told by the thread's siblings (several busy threads whose CPU sums to about one core), not here.
 """
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-Wait = Literal["cpu", "lock", "input", "io", "sleep", "gpu", "other"]
+Wait = Literal["cpu", "lock", "input", "io", "sleep", "gpu", "stopped", "other"]
 
 #: In the order the doctor names them: on a core (or runnable), waiting on a lock or the GIL (futex),
-#: waiting for input on a socket, pipe or poll set, in storage I/O, in a timed sleep, in the GPU driver.
-WAITS: tuple[Wait, ...] = ("cpu", "lock", "input", "io", "sleep", "gpu", "other")
+#: waiting for input on a socket, pipe or poll set, in storage I/O, in a timed sleep, in the GPU driver, stopped
+#: (by a signal or a cgroup freezer: it would run and is not let).
+WAITS: tuple[Wait, ...] = ("cpu", "lock", "input", "io", "sleep", "gpu", "stopped", "other")
 
 WAIT_WORDS: dict[str, str] = {
     "cpu": "on a core",
@@ -26,6 +28,7 @@ WAIT_WORDS: dict[str, str] = {
     "io": "in storage I/O",
     "sleep": "in a timed sleep",
     "gpu": "waiting in the GPU driver",
+    "stopped": "stopped (SIGSTOP, a debugger or a cgroup freezer)",
     "other": "asleep elsewhere",
 }
 
@@ -35,6 +38,8 @@ _INPUT = ("ep_poll", "epoll", "do_select", "core_sys_select", "do_sys_poll", "po
           "sock", "tcp_", "inet_", "unix_stream", "unix_dgram", "skb_wait", "pipe_", "wait_woken", "udp_")
 _SLEEP = ("nanosleep", "hrtimer", "clock_nanosleep", "schedule_timeout")
 _GPU = ("nvidia", "nv_", "uvm", "os_acquire", "nvkms")
+#: A frozen task (cgroup v2 ``cgroup.freeze``, v1's freezer) sleeps here rather than in state T.
+_FROZEN = ("freezer_trap", "refrigerator")
 
 
 @lru_cache(maxsize=512)  # a few dozen (state, channel) pairs recur every tick
@@ -43,6 +48,10 @@ def classify_wait(state: str, wchan: str | None) -> Wait:
     if state == "R":
         return "cpu"
     channel = (wchan or "").lower()
+    # stopped by a signal (T), or frozen (v1's freezer holds tasks in D state: before I/O); a tracing stop (t) is
+    # a profiler or debugger reading the thread, the stack sampler's own py-spy among them, not a stopped program
+    if state == "T" or any(w in channel for w in _FROZEN):
+        return "stopped"
     if state == "D" or any(w in channel for w in _IO):
         return "io"
     if "futex" in channel:

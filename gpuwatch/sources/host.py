@@ -189,7 +189,7 @@ class HostSource(Source):
         state, cpu_total, n_threads, rss, majflt = stat
         io = read_process_io(pid)
         dt = now - t.last_time
-        out = {**t.static, "rss_bytes": rss, "state": "T" if state == "t" else state, "num_threads": n_threads}
+        out = {**t.static, "rss_bytes": rss, "state": state, "num_threads": n_threads}
         cpu_pct = None
         if dt > 0:
             cpu_pct = out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)

@@ -48,6 +48,8 @@ def top(snaps: list[Snapshot]) -> str | None:
     ("D", None, "io"), ("S", "folio_wait_bit_common", "io"), ("S", "io_schedule", "io"),
     ("S", "hrtimer_nanosleep", "sleep"), ("S", "do_nanosleep", "sleep"),
     ("S", "os_acquire_spinlock_nvidia", "gpu"), ("S", None, "other"), ("S", "do_wait", "other"),
+    ("T", "do_signal_stop", "stopped"), ("t", "ptrace_stop", "other"), ("S", "do_freezer_trap", "stopped"),
+    ("D", "__refrigerator", "stopped"),
 ])
 def test_a_threads_wait_class_comes_from_its_state_and_wait_channel(state: str, wchan: str | None,
                                                                     want: str) -> None:
