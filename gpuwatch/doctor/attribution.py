@@ -145,7 +145,15 @@ def limit_line(p: ProcessWindow) -> str:
         parts.append(f"its cgroup throttled in {p.throttled:.0f}% of its quota's periods")
     if p.cpu is not None:
         parts.append(f"the process uses {p.cpu / 100:.1f} cores")
+    if p.limit_peers:
+        parts.append("under the same quota: " + ", ".join(f"pid {pid} ({name}) {cpu:.0f}%" for pid, name, cpu
+                                                           in p.limit_peers))
     return "; ".join(parts)
+
+
+def peers_take_the_quota(p: ProcessWindow) -> bool:
+    """Other processes under its quota use more of it than the process itself does."""
+    return sum(cpu for _, _, cpu in p.limit_peers) > (p.cpu or 0.0)
 
 
 def gil_bound(p: ProcessWindow) -> bool:

@@ -18,6 +18,7 @@ from gpuwatch.doctor.attribution import (
     idle_on_input,
     limit_bound,
     limit_line,
+    peers_take_the_quota,
     starved,
     threads_line,
     top_cpu,
@@ -92,6 +93,10 @@ def _limit_reached(g: GpuWindow, p: ProcessWindow, busy: float) -> Finding:
            "Widen the process's CPU affinity (taskset -p, the cpuset it runs in) or run no more busy threads than "
            "the cores it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer "
            f"pools size themselves by {cores}. See its allowed cores with taskset -p {p.pid}.")
+    if by != "CPU affinity" and peers_take_the_quota(p):
+        fix = ("Other processes under the same quota use most of it (named above: a sidecar, a log shipper, an "
+               "exporter): move them out of the GPU process's cgroup (a container of their own with its own limit) "
+               "or raise the limit to cover them; see the throttling in the cgroup's cpu.stat (nr_throttled).")
     return finding(
         "host_cpu_contention", f"CPU limit reached: the feeding thread waits for a core its {by} allows",
         "warning", HOST_CONTENTION(100.0 - busy), g,

@@ -91,6 +91,8 @@ class ProcessWindow:
     cpu_limit: float | None = None
     cpu_limit_by: str | None = None
     throttled: float | None = None
+    #: The busiest other processes under its quota at the last sample that had any: (pid, name, CPU %).
+    limit_peers: tuple[tuple[int, str, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -143,6 +145,14 @@ def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
     tops = Counter(p.thread_waits[0] for p in procs if p.thread_waits)
     n = sum(tops.values())
     return {w: c / n for w, c in tops.items()} if n else {}
+
+
+def _limit_peers(procs: list[ProcessSample]) -> tuple[tuple[int, str, float], ...]:
+    last = next((p for p in reversed(procs) if p.cpu_limit_peer_pids), None)
+    if last is None:
+        return ()
+    return tuple(zip(last.cpu_limit_peer_pids, last.cpu_limit_peer_names, last.cpu_limit_peer_cpu_percents,
+                     strict=False))
 
 
 def _stopped(p: ProcessSample) -> bool:
@@ -228,7 +238,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
         upstream=upstream.most_common(1)[0][0] if upstream else None,
         cpu_limit=med["cpu_limit_cores"], cpu_limit_by=limited_by.most_common(1)[0][0] if limited_by else None,
-        throttled=med["cpu_throttled_percent"])
+        throttled=med["cpu_throttled_percent"], limit_peers=_limit_peers(procs))
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:

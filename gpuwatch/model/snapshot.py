@@ -238,6 +238,11 @@ class ProcessSample:
     #: Share of its quota's periods (100 ms by default) in which its cgroup used the quota up and was stopped
     #: until the next one, percent. None: no quota, or not read.
     cpu_throttled_percent: float | None = None
+    #: The busiest other processes under that quota (a sidecar, its own workers), each at 10 % of a core or more:
+    #: pids, names and CPU (percent of one core), busiest first, at most three.
+    cpu_limit_peer_pids: tuple[int, ...] = ()
+    cpu_limit_peer_names: tuple[str, ...] = ()
+    cpu_limit_peer_cpu_percents: tuple[float, ...] = ()
 
     @property
     def command(self) -> str:

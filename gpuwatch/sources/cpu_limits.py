@@ -16,16 +16,22 @@ A process's cgroup path is read in the reader's cgroup namespace, so a daemon on
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.sources import held_files
+from gpuwatch.sources.procfs import read_cpu_seconds
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 #: Seconds between reads of the limits themselves (affinity, quotas); the throttle counter is read every tick.
 LIMITS_EVERY_S = 10.0
 QUOTA = "cgroup quota"
 AFFINITY = "CPU affinity"
+#: The other processes under the binding quota that are named: the busiest, each at 10 % of a core or more
+#: (a sidecar, a log shipper, the process's own workers), and how many members of the cgroup are read at most.
+PEERS_NAMED = 3
+PEER_CPU = 10.0
+MEMBERS_READ = 64
 
 
 def cgroup_dirs(cgroup_text: str, root: str = CGROUP_ROOT) -> list[str]:
@@ -86,6 +92,30 @@ def throttle_counts(stat: bytes) -> tuple[int, int] | None:
     return (found[b"nr_periods"], found[b"nr_throttled"]) if len(found) == 2 else None
 
 
+def cgroup_members(directory: str, limit: int = MEMBERS_READ) -> list[int]:
+    """The processes in a cgroup and every cgroup below it (a pod's quota binds its containers' processes
+    too), at most ``limit``."""
+    found: list[int] = []
+    for here, _, _ in os.walk(directory):
+        body = _read_all(os.path.join(here, "cgroup.procs"))
+        found.extend(int(line) for line in body.split() if line.isdigit())
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def _read_all(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _name(pid: int) -> str:
+    return (_read(f"/proc/{pid}/comm") or "?").strip()
+
+
 def affinity_cores(pid: int) -> int | None:
     try:
         return len(os.sched_getaffinity(pid))
@@ -102,6 +132,9 @@ class _Limit:
     stat: str | None = None
     read_at: float = float("-inf")
     counts: tuple[int, int] | None = None
+    #: The binding cgroup's other processes: pid -> (CPU seconds, when read), and their names.
+    peers: dict[int, tuple[float, float]] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
 
 
 class CpuLimits:
@@ -118,14 +151,16 @@ class CpuLimits:
         self._limits[pid] = _Limit(cgroup_dirs(cgroup_text or "", root))
 
     def forget(self, pid: int) -> None:
-        self._limits.pop(pid, None)
+        limit = self._limits.pop(pid, None)
+        for peer in limit.peers if limit is not None else ():
+            held_files.release(peer)
 
     def read(self, pid: int, now: float) -> dict[str, Any]:
         limit = self._limits.get(pid)
         if limit is None:
             return {}
         if now - limit.read_at >= self.every_s:
-            self._refresh(pid, limit)
+            self._refresh(pid, limit, now)
             limit.read_at = now
         out: dict[str, Any] = {"cpu_limit_cores": limit.cores, "cpu_limit_by": limit.by}
         if limit.stat is not None:
@@ -138,9 +173,30 @@ class CpuLimits:
                 periods = counts[0] - before[0]
                 out["cpu_throttled_percent"] = round(100.0 * (counts[1] - before[1]) / periods, 1) if periods > 0 \
                     else 0.0
+            out.update(self._peers(limit, now))
         return out
 
-    def _refresh(self, pid: int, limit: _Limit) -> None:
+    @staticmethod
+    def _peers(limit: _Limit, now: float) -> dict[str, Any]:
+        """The busiest other processes under the binding quota, CPU over the last interval, percent of a core."""
+        busy: list[tuple[float, int]] = []
+        for peer, (before, at) in list(limit.peers.items()):
+            seconds = read_cpu_seconds(peer)
+            if seconds is None:
+                del limit.peers[peer]
+                continue
+            limit.peers[peer] = (seconds, now)
+            if now > at and (cpu := 100.0 * (seconds - before) / (now - at)) >= PEER_CPU:
+                busy.append((cpu, peer))
+        busy.sort(reverse=True)
+        shown = busy[:PEERS_NAMED]
+        if not shown:
+            return {}
+        return {"cpu_limit_peer_pids": tuple(p for _, p in shown),
+                "cpu_limit_peer_names": tuple(limit.names.setdefault(p, _name(p)) for _, p in shown),
+                "cpu_limit_peer_cpu_percents": tuple(round(c, 1) for c, _ in shown)}
+
+    def _refresh(self, pid: int, limit: _Limit, now: float) -> None:
         quotas = [(q, d) for d in limit.dirs if (q := quota_cores(d)) is not None]
         quota, binding = min(quotas) if quotas else (None, None)
         pinned = affinity_cores(pid)
@@ -156,3 +212,11 @@ class CpuLimits:
                 held_files.release(pid, limit.stat)
             limit.stat, limit.counts = stat, None
         limit.cores, limit.by = cores, by
+        members = set(cgroup_members(os.path.dirname(stat))) - {pid} if stat is not None else set()
+        for gone in set(limit.peers) - members:
+            del limit.peers[gone]
+            limit.names.pop(gone, None)
+            held_files.release(gone)
+        for new in members - set(limit.peers):
+            if (seconds := read_cpu_seconds(new)) is not None:
+                limit.peers[new] = (seconds, now)

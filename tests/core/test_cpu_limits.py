@@ -87,6 +87,33 @@ def test_the_smallest_quota_up_the_hierarchy_binds_and_its_throttling_is_a_share
     assert limits.read(spinner.pid, 2.0) == {}
 
 
+def test_the_busiest_other_processes_under_the_quota_are_named_with_their_cpu(
+        tmp_path: Path, spinner: subprocess.Popen[str]) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sidecar = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sidecar.stdout is not None and sidecar.stdout.readline()
+        pod, ctr, side = tmp_path / "pod", tmp_path / "pod/gpu", tmp_path / "pod/sidecar"
+        ctr.mkdir(parents=True)
+        side.mkdir()
+        (pod / "cpu.max").write_text("50000 100000\n")
+        (pod / "cpu.stat").write_text("nr_periods 10\nnr_throttled 9\n")
+        (ctr / "cgroup.procs").write_text(f"{spinner.pid}\n{sleeper.pid}\n")
+        (side / "cgroup.procs").write_text(f"{sidecar.pid}\n")  # a sibling container: the pod's quota binds it too
+        limits = CpuLimits()
+        limits.track(spinner.pid, "0::/pod/gpu\n", str(tmp_path))
+        limits.read(spinner.pid, time.monotonic())
+        time.sleep(0.5)
+        out = limits.read(spinner.pid, time.monotonic())
+        assert out["cpu_limit_peer_pids"] == (sidecar.pid,)  # the sleeper uses no CPU, the process is not its own peer
+        assert out["cpu_limit_peer_names"] == ("python3",) or out["cpu_limit_peer_names"][0].startswith("python")
+        assert out["cpu_limit_peer_cpu_percents"][0] > 30.0
+    finally:
+        for proc in (sleeper, sidecar):
+            proc.kill()
+            proc.wait()
+
+
 def test_a_quota_as_large_as_the_host_is_no_limit(tmp_path: Path, spinner: subprocess.Popen[str]) -> None:
     cores = len(os.sched_getaffinity(spinner.pid))
     (tmp_path / "cpu.max").write_text(f"{cores * 100000} 100000\n")

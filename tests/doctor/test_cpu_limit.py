@@ -75,3 +75,16 @@ def test_a_limit_the_process_does_not_reach_leaves_the_pegged_feeding_thread_as_
 def test_without_a_limit_a_starved_thread_on_an_idle_host_is_still_not_blamed_on_the_host() -> None:
     snaps = limited(window(IDLE_GPU), cores=None, by=None, throttled=None, top_cpu=14.0, run_wait=40.0)
     assert "host_cpu_contention" not in {f.code for f in diagnose(snaps)}
+
+
+def test_a_sidecar_that_takes_the_quota_is_named_and_the_fix_is_to_move_it() -> None:
+    snaps = limited(window(IDLE_GPU), cores=2.0, by="cgroup quota", throttled=100.0, top_cpu=50.0, run_wait=50.0)
+    for i, s in enumerate(snaps):
+        p = dataclasses.replace(s.processes[0], cpu_percent=50.0, cpu_limit_peer_pids=(580, 581),
+                                cpu_limit_peer_names=("fluent-bit", "python3"),
+                                cpu_limit_peer_cpu_percents=(75.0, 70.0))
+        snaps[i] = dataclasses.replace(s, processes=(p,))
+    f = top(snaps)
+    assert f.code == "host_cpu_contention" and f.title.startswith("CPU limit reached"), f
+    assert any("under the same quota: pid 580 (fluent-bit) 75%, pid 581 (python3) 70%" in e for e in f.evidence)
+    assert "move them out of the GPU process's cgroup" in f.fix

@@ -18,9 +18,11 @@ def _text(p: ProcessSample) -> str:
 
 def test_a_quota_shows_under_the_cpu_with_its_throttling_and_nowhere_else() -> None:
     text = _text(ProcessSample(pid=9, gpu_index=0, cpu_percent=200.0, cpu_limit_cores=2.0,
-                               cpu_limit_by="cgroup quota", cpu_throttled_percent=94.0))
-    row = next(line for line in text.splitlines() if "its CPU limit" in line)
-    assert " ".join(row.split()) == "its CPU limit 2 cores (cgroup quota), throttled in 94% of its periods"
+                               cpu_limit_by="cgroup quota", cpu_throttled_percent=94.0, cpu_limit_peer_pids=(12,),
+                               cpu_limit_peer_names=("fluent-bit",), cpu_limit_peer_cpu_percents=(97.0,)))
+    row = " ".join(line.strip() for line in text.splitlines() if "its CPU limit" in line or "same quota" in line)
+    assert " ".join(row.split()) == ("its CPU limit 2 cores (cgroup quota), throttled in 94% of its periods; pid 12 "
+                                     "(fluent-bit) 97% under the same quota")
     assert "\nother" not in text  # none of its fields left to the catch-all group
 
 

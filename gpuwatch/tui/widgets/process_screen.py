@@ -53,8 +53,9 @@ def _limit(p: ProcessSample) -> str:
     if p.cpu_limit_cores is None:
         return DASH
     text = f"{p.cpu_limit_cores:g} cores" + (f" ({p.cpu_limit_by})" if p.cpu_limit_by else "")
-    return text + ("" if p.cpu_throttled_percent is None else f", throttled in {p.cpu_throttled_percent:.0f}% of "
-                   "its periods")
+    text += "" if p.cpu_throttled_percent is None else f", throttled in {p.cpu_throttled_percent:.0f}% of its periods"
+    peers = zip(p.cpu_limit_peer_pids, p.cpu_limit_peer_names, p.cpu_limit_peer_cpu_percents, strict=False)
+    return text + "".join(f"; pid {pid} ({name}) {cpu:.0f}% under the same quota" for pid, name, cpu in peers)
 
 
 Row = tuple[str, tuple[str, ...], Callable[[ProcessSample], str]]
@@ -99,7 +100,8 @@ GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
          lambda p: ", ".join(f"{v:.0f}%" for v in p.thread_run_wait_percents) or DASH),
         ("all threads' wait for a core", ("run_wait_percent",),
          lambda p: _value("run_wait_percent", p.run_wait_percent)),
-        ("its CPU limit", ("cpu_limit_cores", "cpu_limit_by", "cpu_throttled_percent"), _limit),
+        ("its CPU limit", ("cpu_limit_cores", "cpu_limit_by", "cpu_throttled_percent", "cpu_limit_peer_pids",
+                           "cpu_limit_peer_names", "cpu_limit_peer_cpu_percents"), _limit),
     )),
     ("memory and I/O", (
         ("resident host memory", ("rss_bytes",), lambda p: _value("rss_bytes", p.rss_bytes)),
