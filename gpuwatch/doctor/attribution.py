@@ -55,6 +55,8 @@ def time_split(p: ProcessWindow) -> dict[str, float]:
     on_cpu = min(100.0, top_cpu(p))
     runnable = min(100.0 - on_cpu, p.top_run_wait or 0.0)
     asleep = {w: s for w, s in p.top_waits.items() if w not in ("cpu", "stopped")}
+    if not asleep:  # a quiet process's threads are read every few seconds; its main thread's wait, every sample
+        asleep = {w: s for w, s in p.main_waits.items() if w not in ("cpu", "stopped", "other")}
     total = sum(asleep.values())
     rest = max(0.0, 100.0 - on_cpu - runnable)
     split = {"cpu": on_cpu, "runnable": runnable}

@@ -33,6 +33,8 @@ OWN_KERNELS = 10.0
 UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.BUSY_UTIL``)
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
+#: The feeding thread's waits that another process can end (a feeder writing, draining or releasing).
+FEEDER_WAITS_ON = ("lock", "input", "output", "sleep", "other")
 WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
 #: Percent of wall time the feeding thread is stopped (SIGSTOP, a debugger, a freezer) from which that is the
@@ -113,7 +115,7 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
             waiting = p.stacks.share("lock", "network", "subprocess", "sleep", "storage", None) >= FEEDER_WAITS
         else:
             split = time_split(p)
-            waiting = sum(split.get(w, 0.0) for w in ("lock", "input", "sleep", "other")) >= 100 * FEEDER_WAITS
+            waiting = sum(split.get(w, 0.0) for w in FEEDER_WAITS_ON) >= 100 * FEEDER_WAITS
         if waiting:
             out.append((p, [f.line() for f in bound[:FEEDERS_NAMED]]))
     return out

@@ -14,17 +14,18 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-Wait = Literal["cpu", "lock", "input", "io", "sleep", "gpu", "stopped", "other"]
+Wait = Literal["cpu", "lock", "input", "output", "io", "sleep", "gpu", "stopped", "other"]
 
 #: In the order the doctor names them: on a core (or runnable), waiting on a lock or the GIL (futex),
-#: waiting for input on a socket, pipe or poll set, in storage I/O, in a timed sleep, in the GPU driver, stopped
-#: (by a signal or a cgroup freezer: it would run and is not let).
-WAITS: tuple[Wait, ...] = ("cpu", "lock", "input", "io", "sleep", "gpu", "stopped", "other")
+#: waiting for input on a socket, pipe or poll set, blocked sending into a full pipe or socket, in storage
+#: I/O, in a timed sleep, in the GPU driver, stopped (by a signal or a cgroup freezer: it would run and is not let).
+WAITS: tuple[Wait, ...] = ("cpu", "lock", "input", "output", "io", "sleep", "gpu", "stopped", "other")
 
 WAIT_WORDS: dict[str, str] = {
     "cpu": "on a core",
     "lock": "waiting on a lock (futex)",
     "input": "waiting for input (socket, pipe or poll)",
+    "output": "blocked sending (a full pipe or socket)",
     "io": "in storage I/O",
     "sleep": "in a timed sleep",
     "gpu": "waiting in the GPU driver",
@@ -36,6 +37,9 @@ _IO = ("io_schedule", "folio", "wait_on_page", "page_lock", "blk", "nfs", "fuse"
        "jbd2", "bit_wait_io", "rpc_wait")
 _INPUT = ("ep_poll", "epoll", "do_select", "core_sys_select", "do_sys_poll", "poll_schedule", "sk_wait",
           "sock", "tcp_", "inet_", "unix_stream", "unix_dgram", "skb_wait", "pipe_", "wait_woken", "udp_")
+#: Blocked on the sending side: a pipe whose reader does not drain it, a socket whose send buffer is full (a TCP
+#: sender blocked in ``sk_stream_wait_memory`` often shows only ``wait_woken``, as a reader does: input).
+_OUTPUT = ("pipe_write", "sk_stream_wait_memory", "sock_alloc_send", "unix_wait_for_peer")
 _SLEEP = ("nanosleep", "hrtimer", "clock_nanosleep", "schedule_timeout")
 _GPU = ("nvidia", "nv_", "uvm", "os_acquire", "nvkms")
 #: A frozen task (cgroup v2 ``cgroup.freeze``, v1's freezer) sleeps here rather than in state T.
@@ -58,6 +62,8 @@ def classify_wait(state: str, wchan: str | None) -> Wait:
         return "lock"
     if any(w in channel for w in _GPU):
         return "gpu"
+    if any(w in channel for w in _OUTPUT):
+        return "output"
     if any(w in channel for w in _INPUT):
         return "input"
     if any(w in channel for w in _SLEEP):

@@ -50,6 +50,8 @@ def top(snaps: list[Snapshot]) -> str | None:
     ("S", "os_acquire_spinlock_nvidia", "gpu"), ("S", None, "other"), ("S", "do_wait", "other"),
     ("T", "do_signal_stop", "stopped"), ("t", "ptrace_stop", "other"), ("S", "do_freezer_trap", "stopped"),
     ("D", "__refrigerator", "stopped"),
+    ("S", "anon_pipe_write", "output"), ("S", "pipe_write", "output"), ("S", "unix_wait_for_peer", "output"),
+    ("S", "sock_alloc_send_pskb", "output"), ("S", "sk_stream_wait_memory", "output"),
 ])
 def test_a_threads_wait_class_comes_from_its_state_and_wait_channel(state: str, wchan: str | None,
                                                                     want: str) -> None:
