@@ -131,6 +131,12 @@ MECHANISMS: tuple[Mechanism, ...] = (
               words="serialising or deserialising (pickle, json, torch.save/load)",
               advice="objects are (de)serialised per item: send tensors through shared memory or pinned buffers "
                      "instead of pickling them, use a binary format, and load once"),
+    Mechanism("file_lock", functions=r"(^|_)flock$|^lockf(64)?$",
+              files=r"(^|/)filelock/|torch/utils/file_baton\.py$|(^|/)portalocker/|(^|/)fasteners/",
+              words="waiting on a file lock another process holds (flock, a lock file)", waiting=True,
+              advice="another process holds the file lock (the evidence names it where /proc/locks does): hold it "
+                     "for less than a step, give each worker its own file or cache directory, and take the shared "
+                     "work behind it (a download, a compile, a cache write) out of the request path"),
     Mechanism("network", functions=r"^(__libc_)?(recv|recvfrom|recvmsg|recv_into|send|sendto|sendmsg|sendall"
               r"|connect|accept4?)$|getaddrinfo|SSL_read|SSL_write|SSL_do_handshake|urlopen|getresponse|sock_recv"
               r"|sock_send|create_connection",

@@ -34,7 +34,7 @@ UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.B
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
 #: The feeding thread's waits that another process can end (a feeder writing, draining or releasing).
-FEEDER_WAITS_ON = ("lock", "input", "output", "sleep", "other")
+FEEDER_WAITS_ON = ("lock", "file_lock", "input", "output", "sleep", "other")
 WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
 #: Percent of wall time the feeding thread is stopped (SIGSTOP, a debugger, a freezer) from which that is the
@@ -195,18 +195,27 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
                "Open the top code location: that is where the idle time is spent.")
         if ev.holders is not None:
             lines = (*lines, ev.holders.line("the threads it waits for"))
+        lines = (*lines, _lock_holder_line(p))
     else:
         split = time_split(p)
         top_wait = max(split, key=lambda w: split[w])
         where = WAIT_WORDS.get(top_wait, "runnable without a core")
         title = f"GPU idle {idle:.0f}% of the window: the feeding thread is {split[top_wait]:.0f}% {where}"
         why = g.stacks_problem or "no stack samples in this window"
-        lines = (attribution_line(p), threads_line(p), host_line(g), f"stacks not available: {why}")
+        lines = (attribution_line(p), _lock_holder_line(p), threads_line(p), host_line(g),
+                 f"stacks not available: {why}")
         fix = (f"See what the feeding thread does: py-spy dump --pid {p.pid} (Python stacks), and nsys profile "
                "for the GPU timeline; check for sleeps, remote calls, locks and syncs in the request path.")
     return finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
                    gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
                    fix, pid=p.pid)
+
+
+def _lock_holder_line(p: ProcessWindow) -> str | None:
+    if p.file_lock_holder is None:
+        return None
+    pid, name = p.file_lock_holder
+    return f"{p.label} waits on a file lock held by pid {pid}" + (f" ({name})" if name else "")
 
 
 def _stopped(g: GpuWindow, p: ProcessWindow, idle: float) -> Finding:

@@ -93,6 +93,8 @@ class ProcessWindow:
     throttled: float | None = None
     #: The busiest other processes under its quota at the last sample that had any: (pid, name, CPU %).
     limit_peers: tuple[tuple[int, str, float], ...] = ()
+    #: The process holding the file lock it waited on in most samples that had one: (pid, name).
+    file_lock_holder: tuple[int, str | None] | None = None
 
     @property
     def label(self) -> str:
@@ -204,6 +206,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
     channels = Counter(p.wait_channel for p in procs if p.wait_channel)
     upstream = Counter(p.upstream for p in procs if p.upstream)
     limited_by = Counter(p.cpu_limit_by for p in procs if p.cpu_limit_by)
+    holders = Counter((p.file_lock_holder_pid, p.file_lock_holder_name) for p in procs if p.file_lock_holder_pid)
     top_tid = max(tops)[1] if tops else None
     med = dict(zip(_MEDIAN_FIELDS, map(_column_median, zip(*map(_median_row, procs), strict=True)), strict=True))
     run_waits, threads_cpu, busy = [], [], []
@@ -238,7 +241,8 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
         upstream=upstream.most_common(1)[0][0] if upstream else None,
         cpu_limit=med["cpu_limit_cores"], cpu_limit_by=limited_by.most_common(1)[0][0] if limited_by else None,
-        throttled=med["cpu_throttled_percent"], limit_peers=_limit_peers(procs))
+        throttled=med["cpu_throttled_percent"], limit_peers=_limit_peers(procs),
+        file_lock_holder=holders.most_common(1)[0][0] if holders else None)
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:

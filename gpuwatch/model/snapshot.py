@@ -243,6 +243,9 @@ class ProcessSample:
     cpu_limit_peer_pids: tuple[int, ...] = ()
     cpu_limit_peer_names: tuple[str, ...] = ()
     cpu_limit_peer_cpu_percents: tuple[float, ...] = ()
+    #: While it waits on a file lock (flock, fcntl): the process holding that lock (``/proc/locks``) and its name.
+    file_lock_holder_pid: int | None = None
+    file_lock_holder_name: str | None = None
 
     @property
     def command(self) -> str:

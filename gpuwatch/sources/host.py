@@ -20,8 +20,10 @@ from typing import Any
 import psutil
 
 from gpuwatch.model.snapshot import HostSample
+from gpuwatch.model.thread_wait import classify_wait
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.cpu_limits import CpuLimits
+from gpuwatch.sources.file_locks import read_comm, read_lock_holder
 from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
@@ -206,6 +208,7 @@ class HostSource(Source):
         out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
         out.update(self._limits.read(pid, now))
+        out.update(_lock_holder(pid, out))
         t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
         return out
 
@@ -231,6 +234,17 @@ class HostSource(Source):
         self._limits.forget(pid)
         for child in t.children if t is not None else ():
             forget(child)
+
+
+def _lock_holder(pid: int, out: dict[str, Any]) -> dict[str, Any]:
+    """Who holds the file lock the process waits on (its main thread's or a working thread's wait), from
+    /proc/locks: read only while it waits on one."""
+    channel = out.get("wait_channel")
+    if "file_lock" not in (out.get("thread_waits") or ()) and \
+            (channel is None or classify_wait("S", channel) != "file_lock"):
+        return {}
+    holder = read_lock_holder(pid)
+    return {} if holder is None else {"file_lock_holder_pid": holder, "file_lock_holder_name": read_comm(holder)}
 
 
 def _safe(fn: Any) -> Any:

@@ -31,6 +31,9 @@ STACKS: dict[str, tuple[ThreadStack, str]] = {
     "serialization": (thread(py(f"{STDLIB}/pickle.py", "load"), py("loader.py", "decode")), "loader.py:decode"),
     "storage": (thread(native("libc.so.6", "__libc_read"), py("loader.py", "read_shard"), idle=True),
                 "loader.py:read_shard"),
+    # a blocking flock() in libc (py-filelock's polling acquire: below)
+    "file_lock": (thread(native("libc.so.6", "flock"), py("cache.py", "write_entry"), idle=True),
+                  "cache.py:write_entry"),
     "network": (thread(native("libc.so.6", "recv"), py(f"{STDLIB}/socket.py", "recv_into"),
                        py(f"{SITE}/urllib3/response.py", "read"), py("client.py", "fetch_features"), idle=True),
                 "client.py:fetch_features"),
@@ -46,6 +49,14 @@ STACKS: dict[str, tuple[ThreadStack, str]] = {
                        py(f"{SITE}/torch/nn/modules/linear.py", "forward"), py("model.py", "preprocess")),
                 "model.py:preprocess"),
 }
+
+
+def test_a_lock_file_polled_with_sleeps_is_a_file_lock_not_a_sleep() -> None:
+    polled = thread(native("libc.so.6", "clock_nanosleep"), py(f"{SITE}/filelock/_api.py", "acquire"),
+                    py(f"{SITE}/huggingface_hub/file_download.py", "hf_hub_download"), py("serve.py", "load_model"),
+                    idle=True)
+    assert classify(polled) == "file_lock"
+    assert location(polled) == "serve.py:load_model"
 
 
 def test_every_mechanism_of_the_table_has_a_stack_here() -> None:
