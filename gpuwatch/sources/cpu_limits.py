@@ -135,6 +135,8 @@ class _Limit:
     #: The binding cgroup's other processes: pid -> (CPU seconds, when read), and their names.
     peers: dict[int, tuple[float, float]] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
+    #: What the last refresh found of them (the ``cpu_limit_peer_*`` fields).
+    shown: dict[str, Any] = field(default_factory=dict)
 
 
 class CpuLimits:
@@ -173,12 +175,13 @@ class CpuLimits:
                 periods = counts[0] - before[0]
                 out["cpu_throttled_percent"] = round(100.0 * (counts[1] - before[1]) / periods, 1) if periods > 0 \
                     else 0.0
-            out.update(self._peers(limit, now))
+            out.update(limit.shown)
         return out
 
     @staticmethod
     def _peers(limit: _Limit, now: float) -> dict[str, Any]:
-        """The busiest other processes under the binding quota, CPU over the last interval, percent of a core."""
+        """The busiest other processes under the binding quota, CPU since the last refresh (``every_s``: a pod
+        may hold dozens of processes, so they are not read every tick), percent of a core."""
         busy: list[tuple[float, int]] = []
         for peer, (before, at) in list(limit.peers.items()):
             seconds = read_cpu_seconds(peer)
@@ -212,6 +215,7 @@ class CpuLimits:
                 held_files.release(pid, limit.stat)
             limit.stat, limit.counts = stat, None
         limit.cores, limit.by = cores, by
+        limit.shown = self._peers(limit, now)
         members = set(cgroup_members(os.path.dirname(stat))) - {pid} if stat is not None else set()
         for gone in set(limit.peers) - members:
             del limit.peers[gone]

@@ -100,10 +100,11 @@ def test_the_busiest_other_processes_under_the_quota_are_named_with_their_cpu(
         (pod / "cpu.stat").write_text("nr_periods 10\nnr_throttled 9\n")
         (ctr / "cgroup.procs").write_text(f"{spinner.pid}\n{sleeper.pid}\n")
         (side / "cgroup.procs").write_text(f"{sidecar.pid}\n")  # a sibling container: the pod's quota binds it too
-        limits = CpuLimits()
+        limits = CpuLimits(every_s=0.4)  # the members' CPU is read at each refresh of the limits, not every tick
         limits.track(spinner.pid, "0::/pod/gpu\n", str(tmp_path))
         limits.read(spinner.pid, time.monotonic())
         time.sleep(0.5)
+        assert "cpu_limit_peer_pids" not in limits.read(spinner.pid, time.monotonic() - 0.2)  # not refreshed yet
         out = limits.read(spinner.pid, time.monotonic())
         assert out["cpu_limit_peer_pids"] == (sidecar.pid,)  # the sleeper uses no CPU, the process is not its own peer
         assert out["cpu_limit_peer_names"] == ("python3",) or out["cpu_limit_peer_names"][0].startswith("python")
