@@ -10,7 +10,9 @@ Read from the kernel's own files, each cheap: the CPU affinity (``sched_getaffin
 narrows), the CFS bandwidth quota of the process's cgroup and of every cgroup above it (``cpu.max`` in
 cgroup v2, ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` in v1; the smallest binds), and the binding
 cgroup's count of periods it ran in and was throttled in (``cpu.stat``: ``nr_periods``, ``nr_throttled``).
-A process's cgroup path is read in the reader's cgroup namespace, so a daemon on the host sees a pod's.
+A process's cgroup path is read in the reader's cgroup namespace, so a daemon on the host (or in a pod sharing
+the host's cgroup namespace, with the host's /sys/fs/cgroup) sees a pod's; one in a namespace of its own sees
+other pods' paths as ``/../..``, outside what it can read: their quotas are not read (their affinity still is).
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def cgroup_dirs(cgroup_text: str, root: str = CGROUP_ROOT) -> list[str]:
             continue
         if not base or not path.startswith("/"):
             continue
-        parts = [p for p in path.split("/") if p and p != ".."]
+        parts = [p for p in path.split("/") if p]
+        if ".." in parts:  # outside the reader's cgroup namespace: not under its /sys/fs/cgroup
+            return []
         return [os.path.join(base, *parts[:n]) for n in range(len(parts), -1, -1)]
     return []
 

@@ -48,6 +48,10 @@ def test_no_cpu_controller_and_no_v2_line_is_no_cgroup_to_read() -> None:
     assert cgroup_dirs("", "/cg") == []
 
 
+def test_a_cgroup_outside_the_readers_namespace_is_not_guessed_at() -> None:
+    assert cgroup_dirs("0::/../../kubepods/pod1/ctr\n", "/cg") == []
+
+
 # -- what the files say -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("files", "cores"), [
