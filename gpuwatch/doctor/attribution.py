@@ -31,6 +31,8 @@ HOST_BUSY = 90.0  # host CPU percent from which no core is idle
 #: Percent of its quota's periods a cgroup is throttled in from which the quota, not the program, sets the pace:
 #: a quota that fits the load throttles in a few periods at start-up bursts, none in steady state.
 THROTTLED_PERIODS = 20.0
+#: Share of its CPU limit a process uses from which a wait for a core is its limit's even on a full host.
+LIMIT_USED = 0.8
 #: Share of samples in state T from which the process's stops are counted in the feeding thread's time.
 STOPPED_SEEN = 0.25
 #: GIL contention: at least two working threads whose CPU together is about one core (the GIL lets one run
@@ -129,13 +131,17 @@ def feeders_starved(p: ProcessWindow) -> bool:
     return bool(waits) and sum(w >= RUN_WAIT_TOP for w in waits) > len(waits) / 2
 
 
-def limit_bound(p: ProcessWindow) -> bool:
+def limit_bound(p: ProcessWindow, g: GpuWindow) -> bool:
     """Held by its own CPU limit, not the host's: a limit below the host's cores (a cgroup quota, an
-    affinity), and its cgroup throttled in a real share of periods or its threads (or workers) waiting for a
-    core. With the host's cores idle, a thread runnable without a core is waiting on the limit."""
+    affinity), and its cgroup throttled in a real share of periods, or its threads (or workers) waiting for a
+    core while it uses its allowance or the host has cores to spare (on a full host, a process well under its
+    limit waits for the host's cores, not for its limit)."""
     if p.cpu_limit is None:
         return False
-    return (p.throttled or 0.0) >= THROTTLED_PERIODS or starved(p) or feeders_starved(p)
+    if (p.throttled or 0.0) >= THROTTLED_PERIODS:
+        return True
+    uses_it = (p.cpu or 0.0) >= LIMIT_USED * 100.0 * p.cpu_limit
+    return (starved(p) or feeders_starved(p)) and (uses_it or not host_saturated(g))
 
 
 def limit_line(p: ProcessWindow) -> str:

@@ -53,7 +53,7 @@ def host_contended(g: GpuWindow) -> list[ProcessWindow]:
     """GPU processes whose threads wait for a core: on a host with none to spare, or within their own CPU
     limit (a cgroup quota, an affinity) whatever the host has; most starved first."""
     saturated = host_saturated(g)
-    return sorted((p for p in g.processes if limit_bound(p) or (saturated and (starved(p) or feeders_starved(p)))),
+    return sorted((p for p in g.processes if limit_bound(p, g) or (saturated and (starved(p) or feeders_starved(p)))),
                   key=lambda p: -(p.top_run_wait or 0.0))
 
 
@@ -68,7 +68,7 @@ def host_cpu_contention(g: GpuWindow) -> Finding | None:
     if not under_used(g) or not contended:
         return None
     p, busy = contended[0], g.busy or 0.0
-    if limit_bound(p):
+    if limit_bound(p, g):
         return _limit_reached(g, p, busy)
     return finding(
         "host_cpu_contention", "Host CPU oversubscribed: the feeding thread waits for a core", "warning",

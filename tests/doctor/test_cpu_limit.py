@@ -14,15 +14,18 @@ from .synthetic import Load, window
 
 
 def limited(snaps: list[Snapshot], *, cores: float | None, by: str | None, throttled: float | None,
-            top_cpu: float, run_wait: float, host_cpu: float = 12.0, running: int = 3) -> list[Snapshot]:
-    """The window's process with a CPU limit, its feeding thread's CPU and run delay, and the host's load."""
+            top_cpu: float, run_wait: float, host_cpu: float = 12.0, running: int = 3,
+            cpu: float | None = None) -> list[Snapshot]:
+    """The window's process with a CPU limit, its feeding thread's CPU and run delay, the whole process's CPU
+    (its three working threads' by default) and the host's load."""
     out = []
     for s in snaps:
         p = dataclasses.replace(s.processes[0], cpu_limit_cores=cores, cpu_limit_by=by,
                                 cpu_throttled_percent=throttled, thread_cpu_percents=(top_cpu, 12.0, 12.0),
                                 thread_run_wait_percents=(run_wait, 70.0, 70.0),
                                 thread_waits=("cpu", "cpu", "cpu"), top_thread_cpu_percent=top_cpu,
-                                cpu_percent=top_cpu + 24.0, run_wait_percent=run_wait + 140.0)
+                                cpu_percent=top_cpu + 24.0 if cpu is None else cpu,
+                                run_wait_percent=run_wait + 140.0)
         out.append(dataclasses.replace(s, processes=(p,), host=dataclasses.replace(s.host, cpu_percent=host_cpu,
                                                                                   procs_running=running)))
     return out
@@ -50,7 +53,7 @@ def test_threads_throttled_by_a_pods_quota_on_an_idle_host_are_the_quotas_not_th
 def test_a_process_pinned_to_two_cores_is_its_affinitys_even_when_more_threads_run_than_the_host_has_cores() -> None:
     # 17 runnable on 16 cores reads as a full host; 14 idle cores and an affinity of 2 say whose limit it is
     snaps = limited(window(IDLE_GPU), cores=2.0, by="CPU affinity", throttled=None, top_cpu=14.0, run_wait=81.0,
-                    running=17)
+                    running=17, cpu=195.0)  # its two cores used up
     f = top(snaps)
     assert f.code == "host_cpu_contention" and f.title.endswith("waits for a core its CPU affinity allows"), f
     assert "taskset -p 471" in f.fix and "resources.limits.cpu" not in f.fix
@@ -88,3 +91,10 @@ def test_a_sidecar_that_takes_the_quota_is_named_and_the_fix_is_to_move_it() -> 
     assert f.code == "host_cpu_contention" and f.title.startswith("CPU limit reached"), f
     assert any("under the same quota: pid 580 (fluent-bit) 75%, pid 581 (python3) 70%" in e for e in f.evidence)
     assert "move them out of the GPU process's cgroup" in f.fix
+
+
+def test_on_a_full_host_a_process_well_under_its_limit_waits_for_the_hosts_cores_not_its_limit() -> None:
+    snaps = limited(window(IDLE_GPU), cores=8.0, by="CPU affinity", throttled=None, top_cpu=14.0, run_wait=81.0,
+                    host_cpu=99.0, running=60, cpu=60.0)
+    f = top(snaps)
+    assert f.code == "host_cpu_contention" and f.title.startswith("Host CPU oversubscribed"), f
