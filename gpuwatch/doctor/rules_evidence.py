@@ -34,7 +34,7 @@ UNDER_USED = 60.0  # GPU-Util under which the GPU waits for work (``rules_feed.B
 #: A feeding thread that waits for work in this share of its time waits on something (a feeder or demand).
 FEEDER_WAITS = 0.5
 #: The feeding thread's waits that another process can end (a feeder writing, draining or releasing).
-FEEDER_WAITS_ON = ("lock", "file_lock", "input", "output", "sleep", "other")
+FEEDER_WAITS_ON = ("lock", "file_lock", "input", "output", "child", "sleep", "other")
 WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
 #: Percent of wall time the feeding thread is stopped (SIGSTOP, a debugger, a freezer) from which that is the
@@ -122,7 +122,11 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
 
 
 def _loader(p: ProcessWindow, bound: list[FeederWindow]) -> bool:
-    """Busy data-loader workers bound on their CPU: ``dataloader_bound``'s premise, which keeps its code."""
+    """Busy data-loader workers bound on their CPU: ``dataloader_bound``'s premise, which keeps its code. Not a
+    process whose feeding thread mostly waits for a child to exit (waitpid): it spawns a process per item and
+    waits for it, which a loader's pool never does."""
+    if time_split(p).get("child", 0.0) >= 100 * FEEDER_WAITS:
+        return False
     return bool(p.workers) and (p.workers_cpu or 0.0) >= WORKERS_CPU and all(f.bound in ("cpu", "gil") for f in bound)
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-Wait = Literal["cpu", "lock", "file_lock", "input", "output", "io", "sleep", "gpu", "stopped", "other"]
+Wait = Literal["cpu", "lock", "file_lock", "input", "output", "child", "io", "sleep", "gpu", "stopped", "other"]
 
 #: In the order the doctor names them: on a core (or runnable), waiting on a lock or the GIL (futex), on a file
 #: lock another process holds (flock, fcntl), waiting for input on a socket, pipe or poll set, blocked sending
-#: into a full pipe or socket, in storage I/O, in a timed sleep, in the GPU driver, stopped (by a signal or a
-#: cgroup freezer: it would run and is not let).
-WAITS: tuple[Wait, ...] = ("cpu", "lock", "file_lock", "input", "output", "io", "sleep", "gpu", "stopped", "other")
+#: into a full pipe or socket, waiting for a child process to exit, in storage I/O, in a timed sleep, in the GPU
+#: driver, stopped (by a signal or a cgroup freezer: it would run and is not let).
+WAITS: tuple[Wait, ...] = ("cpu", "lock", "file_lock", "input", "output", "child", "io", "sleep", "gpu", "stopped",
+                           "other")
 
 WAIT_WORDS: dict[str, str] = {
     "cpu": "on a core",
@@ -28,6 +29,7 @@ WAIT_WORDS: dict[str, str] = {
     "file_lock": "waiting on a file lock (flock, fcntl)",
     "input": "waiting for input (socket, pipe or poll)",
     "output": "blocked sending (a full pipe or socket)",
+    "child": "waiting for a child process to exit (waitpid)",
     "io": "in storage I/O",
     "sleep": "in a timed sleep",
     "gpu": "waiting in the GPU driver",
@@ -44,6 +46,8 @@ _INPUT = ("ep_poll", "epoll", "do_select", "core_sys_select", "do_sys_poll", "po
 _OUTPUT = ("pipe_write", "sk_stream_wait_memory", "sock_alloc_send", "unix_wait_for_peer")
 #: A blocking flock() or fcntl(F_SETLKW) waits here for the process holding the lock (``/proc/locks`` names it).
 _FILE_LOCK = ("lock_inode_wait", "locks_lock", "flock", "fcntl_setlk", "posix_lock", "lock_file_wait")
+#: ``waitpid``/``wait4``/``waitid`` (``subprocess.run``, ``Popen.wait``) sleep here until a child exits.
+_CHILD = ("do_wait", "kernel_wait", "wait_consider_task")
 _SLEEP = ("nanosleep", "hrtimer", "clock_nanosleep", "schedule_timeout")
 _GPU = ("nvidia", "nv_", "uvm", "os_acquire", "nvkms")
 #: A frozen task (cgroup v2 ``cgroup.freeze``, v1's freezer) sleeps here rather than in state T.
@@ -70,6 +74,8 @@ def classify_wait(state: str, wchan: str | None) -> Wait:
         return "gpu"
     if any(w in channel for w in _OUTPUT):
         return "output"
+    if any(w in channel for w in _CHILD):
+        return "child"
     if any(w in channel for w in _INPUT):
         return "input"
     if any(w in channel for w in _SLEEP):

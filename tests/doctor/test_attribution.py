@@ -47,7 +47,7 @@ def top(snaps: list[Snapshot]) -> str | None:
     ("S", "sk_wait_data", "input"), ("S", "pipe_read", "input"), ("S", "poll_schedule_timeout.constprop.0", "input"),
     ("D", None, "io"), ("S", "folio_wait_bit_common", "io"), ("S", "io_schedule", "io"),
     ("S", "hrtimer_nanosleep", "sleep"), ("S", "do_nanosleep", "sleep"),
-    ("S", "os_acquire_spinlock_nvidia", "gpu"), ("S", None, "other"), ("S", "do_wait", "other"),
+    ("S", "os_acquire_spinlock_nvidia", "gpu"), ("S", None, "other"), ("S", "do_wait", "child"),
     ("T", "do_signal_stop", "stopped"), ("t", "ptrace_stop", "other"), ("S", "do_freezer_trap", "stopped"),
     ("D", "__refrigerator", "stopped"),
     ("S", "anon_pipe_write", "output"), ("S", "pipe_write", "output"), ("S", "unix_wait_for_peer", "output"),

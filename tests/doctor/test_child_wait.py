@@ -1,0 +1,47 @@
+"""A process that waits for a child to exit (``subprocess.run`` per batch: a tokenizer, ffmpeg, a compiler), for
+real: the kernel's wait channel (``do_wait``) says it waits for a child, and the busy child is what it waits on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.doctor.attribution import attribution_line
+from gpuwatch.doctor.window import summarise
+
+from .live import on_idle_gpu
+
+PARENT = ("import subprocess, sys\nprint('ready', flush=True)\n"
+          "subprocess.run([sys.executable, '-c', sys.argv[1]])\n")
+
+
+@pytest.fixture
+def parent_of(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen([sys.executable, "-c", PARENT, request.param], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("parent_of", ["while True: pass"], indirect=True)
+def test_a_process_waiting_for_a_busy_child_is_held_back_by_that_child(parent_of: subprocess.Popen[str]) -> None:
+    snaps = on_idle_gpu(parent_of.pid, polls=6, every_s=0.3)
+    p = summarise(snaps)[0].processes[0]
+    assert "waiting for a child process to exit (waitpid)" in attribution_line(p), attribution_line(p)
+    f = top_problem(diagnose(snaps))
+    assert f is not None and f.code == "feeder_bound", f
+    assert any("child" in e for e in f.evidence), f.evidence
+
+
+@pytest.mark.parametrize("parent_of", ["import time; time.sleep(60)"], indirect=True)
+def test_a_process_waiting_for_a_sleeping_child_says_so_rather_than_asleep_elsewhere(
+        parent_of: subprocess.Popen[str]) -> None:
+    snaps = on_idle_gpu(parent_of.pid, polls=5, every_s=0.3)
+    f = top_problem(diagnose(snaps))
+    assert f is not None and "waiting for a child process to exit" in f.title and "elsewhere" not in f.title, f
