@@ -207,6 +207,10 @@ class HostSource(Source):
         # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
         out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct))
+        waits = out.get("thread_waits")
+        if waits and out.get("top_thread_id") == pid:  # the main thread's state and wait, fresh from this tick (a
+            # quiet process's threads are read every few seconds: their wait can be from before it began to wait)
+            out["thread_waits"] = (classify_wait(out["state"], out["wait_channel"]), *waits[1:])
         out.update(self._limits.read(pid, now))
         out.update(_lock_holder(pid, out))
         t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt

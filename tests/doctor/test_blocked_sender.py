@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,10 @@ def blocked_writer() -> Iterator[subprocess.Popen[bytes]]:
     read_end, write_end = os.pipe()
     child = subprocess.Popen([sys.executable, "-c", WRITER], stdout=write_end)
     os.close(write_end)
-    yield child  # the read end stays open and unread: the pipe fills and the writer blocks
+    deadline = time.monotonic() + 10
+    while "pipe_write" not in Path(f"/proc/{child.pid}/wchan").read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the read end stays open and unread: the pipe fills and the writer blocks
+    yield child
     child.kill()
     child.wait()
     os.close(read_end)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def holder_and_waiter(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], s
     holder = subprocess.Popen([sys.executable, "-c", TAKE, lock], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     waiter = subprocess.Popen([sys.executable, "-c", TAKE, lock], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while lock_holder(Path("/proc/locks").read_text(), waiter.pid) is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # until it is blocked on the lock (a slow machine takes a while to start Python)
     yield holder, waiter
     for proc in (waiter, holder):
         proc.kill()
