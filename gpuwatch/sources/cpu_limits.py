@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwatch.sources import held_files
+from gpuwatch.sources.netfds import read_comm
 from gpuwatch.sources.procfs import read_cpu_seconds
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -59,10 +60,10 @@ def cgroup_dirs(cgroup_text: str, root: str = CGROUP_ROOT) -> list[str]:
     return []
 
 
-def _read(path: str) -> str | None:
+def _read(path: str, size: int = 256) -> str | None:
     try:
         with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read(256)
+            return fh.read(size)
     except OSError:
         return None
 
@@ -101,23 +102,11 @@ def cgroup_members(directory: str, limit: int = MEMBERS_READ) -> list[int]:
     too), at most ``limit``."""
     found: list[int] = []
     for here, _, _ in os.walk(directory):
-        body = _read_all(os.path.join(here, "cgroup.procs"))
+        body = _read(os.path.join(here, "cgroup.procs"), -1) or ""
         found.extend(int(line) for line in body.split() if line.isdigit())
         if len(found) >= limit:
             break
     return found[:limit]
-
-
-def _read_all(path: str) -> str:
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def _name(pid: int) -> str:
-    return (_read(f"/proc/{pid}/comm") or "?").strip()
 
 
 def affinity_cores(pid: int) -> int | None:
@@ -125,6 +114,11 @@ def affinity_cores(pid: int) -> int | None:
         return len(os.sched_getaffinity(pid))
     except (AttributeError, OSError):  # not Linux, or the process is gone
         return None
+
+
+def _release_stat(peer: int) -> None:
+    """Close the stat file a peer's CPU was read from, and only that (the host source may follow it too)."""
+    held_files.release(peer, f"/proc/{peer}/stat")
 
 
 @dataclass
@@ -159,7 +153,7 @@ class CpuLimits:
     def forget(self, pid: int) -> None:
         limit = self._limits.pop(pid, None)
         for peer in limit.peers if limit is not None else ():
-            held_files.release(peer)
+            _release_stat(peer)
 
     def read(self, pid: int, now: float) -> dict[str, Any]:
         limit = self._limits.get(pid)
@@ -200,7 +194,7 @@ class CpuLimits:
         if not shown:
             return {}
         return {"cpu_limit_peer_pids": tuple(p for _, p in shown),
-                "cpu_limit_peer_names": tuple(limit.names.setdefault(p, _name(p)) for _, p in shown),
+                "cpu_limit_peer_names": tuple(limit.names.setdefault(p, read_comm(p) or "?") for _, p in shown),
                 "cpu_limit_peer_cpu_percents": tuple(round(c, 1) for c, _ in shown)}
 
     def _refresh(self, pid: int, limit: _Limit, now: float) -> None:
@@ -224,7 +218,7 @@ class CpuLimits:
         for gone in set(limit.peers) - members:
             del limit.peers[gone]
             limit.names.pop(gone, None)
-            held_files.release(gone)
+            _release_stat(gone)
         for new in members - set(limit.peers):
             if (seconds := read_cpu_seconds(new)) is not None:
                 limit.peers[new] = (seconds, now)

@@ -31,11 +31,3 @@ def read_lock_holder(pid: int) -> int | None:
     except OSError:
         return None
 
-
-def read_comm(pid: int) -> str | None:
-    """The process's name (``/proc/PID/comm``), None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None

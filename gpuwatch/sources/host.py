@@ -23,10 +23,11 @@ from gpuwatch.model.snapshot import HostSample
 from gpuwatch.model.thread_wait import classify_wait
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.cpu_limits import CpuLimits
-from gpuwatch.sources.file_locks import read_comm, read_lock_holder
+from gpuwatch.sources.file_locks import read_lock_holder
 from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
+from gpuwatch.sources.netfds import read_comm
 from gpuwatch.sources.procfs import (
     container_id_from_cgroup,
     forget,
