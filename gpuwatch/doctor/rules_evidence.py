@@ -186,8 +186,9 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
     if p is None:
         return None
     idle = 100.0 - g.busy
-    if time_split(p).get("stopped", 0.0) >= STOPPED_MOST:
-        return _stopped(g, p, idle)
+    split = time_split(p)
+    if split.get("stopped", 0.0) >= STOPPED_MOST:
+        return _stopped(g, p, idle, split)
     if p.stacks is not None:
         ev = p.stacks
         top = ev.locations[0]
@@ -201,7 +202,6 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
             lines = (*lines, ev.holders.line("the threads it waits for"))
         lines = (*lines, _lock_holder_line(p))
     else:
-        split = time_split(p)
         top_wait = max(split, key=lambda w: split[w])
         where = WAIT_WORDS.get(top_wait, "runnable without a core")
         title = f"GPU idle {idle:.0f}% of the window: the feeding thread is {split[top_wait]:.0f}% {where}"
@@ -222,15 +222,17 @@ def _lock_holder_line(p: ProcessWindow) -> str | None:
     return f"{p.label} waits on a file lock held by pid {pid}" + (f" ({name})" if name else "")
 
 
-def _stopped(g: GpuWindow, p: ProcessWindow, idle: float) -> Finding:
+def _stopped(g: GpuWindow, p: ProcessWindow, idle: float, split: dict[str, float]) -> Finding:
     """Something stops the process that feeds the GPU: no code of its own is to blame, and its stacks are only
-    where it was stopped."""
-    stopped = time_split(p)["stopped"]
+    where it was stopped. Its share of samples in state T can exceed the stopped time the title gives, which
+    the time it ran on a core bounds: the evidence says both."""
+    stopped = split["stopped"]
     return finding(
         "idle_breakdown", f"GPU idle {idle:.0f}% of the window: the feeding process is stopped {stopped:.0f}% of the "
         "time (SIGSTOP, a debugger or a cgroup freezer)", "warning", IDLE_BREAKDOWN(idle), g,
         gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", attribution_line(p),
-                     f"{p.label} was stopped (state T) or frozen in {100 * (p.stopped_share or 0.0):.0f}% of samples",
+                     f"{p.label} was stopped (state T) or frozen in {100 * (p.stopped_share or 0.0):.0f}% of samples; "
+                     f"it ran on a core {split.get('cpu', 0.0):.0f}% of the window",
                      None if p.stacks is None else "its stack samples show where it was stopped, not work it did"),
         "Something outside the program stops it: a job controller or script sending SIGSTOP and SIGCONT "
         "(preemption, a gang scheduler, a watchdog), a debugger or profiler that pauses it (gdb, a blocking "

@@ -80,6 +80,8 @@ def peer_writes(p: ProcessWindow) -> str | None:
     file write would put it in D state, not asleep on a socket or pipe): the other end does not take the data
     as fast as it comes, so the thread waits on that peer. The line that says so, naming the peer where found."""
     ev = p.stacks
+    if ev is not None and ev.sends < STACK_MAJORITY:
+        return None
     split = time_split(p)
     peer = next((f.label for f in p.feeders if f.relation == "peer"), None) or "not found among this host's processes"
     if ev is None:  # without stacks, the kernel's wait channel tells a blocked sender (a pipe's, a unix socket's)
@@ -87,8 +89,6 @@ def peer_writes(p: ProcessWindow) -> str | None:
             return None
         return (f"its feeding thread is blocked sending into a full pipe or socket {split['output']:.0f}% of its "
                 f"time: the other end ({peer}) does not take the data as fast as it is sent")
-    if ev.sends < STACK_MAJORITY:
-        return None
     if ev.share("network") < STACK_MAJORITY and split.get("input", 0.0) + split.get("output", 0.0) \
             <= split.get("io", 0.0):
         return None  # writes to a file: storage

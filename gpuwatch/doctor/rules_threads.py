@@ -30,6 +30,7 @@ from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
+from gpuwatch.model.snapshot import CPU_AFFINITY
 
 HEADROOM_UTIL = 90.0  # under this the GPU could take more work
 #: With positive evidence of outside demand (an accepted connection from outside the process tree, no
@@ -82,21 +83,24 @@ def host_cpu_contention(g: GpuWindow) -> Finding | None:
 
 
 def _limit_reached(g: GpuWindow, p: ProcessWindow, busy: float) -> Finding:
-    """The same wait for a core, set by the process's own limit: the fix is the limit or the thread count."""
+    """The same wait for a core, set by the process's own limit: the fix is the limit, the thread count, or the
+    other processes under the same quota."""
     by = p.cpu_limit_by or "CPU limit"
     cores = f"the host's {g.host_cpu_count} cores" if g.host_cpu_count else "the host's cores"
-    fix = ("Raise or remove the CPU limit (Kubernetes resources.limits.cpu; a GPU pod's feeding threads need "
-           "whole cores: the static CPU manager with requests equal to limits), or run no more busy threads than "
-           f"it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer pools size "
-           f"themselves by {cores}, not by a quota, and together use it up early in each period. "
-           "See the throttling in the cgroup's cpu.stat (nr_throttled).") if by != "CPU affinity" else (
-           "Widen the process's CPU affinity (taskset -p, the cpuset it runs in) or run no more busy threads than "
-           "the cores it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer "
-           f"pools size themselves by {cores}. See its allowed cores with taskset -p {p.pid}.")
-    if by != "CPU affinity" and peers_take_the_quota(p):
+    if by == CPU_AFFINITY:
+        fix = ("Widen the process's CPU affinity (taskset -p, the cpuset it runs in) or run no more busy threads "
+               "than the cores it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and "
+               f"tokenizer pools size themselves by {cores}. See its allowed cores with taskset -p {p.pid}.")
+    elif peers_take_the_quota(p):
         fix = ("Other processes under the same quota use most of it (named above: a sidecar, a log shipper, an "
                "exporter): move them out of the GPU process's cgroup (a container of their own with its own limit) "
                "or raise the limit to cover them; see the throttling in the cgroup's cpu.stat (nr_throttled).")
+    else:
+        fix = ("Raise or remove the CPU limit (Kubernetes resources.limits.cpu; a GPU pod's feeding threads need "
+               "whole cores: the static CPU manager with requests equal to limits), or run no more busy threads "
+               "than it allows: torch.set_num_threads / OMP_NUM_THREADS, DataLoader num_workers and tokenizer pools "
+               f"size themselves by {cores}, not by a quota, and together use it up early in each period. See the "
+               "throttling in the cgroup's cpu.stat (nr_throttled).")
     return finding(
         "host_cpu_contention", f"CPU limit reached: the feeding thread waits for a core its {by} allows",
         "warning", HOST_CONTENTION(100.0 - busy), g,

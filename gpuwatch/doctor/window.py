@@ -13,12 +13,15 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
 from gpuwatch.model.metrics import METRICS, as_value
 from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.model.thread_wait import classify_wait
+
+_T = TypeVar("_T")
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -149,6 +152,11 @@ def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
     return {w: c / n for w, c in tops.items()} if n else {}
 
 
+def _mode(counts: Counter[_T]) -> _T | None:
+    """The most common value counted, None where nothing was."""
+    return counts.most_common(1)[0][0] if counts else None
+
+
 def _limit_peers(procs: list[ProcessSample]) -> tuple[tuple[int, str, float], ...]:
     last = next((p for p in reversed(procs) if p.cpu_limit_peer_pids), None)
     if last is None:
@@ -160,7 +168,7 @@ def _limit_peers(procs: list[ProcessSample]) -> tuple[tuple[int, str, float], ..
 def _stopped(p: ProcessSample) -> bool:
     """Stopped at the sample: state T (a signal; recordings made before tracing stops were kept apart also
     show the stack sampler's own brief pauses as T), or its main thread in a cgroup freezer's trap."""
-    return p.state == "T" or (p.wait_channel is not None and classify_wait("S", p.wait_channel) == "stopped")
+    return p.state is not None and classify_wait(p.state, p.wait_channel) == "stopped"
 
 
 def _main_wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
@@ -225,7 +233,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         io_wait_share=share([None if p.threads_in_io_wait is None else p.threads_in_io_wait > 0 for p in procs]),
         sleeping_share=share([None if p.threads_running is None else p.threads_running == 0 for p in procs]),
         stopped_share=share([None if p.state is None else _stopped(p) for p in procs]),
-        wait_channel=channels.most_common(1)[0][0] if channels else None,
+        wait_channel=_mode(channels),
         io_read_bytes_s=med["io_read_bytes_s"], io_write_bytes_s=med["io_write_bytes_s"],
         io_read_chars_s=med["io_read_chars_s"], major_faults_s=med["major_faults_s"],
         gpu_memory_bytes=med["gpu_memory_bytes"],
@@ -239,10 +247,10 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         threads_lock_share=_lock_share(procs), run_wait=med["run_wait_percent"],
         main_waits=_main_wait_shares(procs), stacks=(ev := process_stacks(stacks, last.pid, top_tid)),
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
-        upstream=upstream.most_common(1)[0][0] if upstream else None,
-        cpu_limit=med["cpu_limit_cores"], cpu_limit_by=limited_by.most_common(1)[0][0] if limited_by else None,
+        upstream=_mode(upstream),
+        cpu_limit=med["cpu_limit_cores"], cpu_limit_by=_mode(limited_by),
         throttled=med["cpu_throttled_percent"], limit_peers=_limit_peers(procs),
-        file_lock_holder=holders.most_common(1)[0][0] if holders else None)
+        file_lock_holder=_mode(holders))
 
 
 def summarise(snapshots: Sequence[Snapshot], pid: int | None = None) -> list[GpuWindow]:

@@ -35,6 +35,9 @@ GPU_LABELS = ("gpu", "uuid", "name", "hostname")
 PROCESS_LABELS = ("pid", "gpu", "user", "command", "hostname")
 #: Kubernetes labels of a GPU (from the kubelet) and of the processes on it: empty off Kubernetes.
 POD_LABELS = ("namespace", "pod", "container")
+#: What sets a process's CPU limit (``ProcessSample.cpu_limit_by``): the host source writes it, the doctor reads it.
+CPU_QUOTA = "cgroup quota"
+CPU_AFFINITY = "CPU affinity"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +234,8 @@ class ProcessSample:
     #: file not resident), a wait no read call shows. None: not read (recordings made before it was).
     major_faults_s: float | None = None
     #: The cores it may use where fewer than the host's: its cgroup's CPU quota (a Kubernetes pod's CPU limit)
-    #: or its CPU affinity (taskset, a cpuset), whichever is smaller, and which (``cpu_limit_by``: "cgroup
-    #: quota" or "CPU affinity"). None: no limit below the host's cores, or not read.
+    #: or its CPU affinity (taskset, a cpuset), whichever is smaller, and which (``cpu_limit_by``: ``CPU_QUOTA``
+    #: or ``CPU_AFFINITY``). None: no limit below the host's cores, or not read.
     cpu_limit_cores: float | None = None
     cpu_limit_by: str | None = None
     #: Share of its quota's periods (100 ms by default) in which its cgroup used the quota up and was stopped

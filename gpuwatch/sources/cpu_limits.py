@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwatch.model.snapshot import CPU_AFFINITY, CPU_QUOTA
 from gpuwatch.sources import held_files
 from gpuwatch.sources.netfds import read_comm
 from gpuwatch.sources.procfs import read_cpu_seconds
@@ -28,8 +29,6 @@ from gpuwatch.sources.procfs import read_cpu_seconds
 CGROUP_ROOT = "/sys/fs/cgroup"
 #: Seconds between reads of the limits themselves (affinity, quotas); the throttle counter is read every tick.
 LIMITS_EVERY_S = 10.0
-QUOTA = "cgroup quota"
-AFFINITY = "CPU affinity"
 #: The other processes under the binding quota that are named: the busiest, each at 10 % of a core or more
 #: (a sidecar, a log shipper, the process's own workers), and how many members of the cgroup are read at most.
 PEERS_NAMED = 3
@@ -204,9 +203,9 @@ class CpuLimits:
         cores: float | None = None
         by = None
         if quota is not None and quota < self.host_cores:
-            cores, by = round(quota, 2), QUOTA
+            cores, by = round(quota, 2), CPU_QUOTA
         if pinned is not None and pinned < self.host_cores and (cores is None or pinned < cores):
-            cores, by = float(pinned), AFFINITY
+            cores, by = float(pinned), CPU_AFFINITY
         stat = None if binding is None else os.path.join(binding, "cpu.stat")
         if stat != limit.stat:
             if limit.stat is not None:

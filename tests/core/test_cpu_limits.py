@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwatch.sources.cpu_limits import AFFINITY, QUOTA, CpuLimits, cgroup_dirs, quota_cores, throttle_counts
+from gpuwatch.model.snapshot import CPU_AFFINITY, CPU_QUOTA
+from gpuwatch.sources.cpu_limits import CpuLimits, cgroup_dirs, quota_cores, throttle_counts
 from gpuwatch.sources.host import HostSource
 
 SPIN = "import time\nprint('ready', flush=True)\nwhile True: pass\n"
@@ -84,7 +85,7 @@ def test_the_smallest_quota_up_the_hierarchy_binds_and_its_throttling_is_a_share
     limits = CpuLimits()  # the spinner is allowed every core of this machine: its affinity is no limit
     limits.track(spinner.pid, "0::/kubepods/pod1/ctr\n", str(tmp_path))
     first = limits.read(spinner.pid, 0.0)
-    assert first == {"cpu_limit_cores": 0.5, "cpu_limit_by": QUOTA}  # a share needs two readings
+    assert first == {"cpu_limit_cores": 0.5, "cpu_limit_by": CPU_QUOTA}  # a share needs two readings
     (pod / "cpu.stat").write_text("nr_periods 150\nnr_throttled 50\n")
     assert limits.read(spinner.pid, 1.0)["cpu_throttled_percent"] == 80.0
     limits.forget(spinner.pid)
@@ -135,7 +136,7 @@ def test_a_process_pinned_to_one_core_may_use_one_and_the_host_source_says_so(
     os.sched_setaffinity(spinner.pid, {min(os.sched_getaffinity(0))})
     source = HostSource()
     details = source.poll(0.0, [spinner.pid]).process_details[spinner.pid]
-    assert details["cpu_limit_cores"] == 1.0 and details["cpu_limit_by"] == AFFINITY
+    assert details["cpu_limit_cores"] == 1.0 and details["cpu_limit_by"] == CPU_AFFINITY
     unpinned = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
     try:
         assert unpinned.stdout is not None and unpinned.stdout.readline()
@@ -189,6 +190,6 @@ def test_a_spinning_process_under_a_fifth_of_a_core_is_throttled_in_most_periods
     details = source.poll(0.0, [spinner.pid]).process_details[spinner.pid]
     spinner.kill()
     spinner.wait()
-    assert details["cpu_limit_cores"] == 0.2 and details["cpu_limit_by"] == QUOTA
+    assert details["cpu_limit_cores"] == 0.2 and details["cpu_limit_by"] == CPU_QUOTA
     assert details["cpu_throttled_percent"] >= 80.0
     assert details["cpu_percent"] <= 30.0  # the quota, not the loop, set its CPU
