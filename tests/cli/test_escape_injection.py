@@ -6,6 +6,7 @@ recording of such a host; nothing it prints may carry a raw ESC, BEL, C1 CSI, bi
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -13,11 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from doctor.synthetic import Load, window
 from hostile_text import CLIPBOARD, NAME, raw_in, write_hostile_recording
 from rich.console import Console
 
 from gpuwatch.cli.doctor import render
+from gpuwatch.doctor import diagnose
+from gpuwatch.doctor.window import summarise
 from gpuwatch.model.finding import Finding
+from gpuwatch.model.snapshot import CPU_QUOTA
 from gpuwatch.model.visible import visible, visible_fields, visible_lines
 
 
@@ -73,6 +78,23 @@ def test_process_names_and_rich_markup_in_names_do_not_restyle_or_break_the_doct
     render([f], "recording [red]", 10, Console(file=out, color_system=None, width=200))
     text = out.getvalue()
     assert "[/]" in text and "[bold]" in text and "[red]" in text and raw_in(text) == []
+
+
+def test_names_the_doctor_reads_of_other_processes_are_made_visible_too() -> None:
+    # a process under the same CPU quota, and one holding a file lock, are named by /proc/PID/comm: anyone's
+    snaps = window(Load(util=5.0, sm=3.0, thread=50.0))
+    peer = dataclasses.replace(snaps[-1].processes[0], cpu_limit_cores=2.0, cpu_limit_by=CPU_QUOTA,
+                               cpu_throttled_percent=100.0, cpu_limit_peer_pids=(580,), cpu_limit_peer_names=(NAME,),
+                               cpu_limit_peer_cpu_percents=(90.0,), file_lock_holder_pid=581,
+                               file_lock_holder_name=NAME)
+    snaps = [dataclasses.replace(s, processes=(peer,)) for s in snaps]
+    p = summarise(snaps)[0].processes[0]
+    assert p.limit_peers[0][1] == NAME and p.file_lock_holder == (581, NAME)
+    findings = diagnose(snaps)
+    assert any(NAME in e for f in findings for e in f.evidence)  # the names reach the evidence...
+    out = io.StringIO()
+    render(findings, "recording", 10, Console(file=out, color_system=None, width=200))
+    assert "580" in out.getvalue() and raw_in(out.getvalue()) == []  # ...and are shown without steering anything
 
 
 def test_the_helper_writes_every_control_character_and_nothing_else() -> None:
