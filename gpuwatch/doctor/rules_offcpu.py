@@ -43,6 +43,9 @@ WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs
 #: own code a few times at start, while a mapped file read on touch takes a fault per page (or readahead window)
 #: it reaches, every second.
 MAJOR_FAULTS_S = 10.0
+#: Wait classes (``model.thread_wait``) that no I/O explains: a thread waiting for a child to exit, stopped, on
+#: a file lock or in the GPU driver waits on that, whatever a few samples in D state or the host's iowait say.
+NOT_IO_WAITS = ("child", "stopped", "file_lock", "gpu")
 
 
 def storage_share(p: ProcessWindow) -> float | None:
@@ -53,6 +56,15 @@ def storage_share(p: ProcessWindow) -> float | None:
     off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
     io = split.get("io", 0.0)
     return io if io >= max(100 * IO_WAIT_SHARE, STORAGE_OF_WAITS * off_core) else None
+
+
+def waits_on_other_than_io(p: ProcessWindow) -> str | None:
+    """The wait class that holds most of the feeding thread's time off a core when it is one no I/O explains
+    (:data:`NOT_IO_WAITS`), else None: such a thread's finding is that wait's, not storage's."""
+    split = time_split(p)
+    off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+    held = max(NOT_IO_WAITS, key=lambda w: split.get(w, 0.0))
+    return held if off_core > 0 and split.get(held, 0.0) >= STACK_MAJORITY * off_core else None
 
 
 def page_faults(p: ProcessWindow) -> str | None:
@@ -154,6 +166,8 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         # its stacks say it waits for the GPU or a child process, or computes: not storage, unless in D state
         if io is None and stacks_say(p, "gpu_wait", "collective", "host_op", "python", "compile", "subprocess"):
             continue
+        if io is None and waits_on_other_than_io(p) is not None:
+            continue  # the kernel says where it waits (a child, a stop, a file lock), and that is not I/O
         if any(f.bound is not None for f in p.feeders):
             continue  # it waits on its feeders, busy or blocked (``feeder_bound``, ``dataloader_bound``)
         signs = _waiting(p, busy) + ([f"host iowait {g.host_iowait:.1f}%"] if host_wait else [])

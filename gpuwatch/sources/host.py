@@ -207,7 +207,7 @@ class HostSource(Source):
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
         out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
-        out.update(t.threads.update(now, cpu_total, cpu_pct))
+        out.update(t.threads.update(now, cpu_total, cpu_pct, state))
         waits = out.get("thread_waits")
         if waits and out.get("top_thread_id") == pid:  # the main thread's state and wait, fresh from this tick (a
             # quiet process's threads are read every few seconds: their wait can be from before it began to wait)

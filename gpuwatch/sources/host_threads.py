@@ -67,15 +67,21 @@ class ThreadTracker:
         self.states = {tid: s for tid, (s, _) in threads.items()}
         self.read_at, self.process_cpu = now, process_cpu
 
-    def update(self, now: float, process_cpu: float, cpu_pct: float | None) -> dict[str, Any]:
-        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet); the caller
-        copies them and never changes them (between reads the same fields are given tick after tick)."""
+    def update(self, now: float, process_cpu: float, cpu_pct: float | None,
+               main_state: str | None = None) -> dict[str, Any]:
+        """This tick's thread fields for a process at ``cpu_pct`` of a core (None: not known yet), its main
+        thread in ``main_state`` (this tick's /proc/PID/stat); the caller copies them and never changes them
+        (between reads the same fields are given tick after tick, but for the main thread's state: a process
+        caught in D state once, a vfork or a page fault, is not in I/O wait until its threads are read again)."""
+        if main_state is not None and self.pid in self.states:
+            self.states[self.pid] = main_state
         busy = cpu_pct is None or cpu_pct >= THREAD_SCAN_CPU
         if not busy and now - self.read_at < THREADS_EVERY_S and self.fields:
-            top = self.fields.get("top_thread_cpu_percent")
-            if top is None or cpu_pct is None or top <= cpu_pct:
-                return self.fields
-            return {**self.fields, "top_thread_cpu_percent": cpu_pct}  # never above the whole process
+            held = {**self.fields, **self._counts()}
+            top = held.get("top_thread_cpu_percent")
+            if top is not None and cpu_pct is not None and top > cpu_pct:
+                held["top_thread_cpu_percent"] = cpu_pct  # never above the whole process
+            return held
         if self.hot and now - self.full_at < FULL_SCAN_EVERY_S:
             hot = read_thread_stats(self.pid, self.hot)
             if hot is not None and self._explains(hot, process_cpu):
@@ -108,14 +114,18 @@ class ThreadTracker:
             forget_threads(self.pid, ended)  # their held /proc files
             self.full_at = now
         self.read_at, self.process_cpu = now, process_cpu
-        out: dict[str, Any] = {"threads_in_io_wait": sum(1 for s in self.states.values() if s == "D"),
-                               "threads_running": sum(1 for s in self.states.values() if s == "R")}
+        out = self._counts()
         if threads and had_rates:
             out.update(self._attribution(threads, now))
         if full:
             self.hot = self._hot()
         self.fields = out
         return out
+
+    def _counts(self) -> dict[str, Any]:
+        """How many threads are in I/O wait (D) and running (R), as last read (the main thread, this tick)."""
+        return {"threads_in_io_wait": sum(1 for s in self.states.values() if s == "D"),
+                "threads_running": sum(1 for s in self.states.values() if s == "R")}
 
     def _attribution(self, threads: Threads, now: float) -> dict[str, Any]:
         """Where the process's time went, thread by thread: each working thread's CPU, its time runnable

@@ -107,6 +107,23 @@ def test_the_first_scan_gives_no_run_delay_rather_than_a_false_zero(monkeypatch:
     assert "run_wait_percent" not in out and out["thread_cpu_percents"] == (50.0,)
 
 
+def test_a_quiet_process_caught_once_in_io_wait_is_not_held_there_until_its_threads_are_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process in D state for an instant (a vfork until the child execs, a page fault) when its threads were
+    read, then asleep in waitpid: its held thread fields must not keep it in I/O wait for the seconds until
+    the next read, since each tick's /proc/PID/stat gives its main thread's state afresh."""
+    monkeypatch.setattr(threads_module, "read_run_wait", lambda pid, tid: 0.0)
+    monkeypatch.setattr(threads_module, "read_thread_wait_channel", lambda pid, tid: "do_wait")
+    monkeypatch.setattr(threads_module, "read_thread_stats", lambda pid, tids=None: {7: ("D", 0.01), 8: ("S", 0.0)})
+    tracker = ThreadTracker(7)
+    tracker.baseline(0.0, 0.01)
+    first = tracker.update(0.5, 0.01, 2.0, main_state="D")
+    held = [tracker.update(0.5 + 0.3 * i, 0.01, 0.0, main_state="S") for i in range(1, 5)]
+    assert first["threads_in_io_wait"] == 1
+    assert [h["threads_in_io_wait"] for h in held] == [0, 0, 0, 0]
+    assert all(h["top_thread_id"] == first["top_thread_id"] for h in held)  # the rest is the last read's
+
+
 @pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part
 def test_a_thread_that_waits_for_a_core_shows_its_run_delay_in_schedstat() -> None:
     """Real /proc: more spinning processes than cores make each wait for a core."""

@@ -3,6 +3,7 @@ real: the kernel's wait channel (``do_wait``) says it waits for a child, and the
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from gpuwatch.doctor.attribution import attribution_line
 from gpuwatch.doctor.window import summarise
 
 from .live import on_idle_gpu
+from .synthetic import Load, window
 
 PARENT = ("import subprocess, sys\nprint('ready', flush=True)\n"
           "subprocess.run([sys.executable, '-c', sys.argv[1]])\n")
@@ -52,3 +54,18 @@ def test_a_process_waiting_for_a_sleeping_child_says_so_rather_than_asleep_elsew
     snaps = on_idle_gpu(parent_of.pid, polls=5, every_s=0.3)
     f = top_problem(diagnose(snaps))
     assert f is not None and "waiting for a child process to exit" in f.title and "elsewhere" not in f.title, f
+
+
+def test_a_few_samples_in_d_state_do_not_turn_a_wait_for_a_child_into_storage() -> None:
+    """A parent caught in D state in two samples of ten (the vfork until its child execs, a page fault) and in
+    do_wait the rest: its finding is the child it waits for, never "storage holds the GPU back" under a line
+    that says its main thread waits in do_wait."""
+    snaps = window(Load(util=5.0, sm=4.0, thread=1.0, waits=("child",), channel="do_wait"))
+    for i in (0, 5):
+        p = dataclasses.replace(snaps[i].processes[0], threads_in_io_wait=1, thread_waits=("io",), state="D",
+                                wait_channel="wait_for_vfork_done")
+        snaps[i] = dataclasses.replace(snaps[i], processes=(p,))
+    findings = diagnose(snaps)
+    f = top_problem(findings)
+    assert f is not None and "waiting for a child process to exit" in f.title, f
+    assert all(x.code != "off_cpu_wait" for x in findings), [x.title for x in findings]
