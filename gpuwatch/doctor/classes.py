@@ -88,7 +88,7 @@ CLASSES: tuple[DoctorClass, ...] = (
        "peers) are the bottleneck: named, with what they are bound on", explains_idle=True, thread=True,
        mechanisms=("lock", "network", "subprocess"), feeders=True),
     _c("off_cpu_wait", off_cpu_wait, "waiting off the CPU: storage, network or a lock", explains_idle=True,
-       thread=True, mechanisms=("storage", "network", "lock")),
+       thread=True, mechanisms=("storage", "network", "lock", "peer_send")),
     _c("demand_bound", demand_bound, "not a fault: the server waits for requests, the GPU has headroom",
        severity="info", explains_idle=True, info=True, thread=True, mechanisms=("network", "lock", "sleep")),
     _c("time_slicing", time_slicing, "processes take turns on the GPU", explains_idle=True, info=True,

@@ -43,6 +43,9 @@ class Mechanism:
     runs: bool = False
     #: A test on the whole stack, for a mechanism no single frame names (a wait on the GIL).
     stack: Callable[[ThreadStack], bool] | None = None
+    #: Named by a rule from what the kernel says (a wait channel), never by frames: no frame tells a write into
+    #: a full pipe from a write to a file. No stack is classified as it.
+    kernel_only: bool = False
 
     def matches(self, f: Frame) -> bool:
         """A frame of the user's own code never names a mechanism (it is a code location): a function of
@@ -153,6 +156,10 @@ MECHANISMS: tuple[Mechanism, ...] = (
               words="in file reads and writes (storage)", waiting=True,
               advice="the thread waits on storage: read ahead asynchronously (a prefetch thread or DataLoader "
                      "workers), cache inputs in memory or on local SSD, and batch small reads into large ones"),
+    Mechanism("peer_send", kernel_only=True,
+              words="blocked sending to a peer that does not read (a full pipe or socket)", waiting=True,
+              advice="the other end of the pipe or socket does not take what the thread sends: move the write off "
+                     "the GPU loop (a background thread with a bounded queue), send less, or make the reader faster"),
     Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
               words="in a timed sleep", waiting=True,
               advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),

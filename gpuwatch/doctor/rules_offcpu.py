@@ -196,8 +196,13 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         found = finding(
             "off_cpu_wait", f"Waiting off the CPU: {_what_holds(p, faults is not None, peer is not None)} holds the "
             "GPU back", "warning", OFF_CPU(100.0 - busy), g, gpu_evidence(g, asleep, *signs, where), fix, pid=p.pid)
-        # the mechanism is storage whatever the frames of the code that touched the pages say
-        return dataclasses.replace(found, mechanism="storage") if faults is not None else found
+        # the mechanism is storage whatever the frames of the code that touched the pages say; a write the
+        # kernel holds on a pipe or socket is a peer's back-pressure, whatever file call its frames show
+        if faults is not None:
+            return dataclasses.replace(found, mechanism="storage")
+        if peer is not None and not stacks_say(p, "network"):
+            return dataclasses.replace(found, mechanism="peer_send")
+        return found
     if host_wait and not g.processes:
         return finding("off_cpu_wait", "Waiting off the CPU: the host waits on storage", "warning",
                        OFF_CPU_HOST(100.0 - busy), g, gpu_evidence(g, pct("host iowait", g.host_iowait)),

@@ -109,6 +109,8 @@ def test_the_peer_is_named_where_it_was_found() -> None:
 def test_a_thread_blocked_writing_to_a_pipe_waits_on_its_reader() -> None:
     f = top(dataclasses.replace(ON_SOCKET, channel="pipe_write", upstream="tree", stacks=(PIPE_WRITE,)))
     assert f.code == "off_cpu_wait" and "peer" in f.title, f
+    # its frames show a file write, but the kernel holds it on the pipe: the mechanism says the peer, as the title
+    assert f.mechanism == "peer_send" and f.locations[0][0] == "shards.py:emit", f
 
 
 def test_the_same_write_in_d_state_is_a_file_write_on_storage_not_a_peer() -> None:
