@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import ProcessSample, Snapshot
+from gpuwatch.model.snapshot import Snapshot
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.nvml import NvmlSource
 

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gpuwatch.model.snapshot import GpuSample, ProcessSample  # noqa: E402
+from gpuwatch.model.process_sample import ProcessSample  # noqa: E402
+from gpuwatch.model.snapshot import GpuSample  # noqa: E402
 from gpuwatch.sampler.collector import LiveCollector  # noqa: E402
 from gpuwatch.sources.base import Reading, Source  # noqa: E402
 from gpuwatch.sources.host import HostSource  # noqa: E402

@@ -9,15 +9,8 @@ process to its GPU and anything to the host through :meth:`Frame.project`.
 from __future__ import annotations
 
 from gpuwatch.alerts.rules import Scope
-from gpuwatch.model.snapshot import (
-    GPU_LABELS,
-    PROCESS_LABELS,
-    GpuSample,
-    HostSample,
-    ProcessSample,
-    Snapshot,
-    SourceStatus,
-)
+from gpuwatch.model.process_sample import PROCESS_LABELS, ProcessSample
+from gpuwatch.model.snapshot import GPU_LABELS, GpuSample, HostSample, Snapshot, SourceStatus
 
 Key = tuple[str, ...]
 HOST_KEY: Key = ("host",)

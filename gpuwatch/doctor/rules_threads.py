@@ -30,7 +30,7 @@ from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
-from gpuwatch.model.snapshot import CPU_AFFINITY
+from gpuwatch.model.process_sample import CPU_AFFINITY
 
 HEADROOM_UTIL = 90.0  # under this the GPU could take more work
 #: With positive evidence of outside demand (an accepted connection from outside the process tree, no

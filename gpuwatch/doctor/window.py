@@ -17,7 +17,8 @@ from typing import TypeVar
 
 from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
 from gpuwatch.model.metrics import METRICS, as_value
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.model.thread_wait import classify_wait
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwatch.efficiency.rows import NO_OWNER, Owner
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, Snapshot
 
 __all__ = ["GpuInterval", "Owner", "intervals", "owner_of"]
 

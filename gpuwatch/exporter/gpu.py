@@ -18,8 +18,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from gpuwatch.exporter.totals import RateTotals
 from gpuwatch.model.clock_events import CLOCK_EVENT_BITS
 from gpuwatch.model.metrics import METRICS, MetricSpec, Scope, as_value
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.series import BACKEND_FIELD, CLOCK_EVENT_ACTIVE, GPU_INFO, HOST_LABEL, PROFILING, Series, of_metric
-from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.snapshot import PROFILING_SOURCES, GpuSample, HostSample, Snapshot
 
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
 CLOCK_REASONS = tuple(name for name, _ in CLOCK_EVENT_BITS.values())

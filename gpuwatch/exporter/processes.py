@@ -17,8 +17,9 @@ from prometheus_client.core import Metric
 
 from gpuwatch.exporter.gpu import catalogue_families, family
 from gpuwatch.exporter.totals import RateTotals
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.series import GPU_PROCESSES, HOST_LABEL
-from gpuwatch.model.snapshot import ProcessSample, Snapshot
+from gpuwatch.model.snapshot import Snapshot
 
 
 def _rank(p: ProcessSample) -> tuple[float, float, int]:

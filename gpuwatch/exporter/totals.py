@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from gpuwatch.model.metrics import METRICS, MetricSpec, read_metric
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 
 Subject = GpuSample | ProcessSample | HostSample
 #: (label values of the series) -> subject, for one scope of a Snapshot; the exporter's own label values.

@@ -18,15 +18,8 @@ from gpuwatch.model import text
 from gpuwatch.model.errors import InputError
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.health import GpuHealth
-from gpuwatch.model.snapshot import (
-    SCHEMA_VERSION,
-    GpuSample,
-    HostSample,
-    ProcessSample,
-    Profiling,
-    Snapshot,
-    SourceStatus,
-)
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import SCHEMA_VERSION, GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 from gpuwatch.model.stacks import Frame, StackSample, ThreadStack
 
 T = TypeVar("T")

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwatch.model.snapshot import MIB, POD_LABELS, GpuSample
+from gpuwatch.model.process_sample import POD_LABELS
+from gpuwatch.model.snapshot import MIB, GpuSample
 
 #: dcgm-exporter's labels on every GPU series (it adds :data:`POD_LABELS` from the kubelet, as gpuwatch does).
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample
 from gpuwatch.model.spelling import close_matches
 
 Scope = Literal["gpu", "process", "host"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from gpuwatch.model.causes import CAUSES, OWNER_LABELS, STATES
 from gpuwatch.model.dcgm_names import DCGM_FIELDS, DCGM_LABELS
 from gpuwatch.model.metrics import METRICS, Kind, MetricSpec
-from gpuwatch.model.snapshot import GPU_LABELS, POD_LABELS, PROCESS_LABELS, Profiling
+from gpuwatch.model.process_sample import POD_LABELS, PROCESS_LABELS
+from gpuwatch.model.snapshot import GPU_LABELS, Profiling
 
 SECTIONS = ("gpu", "dcgm", "process", "host", "source", "alerts", "gpuwatch")
 #: The host's name is a label of ``gpuwatch_host_info`` only: elsewhere Prometheus's ``instance`` (the

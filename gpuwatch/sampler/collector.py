@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 
 from gpuwatch.model import text
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot, SourceStatus
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.sampler.sampler import TickTakenOver
 from gpuwatch.sources.base import Reading, Source

@@ -15,7 +15,8 @@ import dataclasses
 import functools
 from typing import Any
 
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 
 _PLAIN = (str, int, float)
 Record = GpuSample | ProcessSample | HostSample

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample
 
 
 class SourceUnavailable(RuntimeError):

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwatch.model.snapshot import CPU_AFFINITY, CPU_QUOTA
+from gpuwatch.model.process_sample import CPU_AFFINITY, CPU_QUOTA
 from gpuwatch.sources import held_files
 from gpuwatch.sources.netfds import read_comm
 from gpuwatch.sources.procfs import read_cpu_seconds
@@ -138,7 +138,7 @@ class _Limit:
 
 class CpuLimits:
     """Per followed process: its CPU limit below the host's cores and its cgroup's throttling, as the
-    :class:`~gpuwatch.model.snapshot.ProcessSample` fields ``cpu_limit_cores``, ``cpu_limit_by`` and
+    :class:`~gpuwatch.model.process_sample.ProcessSample` fields ``cpu_limit_cores``, ``cpu_limit_by`` and
     ``cpu_throttled_percent``."""
 
     def __init__(self, host_cores: int | None = None, every_s: float = LIMITS_EVERY_S) -> None:

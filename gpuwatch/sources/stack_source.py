@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, SourceStatus
 from gpuwatch.model.stacks import StackSample
 from gpuwatch.sources import pyspy
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import psutil
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.visible import visible
 
 #: Start times within this many seconds are the same process (psutil rounds to the clock tick).

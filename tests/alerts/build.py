@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gpuwatch.alerts import AlertEngine, Transition, parse_rules
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 
 GIB = 1024**3
 T0 = 1_764_666_000.0  # 2025-12-02 09:00:00 UTC

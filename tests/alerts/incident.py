@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 
 from alerts.build import GIB, T0
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 
 #: (phase, seconds)
 PHASES = (("idle", 15), ("naive", 345), ("batched", 45), ("bf16", 45), ("idle", 15))

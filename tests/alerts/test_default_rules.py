@@ -10,7 +10,8 @@ from alerts.build import GIB, snap
 from gpuwatch.alerts import DEFAULT_RULES, AlertEngine, load_rules
 from gpuwatch.alerts.engine import build
 from gpuwatch.alerts.entities import Frame
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, Profiling
 
 INSTANT = ("GpuMemoryHeldWhileIdle", "GpuUtilOverstatesWork", "GpuTensorCoresIdleUnderLoad",
            "ProcessThreadCpuBound", "GpuMemoryAlmostFull", "GpuHot", "GpuEccUncorrectedErrors")

@@ -24,7 +24,8 @@ from gpuwatch.alerts import AlertEngine, RuleSet, parse_rules
 from gpuwatch.alerts.export import export_prometheus
 from gpuwatch.model.clock_events import NAME_TO_BIT
 from gpuwatch.model.metrics import METRICS, read_metric
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot, SourceStatus
 
 STEP = 60.0
 MINUTES = 40

@@ -22,7 +22,7 @@ from gpuwatch.cli.doctor import render
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.window import summarise
 from gpuwatch.model.finding import Finding
-from gpuwatch.model.snapshot import CPU_QUOTA
+from gpuwatch.model.process_sample import CPU_QUOTA
 from gpuwatch.model.visible import visible, visible_fields, visible_lines
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gpuwatch.model.health import GpuHealth
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 
 
 def full_gpu(index: int = 0, util: float = 97.0) -> GpuSample:

@@ -19,7 +19,8 @@ from gpuwatch.model.codec import (
     snapshot_to_dict,
 )
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import HostSample, Snapshot
 from gpuwatch.model.stacks import Frame, StackSample, ThreadStack
 
 STACK = StackSample(pid=558, time=1_700_000_000.5, span_s=4.0, native=True, stacks=(

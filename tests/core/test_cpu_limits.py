@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwatch.model.snapshot import CPU_AFFINITY, CPU_QUOTA
+from gpuwatch.model.process_sample import CPU_AFFINITY, CPU_QUOTA
 from gpuwatch.sources.cpu_limits import CpuLimits, cgroup_dirs, quota_cores, throttle_counts
 from gpuwatch.sources.host import HostSource
 
@@ -92,6 +92,7 @@ def test_the_smallest_quota_up_the_hierarchy_binds_and_its_throttling_is_a_share
     assert limits.read(spinner.pid, 2.0) == {}
 
 
+@pytest.mark.serial  # a spinning sidecar's CPU measured against a bound: alone, after the parallel part
 def test_the_busiest_other_processes_under_the_quota_are_named_with_their_cpu(
         tmp_path: Path, spinner: subprocess.Popen[str]) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -8,7 +8,8 @@ from core.factories import full_snapshot
 from gpuwatch.model.alert import Alert
 from gpuwatch.model.clock_events import encode, ordered
 from gpuwatch.model.finding import Finding
-from gpuwatch.model.snapshot import GPU_LABELS, PROCESS_LABELS, GpuSample, ProcessSample, Profiling
+from gpuwatch.model.process_sample import PROCESS_LABELS, ProcessSample
+from gpuwatch.model.snapshot import GPU_LABELS, GpuSample, Profiling
 
 
 def test_active_clock_events_are_the_union_of_names_and_mask_bits_and_unknown_is_not_none() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 from gpuwatch.data import bundled_recording
 from gpuwatch.model.codec import snapshot_from_dict, snapshot_to_dict
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 from gpuwatch.sampler.history import History
 from gpuwatch.sources.replay import ReplayProducer
 

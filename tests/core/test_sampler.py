@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from core.factories import full_gpu, full_snapshot
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.snapshot import GpuSample, Profiling, Snapshot
 from gpuwatch.sampler import History, Sampler
 from gpuwatch.sampler.collector import LiveCollector, merge_gpu_lists
 from gpuwatch.sources.base import Reading, Source

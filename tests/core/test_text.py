@@ -15,7 +15,8 @@ from core.factories import full_gpu, full_process, full_snapshot
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
 from gpuwatch.model import text
 from gpuwatch.model.codec import dumps, loads, snapshot_to_dict
-from gpuwatch.model.snapshot import HostSample, ProcessSample, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import HostSample, SourceStatus
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.nvml import NvmlSource

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 from gpuwatch.notify import new_secret
 
 T0 = 1_764_666_000.0

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, Profiling, Snapshot
 from gpuwatch.sources.host import HostSource
 
 #: An H200 at 5 % GPU-Util and 4 % SM activity, 2 GiB of it held by the process.

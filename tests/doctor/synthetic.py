@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from gpuwatch.model.clock_events import encode
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 from gpuwatch.model.stacks import Frame, StackSample, ThreadStack
 
 SITE = "/usr/lib/python3.11/site-packages"

@@ -11,7 +11,8 @@ import pytest
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.attribution import attribution_line, time_split
 from gpuwatch.doctor.window import summarise
-from gpuwatch.model.snapshot import HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import HostSample, Snapshot
 from gpuwatch.model.thread_wait import classify_wait
 
 from .synthetic import Load, window

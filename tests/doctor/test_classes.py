@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from gpuwatch.doctor import diagnose, top_problem
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot
 
 GIB = 1 << 30
 TOTAL = 141 * GIB

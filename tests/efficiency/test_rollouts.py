@@ -9,8 +9,9 @@ from pathlib import Path
 
 from gpuwatch.efficiency.rollouts import RolloutSettings, detect, workload_of
 from gpuwatch.efficiency.store import Store, load_rollouts
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.rollout import Rollout
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot
 
 T0 = 1_764_666_000.0
 GIB = 2**30

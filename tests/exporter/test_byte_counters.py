@@ -13,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.config import Config, DaemonConfig
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 
 GB = 1e9
 

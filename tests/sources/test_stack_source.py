@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
 from gpuwatch.model.stack_profile import stack_profiles
 from gpuwatch.model.stacks import StackProfile, StackSample
 from gpuwatch.sources import pyspy

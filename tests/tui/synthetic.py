@@ -11,8 +11,9 @@ from pathlib import Path
 import psutil
 
 from gpuwatch.model.clock_events import decode
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.recording import RecordingHeader, RecordingWriter
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot, SourceStatus
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot, SourceStatus
 
 T0 = 1_796_205_600.0  # 2026-12-02 10:00:00 UTC
 GIB = 2**30

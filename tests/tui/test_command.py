@@ -7,7 +7,8 @@ import pytest
 
 from gpuwatch.model.command import command_labels
 from gpuwatch.model.feeders import FeederSample
-from gpuwatch.model.snapshot import HostSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import HostSample, Snapshot
 
 SPAWN = ("/opt/torch/.venv/bin/python3 -B -c from multiprocessing.spawn import spawn_main; "
          "spawn_main(tracker_fd=4, pipe_handle=6) --multiprocessing-fork")

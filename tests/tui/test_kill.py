@@ -18,7 +18,7 @@ import pytest
 from conftest import live_app, replay_app
 from pilot_wait import wait_for
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.tui import signals
 from gpuwatch.tui.status import kill_refusal
 from gpuwatch.tui.widgets.kill_dialog import KillDialog
@@ -29,7 +29,11 @@ SIZE = (160, 50)
 
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    """A sleeping child, once it runs: Popen returns when the exec begins, before the kernel has set up the new
+    program's command line (read then, /proc/PID/cmdline is empty)."""
+    proc = subprocess.Popen([sys.executable, "-c", "print('ready', flush=True); import time; time.sleep(60)"],
+                            stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -141,7 +145,7 @@ def test_why_not_refuses_init_gpuwatch_itself_and_reused_pids(child: subprocess.
 def test_why_not_names_the_owner_when_the_user_may_not_signal() -> None:
     """As root, a child dropped to 'nobody' is signalled by a grandchild running as 'daemon'."""
     script = ("import os, sys; sys.path.insert(0, %r);"
-              "from gpuwatch.tui import signals; from gpuwatch.model.snapshot import ProcessSample;"
+              "from gpuwatch.tui import signals; from gpuwatch.model.process_sample import ProcessSample;"
               "os.setgid(1); os.setuid(1);"
               "print(signals.why_not(ProcessSample(pid=int(sys.argv[1]), gpu_index=0)))")
     victim = subprocess.Popen([sys.executable, "-c", "import os, time; os.setuid(65534); time.sleep(30)"])

@@ -13,7 +13,8 @@ from gpuwatch.alerts import DEFAULT_RULES, AlertEngine, load_rules
 from gpuwatch.cli.doctor import render
 from gpuwatch.doctor import diagnose
 from gpuwatch.doctor.groups import group_findings
-from gpuwatch.model.snapshot import GpuSample, HostSample, ProcessSample, Profiling, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, HostSample, Profiling, Snapshot
 from gpuwatch.tui.widgets.alerts_pane import group_alerts, where_text
 from gpuwatch.tui.widgets.diagnosis_pane import render_findings
 

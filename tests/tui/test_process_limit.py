@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.tui.widgets.process_screen import details
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwatch.model.snapshot import POD_LABELS
+from gpuwatch.model.process_sample import POD_LABELS
 
 #: Extended resources the NVIDIA device plugin advertises: ``nvidia.com/gpu`` and, with MIG, ``nvidia.com/mig-*``.
 RESOURCE_PREFIX = "nvidia.com/"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.sources.nvml.device import Device, once
 from gpuwatch.sources.nvml.direct import Entry, process_list, pynvml_list, utilisation
 

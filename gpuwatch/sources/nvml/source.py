@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpuwatch.model.snapshot import GpuSample, ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample
 from gpuwatch.sources.base import Reading, Source, SourceUnavailable
 from gpuwatch.sources.nvml.binding import import_pynvml
 from gpuwatch.sources.nvml.device import Device

@@ -13,7 +13,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.tui.format import memory, pct
 
 #: What each signal does to a GPU process, in the words the dialog uses.

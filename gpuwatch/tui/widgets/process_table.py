@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
 from gpuwatch.model.command import command_labels
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.tui.format import DASH, gib, pct, size
 from gpuwatch.tui.widgets.process_tree import tree_order
 from gpuwatch.tui.widgets.row_table import Col, RowTable

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 
 
 def tree_order(procs: Sequence[ProcessSample], key: Callable[[ProcessSample], str]

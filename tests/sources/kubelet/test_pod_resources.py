@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwatch.alerts.entities import Frame
 from gpuwatch.exporter import Exporter, SnapshotCollector, render
-from gpuwatch.model.snapshot import GpuSample, ProcessSample, Snapshot
+from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.runtime.build import SamplingOptions, _label_sources
 from gpuwatch.sampler.collector import LiveCollector
 from gpuwatch.sources.base import Reading, Source

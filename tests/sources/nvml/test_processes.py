@@ -9,7 +9,7 @@ import pynvml
 import pytest
 from fakes.fake_pynvml import FakeClock, FakeNvml, FakeProcess, make_fake_nvml
 
-from gpuwatch.model.snapshot import ProcessSample
+from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.sources.nvml import NvmlSource
 from gpuwatch.sources.nvml.processes import LISTS_EVERY_S, UTIL_MIN_PERIOD_S
 
