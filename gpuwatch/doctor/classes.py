@@ -79,9 +79,11 @@ CLASSES: tuple[DoctorClass, ...] = (
     _c("gil_contention", gil_contention, "Python threads take turns on the GIL", explains_idle=True, thread=True,
        mechanisms=("python", "lock"), producer=True),
     _c("input_cpu_bound", input_cpu_bound, "the thread that feeds the GPU is busy on the CPU (Python, or a "
-       "torch/numpy op on the CPU, as its stacks say)", explains_idle=True, thread=True, producer=True,
+       "torch/numpy op on the CPU, as its stacks say; the kernel's work for it, as its system time says)",
+       explains_idle=True, thread=True, producer=True,
        severity="critical under 20 % GPU-Util, else warning (live: held until the score moves 2 points past "
-                "the cut, 5 points of GPU-Util)", mechanisms=("python", "host_op", "serialization", "compile")),
+                "the cut, 5 points of GPU-Util)",
+       mechanisms=("python", "host_op", "serialization", "compile", "fresh_memory", "syscalls")),
     _c("dataloader_bound", dataloader_bound, "data-loader workers are the bottleneck", explains_idle=True,
        thread=True, mechanisms=("lock",), feeders=True),
     _c("feeder_bound", feeder_bound, "the processes that feed the GPU process (children, siblings, pipe or socket "

@@ -5,21 +5,19 @@ storage, ...) by patterns on a frame's function, file and native module, the wor
 and the advice it implies. A new mechanism is one new entry. A stack gets the mechanism of its
 highest-priority matching frame (the table's order), so a futex inside ``cudaStreamSynchronize`` is a GPU
 wait, not a lock, and Python frames under an inductor compile are compiling. A stack no entry matches is
-interpreter work when it runs Python code, else unclassified; its frames still count as code locations.
-
-A **code location** is the innermost frame in the user's own code (not the standard library, not an
-installed package, not torch or numpy): the line an engineer would open. Reading a stack from the inside
-out, the library frames under that location name what the time is spent on.
+interpreter work when it runs Python code, else unclassified; its frames still count as code locations
+(``code_location``). A few mechanisms only the kernel can tell (``kernel_only``) have no pattern: a rule
+names them from what /proc says.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuwatch.doctor.code_location import user_frame
 from gpuwatch.model.stacks import Frame, ThreadStack
 
 
@@ -160,6 +158,16 @@ MECHANISMS: tuple[Mechanism, ...] = (
               words="blocked sending to a peer that does not read (a full pipe or socket)", waiting=True,
               advice="the other end of the pipe or socket does not take what the thread sends: move the write off "
                      "the GPU loop (a background thread with a bounded queue), send less, or make the reader faster"),
+    Mechanism("fresh_memory", kernel_only=True,
+              words="in the kernel, mapping and zeroing fresh memory (minor page faults)",
+              advice="each step allocates large buffers afresh, and the kernel maps and zeroes every page of them "
+                     "(glibc returns blocks that large to it when they are freed): allocate them once and reuse them "
+                     "(preallocated arrays, out= arguments, torch.empty once and copy_ into it), or keep freed memory "
+                     "in the process (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set high, jemalloc or "
+                     "tcmalloc)"),
+    Mechanism("syscalls", kernel_only=True, words="in the kernel (system calls)",
+              advice="the thread's time goes to system calls, not its own code: strace -c -f -p PID counts them; "
+                     "batch small reads and writes into large ones, and drop per-item open, stat and yield calls"),
     Mechanism("sleep", functions=r"nanosleep|clock_nanosleep|^sleep$|time\.sleep|usleep",
               words="in a timed sleep", waiting=True,
               advice="the thread sleeps on purpose: remove the sleep or the polling interval from the GPU loop"),
@@ -187,15 +195,6 @@ MECHANISMS: tuple[Mechanism, ...] = (
 BY_NAME = {m.name: m for m in MECHANISMS}
 #: Interpreter work: the mechanism of a running stack with Python frames that no entry matches.
 PYTHON = "python"
-
-#: Paths that are not the user's own code: the standard library, installed packages, the frameworks.
-#: The standard library and the interpreter's own pseudo-files.
-STDLIB = re.compile(r"/lib/python\d[\d.]*/(?!site-packages/|dist-packages/)|^<frozen|^<string>")
-#: Installed packages: the user's code when nothing closer is theirs (an application installed with pip).
-PACKAGES = re.compile(r"site-packages/|dist-packages/")
-#: The frameworks a thread's time is spent *in*, never the code location an engineer would open.
-FRAMEWORKS = re.compile(r"(^|/)(torch|torchvision|numpy|scipy|triton|jax|cupy|tokenizers|PIL|cv2|_pytest)/")
-
 
 def words(mechanism: str | None) -> str:
     if mechanism is None:
@@ -285,48 +284,3 @@ def classify(stack: ThreadStack, table: tuple[Mechanism, ...] = MECHANISMS) -> s
     if not stack.idle and any(not f.native and f.file for f in stack.frames):
         return PYTHON
     return None
-
-
-def stdlib_file(file: str) -> bool:
-    """A standard-library file, by its full path or by the short path a sampler gives relative to
-    ``sys.path`` (``subprocess.py``, ``multiprocessing/connection.py``): its first component names a
-    standard-library module."""
-    if STDLIB.search(file):
-        return True
-    return not file.startswith("/") and file.split("/", 1)[0].removesuffix(".py") in sys.stdlib_module_names
-
-
-def user_frame(f: Frame) -> bool:
-    """A frame of the user's own code: Python, not the standard library, an installed package or a framework."""
-    return not f.native and bool(f.file) and not stdlib_file(f.file) and not PACKAGES.search(f.file) \
-        and not FRAMEWORKS.search(f.file)
-
-
-def _application_frame(f: Frame) -> bool:
-    """Python code of an installed application (not the standard library, not a framework)."""
-    return not f.native and bool(f.file) and not stdlib_file(f.file) and not FRAMEWORKS.search(f.file)
-
-
-#: A native frame py-spy could not name: an address in a library (``libc.so.6:0x7f9ac2c2a1ca``) opens nothing.
-BARE_ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
-
-
-def _python_frame(f: Frame) -> bool:
-    return not f.native and bool(f.file)
-
-
-def _named_frame(f: Frame) -> bool:
-    return not BARE_ADDRESS.match(f.function)
-
-
-@lru_cache(maxsize=4096)
-def location(stack: ThreadStack) -> str | None:
-    """The innermost frame of the user's own code, ``file.py:function``; else of an installed application
-    (a program installed with pip runs from site-packages); else the innermost Python frame (the standard
-    library or a framework: still a line to open); else the innermost named native frame; else the innermost
-    frame (a bare address is the last resort)."""
-    for pick in (user_frame, _application_frame, _python_frame, _named_frame):
-        for f in stack.frames:
-            if pick(f):
-                return f.label()
-    return stack.frames[0].label() if stack.frames else None

@@ -9,6 +9,8 @@ Thresholds were chosen on half of the H200 fault variants and checked on the oth
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuwatch.doctor.attribution import (
     PEGGED_THREAD,
     attribution_line,
@@ -19,6 +21,7 @@ from gpuwatch.doctor.attribution import (
     starved,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence, rate, thread_line
+from gpuwatch.doctor.kernel_time import kernel_line, kernel_mechanism
 from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.rules_evidence import (
     feeding_process,
@@ -181,22 +184,28 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     p = pegged[0]
     top = p.top_thread_cpu or 0.0
     producer = p.stacks.holders if waits_on_producer(p) and p.stacks is not None else None
-    mech = (producer or p.stacks).mechanism if p.stacks is not None else None
+    # the kernel's counters say where its CPU goes when its frames cannot: mapping fresh pages, system calls
+    kernel = kernel_mechanism(p) if producer is None else None
+    mech = kernel or ((producer or p.stacks).mechanism if p.stacks is not None else None)
     doing = f"busy: {words(mech)}" if mech else "busy on the CPU"
     if producer is not None:
         doing += " (a thread of its own that the GPU thread waits on)"
     said = advice(mech)
-    # compiling is not preprocessing: moving it into workers does not help, compiling once does
-    offload = "" if mech == "compile" else (
+    # compiling is not preprocessing: moving it into workers does not help, compiling once does; nor does it
+    # help work the kernel does for the thread: asking the kernel less does
+    offload = "" if mech in ("compile", "fresh_memory", "syscalls") else (
         "Move preprocessing (tokenising, decoding, resizing) out of the thread that owns the GPU into worker "
         "processes (DataLoader num_workers, or N processes feeding the GPU loop through a queue); that thread "
         "should only batch, copy and launch. ")
-    return finding(
+    found = finding(
         "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
         "critical" if busy < CRITICAL_BUSY else "warning", INPUT((100.0 - busy) * min(1.0, top / 100.0)),
-        g, gpu_evidence(g, thread_line(p), attribution_line(p), f"the GPU idles {100 - busy:.0f}% of the time"),
+        g, gpu_evidence(g, thread_line(p), attribution_line(p), kernel_line(p) if kernel else None,
+                        f"the GPU idles {100 - busy:.0f}% of the time"),
         (said[0].upper() + said[1:] + ". " if said else "") + offload +
         f"See where it spends its time: py-spy dump --pid {p.pid} (or gpuwatch doctor --stacks).", pid=p.pid)
+    # the frames show the line that allocates or calls (its location), the kernel says what the time goes to
+    return dataclasses.replace(found, mechanism=kernel) if kernel else found
 
 
 def dataloader_bound(g: GpuWindow) -> Finding | None:

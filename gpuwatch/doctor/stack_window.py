@@ -19,12 +19,12 @@ from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gpuwatch.doctor.code_location import location
 from gpuwatch.doctor.mechanisms import (
     awaits_result,
     calls_service,
     classify,
     is_waiting,
-    location,
     pins_host_memory,
     sends_to_peer,
     waits_for_gil,

@@ -66,6 +66,10 @@ class ProcessWindow:
     io_read_chars_s: float | None = None
     #: Major page faults per second (median; None: not recorded): pages of a mapped file read from storage.
     major_faults_s: float | None = None
+    #: Of its CPU, the part in the kernel (system time, percent of one core), and minor page faults per second
+    #: (medians; None: not recorded): memory touched afresh, mapped and zeroed by the kernel.
+    system_cpu: float | None = None
+    minor_faults_s: float | None = None
     gpu_memory_bytes: float | None = None
     gpu_memory: Series = ()
     workers: int | None = None
@@ -194,8 +198,9 @@ def _gpu_metric(gpus: list[GpuSample], key: str) -> float | None:
 #: The process fields the window takes the median of, read in one pass over the samples (one C-level getter
 #: per sample, then a column per field) rather than one Python call per field and sample.
 _MEDIAN_FIELDS = ("top_thread_cpu_percent", "cpu_percent", "io_read_bytes_s", "io_write_bytes_s",
-                  "io_read_chars_s", "major_faults_s", "gpu_memory_bytes", "workers_cpu_percent", "workers_busy",
-                  "run_wait_percent", "cpu_limit_cores", "cpu_throttled_percent")
+                  "io_read_chars_s", "major_faults_s", "cpu_system_percent", "minor_faults_s", "gpu_memory_bytes",
+                  "workers_cpu_percent", "workers_busy", "run_wait_percent", "cpu_limit_cores",
+                  "cpu_throttled_percent")
 _median_row = operator.attrgetter(*_MEDIAN_FIELDS)
 
 
@@ -237,6 +242,7 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         wait_channel=_mode(channels),
         io_read_bytes_s=med["io_read_bytes_s"], io_write_bytes_s=med["io_write_bytes_s"],
         io_read_chars_s=med["io_read_chars_s"], major_faults_s=med["major_faults_s"],
+        system_cpu=med["cpu_system_percent"], minor_faults_s=med["minor_faults_s"],
         gpu_memory_bytes=med["gpu_memory_bytes"],
         gpu_memory=tuple((t, float(p.gpu_memory_bytes)) for t, p in samples if p.gpu_memory_bytes is not None),
         workers=max((p.workers for p in procs if p.workers is not None), default=None),

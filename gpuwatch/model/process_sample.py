@@ -74,6 +74,10 @@ class ProcessSample:
     #: Major page faults per second (``/proc/PID/stat`` majflt): pages read from storage on touch (a mapped
     #: file not resident), a wait no read call shows. None: not read (recordings made before it was).
     major_faults_s: float | None = None
+    #: Of its CPU, the part spent in the kernel (system time), percent of one core; and minor page faults per
+    #: second (pages mapped and zeroed on first touch: memory allocated afresh). None: not read.
+    cpu_system_percent: float | None = None
+    minor_faults_s: float | None = None
     #: The cores it may use where fewer than the host's: its cgroup's CPU quota (a Kubernetes pod's CPU limit)
     #: or its CPU affinity (taskset, a cpuset), whichever is smaller, and which (``cpu_limit_by``: ``CPU_QUOTA``
     #: or ``CPU_AFFINITY``). None: no limit below the host's cores, or not read.

@@ -29,6 +29,7 @@ from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.netfds import read_comm
 from gpuwatch.sources.procfs import (
+    ProcessStat,
     container_id_from_cgroup,
     forget,
     read_children,
@@ -47,8 +48,8 @@ class _Tracked:
     last_cpu: float
     last_io: tuple[int, int, int, int] | None
     threads: ThreadTracker
-    #: Major page faults at the last tick (``/proc/PID/stat``), None before the first.
-    last_majflt: int | None = None
+    #: The last tick's ``/proc/PID/stat`` (its system time and page faults), None before the first.
+    last_stat: ProcessStat | None = None
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
@@ -189,10 +190,10 @@ class HostSource(Source):
         if stat is None:
             self._forget(pid)
             return None
-        state, cpu_total, n_threads, rss, majflt = stat
+        state, cpu_total = stat.state, stat.cpu_seconds
         io = read_process_io(pid)
         dt = now - t.last_time
-        out = {**t.static, "rss_bytes": rss, "state": state, "num_threads": n_threads}
+        out = {**t.static, "rss_bytes": stat.rss_bytes, "state": state, "num_threads": stat.threads}
         cpu_pct = None
         if dt > 0:
             cpu_pct = out["cpu_percent"] = round(100.0 * (cpu_total - t.last_cpu) / dt, 1)
@@ -202,8 +203,11 @@ class HostSource(Source):
                 out["io_write_bytes_s"] = max(0.0, (io[1] - last_io[1]) / dt)
                 out["io_read_chars_s"] = max(0.0, (io[2] - last_io[2]) / dt)
                 out["io_write_chars_s"] = max(0.0, (io[3] - last_io[3]) / dt)
-            if t.last_majflt is not None:
-                out["major_faults_s"] = round(max(0.0, (majflt - t.last_majflt) / dt), 1)
+            last = t.last_stat
+            if last is not None:
+                out["major_faults_s"] = round(max(0.0, (stat.major_faults - last.major_faults) / dt), 1)
+                out["minor_faults_s"] = round(max(0.0, (stat.minor_faults - last.minor_faults) / dt), 1)
+                out["cpu_system_percent"] = round(max(0.0, 100.0 * (stat.system_seconds - last.system_seconds) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
         out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
@@ -214,7 +218,7 @@ class HostSource(Source):
             out["thread_waits"] = (classify_wait(out["state"], out["wait_channel"]), *waits[1:])
         out.update(self._limits.read(pid, now))
         out.update(_lock_holder(pid, out))
-        t.last_time, t.last_cpu, t.last_io, t.last_majflt = now, cpu_total, io, majflt
+        t.last_time, t.last_cpu, t.last_io, t.last_stat = now, cpu_total, io, stat
         return out
 
     def poll(self, now: float, pids: Sequence[int]) -> Reading:

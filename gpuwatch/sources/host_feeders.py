@@ -254,7 +254,7 @@ class FeederTracker:
             self._feeders.pop(pid, None)
             forget(pid)
             return None
-        _, cpu_total, n_threads, _, _ = stat
+        cpu_total, n_threads = stat.cpu_seconds, stat.threads
         f = self._feeders.get(pid)
         if f is None:
             f = self._feeders[pid] = _Feeder(pid, netfds.read_comm(pid), netfds.read_cmdline(pid), ThreadTracker(pid))

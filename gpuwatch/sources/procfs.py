@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from gpuwatch.sources import held_files
 
@@ -217,11 +218,24 @@ def read_cpu_seconds(pid: int) -> float | None:
     return None if fields is None else _cpu_seconds(fields)
 
 
-def read_process_stat(pid: int) -> tuple[str, float, int, int, int] | None:
-    """(state letter, CPU seconds, threads, RSS bytes, major page faults) from one read of ``/proc/PID/stat``;
-    None when the process is gone. One read where psutil's cpu_times/status/num_threads/memory_info make three.
-    A major fault (field 12, ``majflt``) is a page the process touched that had to be read from storage: the
-    wait of a memory-mapped file whose pages are not resident, which no read call shows."""
+class ProcessStat(NamedTuple):
+    """One read of ``/proc/PID/stat``. A major fault (``majflt``) is a page the process touched that had to be
+    read from storage: the wait of a memory-mapped file whose pages are not resident, which no read call shows.
+    A minor fault (``minflt``) is a page mapped without reading anything: memory touched for the first time,
+    which the kernel zeroes; with the system time (``stime``) it says the CPU went to the kernel, not the code."""
+
+    state: str
+    cpu_seconds: float
+    system_seconds: float
+    threads: int
+    rss_bytes: int
+    major_faults: int
+    minor_faults: int
+
+
+def read_process_stat(pid: int) -> ProcessStat | None:
+    """The process's :class:`ProcessStat`; None when it is gone. One read where psutil's
+    cpu_times/status/num_threads/memory_info make three."""
     try:
         raw = held_files.read(pid, f"/proc/{pid}/stat")
     except OSError:
@@ -229,7 +243,8 @@ def read_process_stat(pid: int) -> tuple[str, float, int, int, int] | None:
     fields = _stat_fields(raw, 22)
     if fields is None:
         return None
-    return chr(fields[0][0]), _cpu_seconds(fields), int(fields[17]), int(fields[21]) * _PAGE, int(fields[9])
+    return ProcessStat(chr(fields[0][0]), _cpu_seconds(fields), int(fields[12]) / _CLK_TCK, int(fields[17]),
+                       int(fields[21]) * _PAGE, int(fields[9]), int(fields[7]))
 
 
 def read_process_io(pid: int) -> tuple[int, int, int, int] | None:

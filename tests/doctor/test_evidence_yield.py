@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from gpuwatch.doctor import diagnose, top_problem
-from gpuwatch.doctor.mechanisms import classify, location
+from gpuwatch.doctor.code_location import location
+from gpuwatch.doctor.mechanisms import classify
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.snapshot import Snapshot

@@ -10,8 +10,8 @@ import dataclasses
 from pathlib import Path
 
 from gpuwatch.doctor import diagnose, top_problem
+from gpuwatch.doctor.code_location import location
 from gpuwatch.doctor.current import window as last_seconds
-from gpuwatch.doctor.mechanisms import location
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwatch.doctor.mechanisms import MECHANISMS, advice, classify, location, words
+from gpuwatch.doctor.code_location import location
+from gpuwatch.doctor.mechanisms import MECHANISMS, advice, classify, words
 from gpuwatch.doctor.stack_window import process_stacks
 from gpuwatch.model.stacks import StackSample, ThreadStack
 

@@ -1,4 +1,5 @@
-"""The process screen shows a process's own CPU limit where it has one, and says nothing of one it lacks."""
+"""The process screen shows a process's own CPU limit where it has one, and says nothing of one it lacks; the
+kernel's share of its CPU and its page faults have rows of their own."""
 
 from __future__ import annotations
 
@@ -28,3 +29,12 @@ def test_a_quota_shows_under_the_cpu_with_its_throttling_and_nowhere_else() -> N
 
 def test_no_limit_no_row() -> None:
     assert "CPU limit" not in _text(ProcessSample(pid=9, gpu_index=0, cpu_percent=200.0))
+
+
+def test_the_kernels_share_of_its_cpu_and_its_page_faults_have_rows_of_their_own() -> None:
+    text = _text(ProcessSample(pid=9, gpu_index=0, cpu_percent=100.0, cpu_system_percent=92.0,
+                               minor_faults_s=591494.0, major_faults_s=0.0))
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    assert "of it in the kernel (system time) 92%" in lines, lines
+    assert any(line.startswith("page faults per second") and line.endswith("591,494 / 0") for line in lines), lines
+    assert "\nother" not in text

@@ -30,6 +30,8 @@ def _value(name: str, value: Any) -> str:
         return DASH
     if name.endswith("_bytes_s") or name.endswith("_chars_s"):
         return rate(value)
+    if name.endswith("_faults_s"):
+        return f"{value:,.0f}"
     if name.endswith("_bytes"):
         return memory(value)
     if name.endswith(("_percent", "_util")):
@@ -100,6 +102,7 @@ GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
          lambda p: ", ".join(f"{v:.0f}%" for v in p.thread_run_wait_percents) or DASH),
         ("all threads' wait for a core", ("run_wait_percent",),
          lambda p: _value("run_wait_percent", p.run_wait_percent)),
+        ("of it in the kernel (system time)", ("cpu_system_percent",), _one("cpu_system_percent")),
         ("its CPU limit", ("cpu_limit_cores", "cpu_limit_by", "cpu_throttled_percent", "cpu_limit_peer_pids",
                            "cpu_limit_peer_names", "cpu_limit_peer_cpu_percents"), _limit),
     )),
@@ -109,6 +112,8 @@ GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
          _two("io_read_bytes_s", "io_write_bytes_s")),
         ("all reads / writes", ("io_read_chars_s", "io_write_chars_s"),
          _two("io_read_chars_s", "io_write_chars_s")),
+        ("page faults per second: minor (fresh pages) / major (read from storage)",
+         ("minor_faults_s", "major_faults_s"), _two("minor_faults_s", "major_faults_s")),
     )),
     ("worker children (no GPU context)", (
         ("workers / busy (80% of a core or more)", ("workers", "workers_busy"), _two("workers", "workers_busy")),
