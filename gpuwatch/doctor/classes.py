@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuwatch.doctor.rules_evidence import feeder_bound, idle_breakdown, long_kernels
+from gpuwatch.doctor.rules_evidence import feeder_bound, long_kernels
 from gpuwatch.doctor.rules_feed import dataloader_bound, input_cpu_bound, launch_bound, pcie_copies
+from gpuwatch.doctor.rules_general import idle_breakdown
 from gpuwatch.doctor.rules_gpu import fp32_no_tensor, healthy, memory_bandwidth, small_kernels, throttled, time_slicing
 from gpuwatch.doctor.rules_memory import memory_churn, memory_idle, memory_leak
 from gpuwatch.doctor.rules_offcpu import off_cpu_wait

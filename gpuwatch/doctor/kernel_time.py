@@ -13,7 +13,6 @@ batch the calls. The frames cannot say it; the kernel's counters do (``mechanism
 
 from __future__ import annotations
 
-from gpuwatch.doctor.evidence import rate
 from gpuwatch.doctor.window import ProcessWindow
 
 #: Share of the process's CPU spent in the kernel from which the kernel's work, not the code's, keeps the
@@ -21,10 +20,13 @@ from gpuwatch.doctor.window import ProcessWindow
 KERNEL_SHARE = 0.5
 #: Share of the process's CPU that the feeding thread must use for the process's system time to be its own.
 FEEDING_SHARE = 0.5
-#: Minor page faults per second from which the kernel's work is mapping and zeroing fresh memory: 50 000
-#: pages of 4 KiB are 200 MB/s touched for the first time (a process reusing its buffers takes a few hundred).
-FRESH_FAULTS_S = 50_000.0
-PAGE_BYTES = 4096
+#: Percent of a core the kernel must spend on the process for its work to be what holds the feeding thread.
+KERNEL_BUSY = 25.0
+#: Minor page faults per second from which the kernel's work is mapping and zeroing fresh memory. A process
+#: that reuses its buffers takes a few hundred, one in a storm of small system calls none; one allocating a
+#: 256 MiB numpy array per step took 590 000 with 4 KiB pages and 29 000 where transparent huge pages back
+#: large arrays (each fault then zeroes 2 MiB), so the count, not a byte rate, is the sign.
+FRESH_FAULTS_S = 5_000.0
 #: What the stacks may show while the kernel does the work: computing frames (the line that allocates or
 #: calls). Frames that name a kernel-heavy mechanism of their own (the allocator's pinning, storage, a
 #: child's fork) keep it.
@@ -35,7 +37,8 @@ def kernel_mechanism(p: ProcessWindow) -> str | None:
     """``fresh_memory`` or ``syscalls`` when most of the feeding process's CPU is system time and its stacks
     (where sampled) show only computing frames; else None."""
     cpu, system = p.cpu or 0.0, p.system_cpu
-    if system is None or cpu <= 0.0 or system < KERNEL_SHARE * cpu or (p.top_thread_cpu or 0.0) < FEEDING_SHARE * cpu:
+    if system is None or system < KERNEL_BUSY or system < KERNEL_SHARE * cpu \
+            or (p.top_thread_cpu or 0.0) < FEEDING_SHARE * cpu:
         return None
     if p.stacks is not None and p.stacks.mechanism not in COMPUTING_FRAMES:
         return None
@@ -43,14 +46,14 @@ def kernel_mechanism(p: ProcessWindow) -> str | None:
 
 
 def kernel_line(p: ProcessWindow) -> str | None:
-    """"pid 4123 (python3): 92% of its CPU time in the kernel (system time), 550 000 minor page faults/s
-    (2.3 GB/s of memory touched for the first time)"; None when the kernel's work is not what keeps it busy."""
+    """"pid 4123 (python3): 92% of its CPU time in the kernel (system time), 29,000 minor page faults/s (pages
+    mapped and zeroed on first touch)"; None when the kernel's work is not what keeps it busy."""
     mech = kernel_mechanism(p)
     if mech is None:
         return None
     line = f"{p.label}: {100 * (p.system_cpu or 0.0) / (p.cpu or 1.0):.0f}% of its CPU time in the kernel (system time)"
     if mech == "fresh_memory":
-        faults = p.minor_faults_s or 0.0
-        line += (f", {faults:,.0f} minor page faults/s ({rate(faults * PAGE_BYTES)} of memory touched for the "
-                 "first time)")
+        line += f", {p.minor_faults_s or 0.0:,.0f} minor page faults/s (pages mapped and zeroed on first touch)"
+    if p.stacks is not None:
+        line += ": its frames show where it asks, the kernel does the work"
     return line

@@ -1,5 +1,5 @@
-"""Rules read off the sampled stacks and the feeders: a few long kernels, feeders that are the bottleneck,
-and the general finding that needs no class (where the idle GPU's time goes).
+"""Rules read off the sampled stacks and the feeders: a few long kernels, feeders that are the bottleneck
+(the general finding that needs no class is ``rules_general``).
 
 They also hold the tests by which the other classes yield to evidence (``stacks_say``): a class whose
 premise the feeding thread's stacks contradict does not fire. Without stacks these rules either stay
@@ -8,14 +8,13 @@ silent (``long_kernels``) or fall back to what ``/proc`` shows (the thread attri
 
 from __future__ import annotations
 
-from gpuwatch.doctor.attribution import attribution_line, host_line, threads_line, time_split
+from gpuwatch.doctor.attribution import attribution_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
-from gpuwatch.doctor.mechanisms import advice, is_waiting, words
-from gpuwatch.doctor.scores import FEEDER, IDLE_BREAKDOWN, LONG_KERNELS
+from gpuwatch.doctor.mechanisms import is_waiting
+from gpuwatch.doctor.scores import FEEDER, LONG_KERNELS
 from gpuwatch.doctor.stack_window import LOCK_HOLDERS_SHARE, FeederWindow
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
-from gpuwatch.model.thread_wait import WAIT_WORDS
 
 #: Share of the feeding thread's stack samples in one mechanism from which it is what the thread does
 #: (a majority: the other half of the samples cannot then tell a different story).
@@ -37,9 +36,6 @@ FEEDER_WAITS = 0.5
 FEEDER_WAITS_ON = ("lock", "file_lock", "input", "output", "child", "sleep", "other")
 WORKERS_CPU = 50.0  # loader workers together at half a core or more (``rules_feed.dataloader_bound``)
 FEEDERS_NAMED = 3  # the busiest feeders a finding names (the rest: the same story)
-#: Percent of wall time the feeding thread is stopped (SIGSTOP, a debugger, a freezer) from which that is the
-#: story: its stacks then show where it was stopped, not what it was doing.
-STOPPED_MOST = 50.0
 
 
 def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = STACK_MAJORITY) -> bool:
@@ -174,71 +170,6 @@ def feeding_process(g: GpuWindow) -> ProcessWindow | None:
     holders = [p for p in g.processes if (p.gpu_memory_bytes or 0.0) > 0 or (p.sm_util_mean or 0.0) > 0]
     return max(holders, key=lambda q: (q.stacks is not None, q.top_thread_cpu or 0.0, q.sm_util_mean or 0.0),
                default=None)
-
-
-def idle_breakdown(g: GpuWindow) -> Finding | None:
-    """Never silent while a GPU waits and no class explains it: where the feeding thread's time goes,
-    ranked by mechanism and code location, with the advice the top mechanism implies (``diagnose`` calls it
-    only when no finding explains the idle time)."""
-    if g.busy is None or g.busy >= UNDER_USED:
-        return None
-    p = feeding_process(g)
-    if p is None:
-        return None
-    idle = 100.0 - g.busy
-    split = time_split(p)
-    if split.get("stopped", 0.0) >= STOPPED_MOST:
-        return _stopped(g, p, idle, split)
-    if p.stacks is not None:
-        ev = p.stacks
-        top = ev.locations[0]
-        title = (f"GPU idle {idle:.0f}% of the window: the feeding thread spends {100 * top[1]:.0f}% in {top[0]} "
-                 f"({words(top[2])})")
-        lines: tuple[str | None, ...] = (ev.line(f"{p.label}, feeding thread"),)
-        said = advice(ev.mechanism)
-        fix = (said[0].upper() + said[1:] + "." if said else
-               "Open the top code location: that is where the idle time is spent.")
-        if ev.holders is not None:
-            lines = (*lines, ev.holders.line("the threads it waits for"))
-        lines = (*lines, _lock_holder_line(p))
-    else:
-        top_wait = max(split, key=lambda w: split[w])
-        where = WAIT_WORDS.get(top_wait, "runnable without a core")
-        title = f"GPU idle {idle:.0f}% of the window: the feeding thread is {split[top_wait]:.0f}% {where}"
-        why = g.stacks_problem or "no stack samples in this window"
-        lines = (attribution_line(p), _lock_holder_line(p), threads_line(p), host_line(g),
-                 f"stacks not available: {why}")
-        fix = (f"See what the feeding thread does: py-spy dump --pid {p.pid} (Python stacks), and nsys profile "
-               "for the GPU timeline; check for sleeps, remote calls, locks and syncs in the request path.")
-    return finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
-                   gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines),
-                   fix, pid=p.pid)
-
-
-def _lock_holder_line(p: ProcessWindow) -> str | None:
-    if p.file_lock_holder is None:
-        return None
-    pid, name = p.file_lock_holder
-    return f"{p.label} waits on a file lock held by pid {pid}" + (f" ({name})" if name else "")
-
-
-def _stopped(g: GpuWindow, p: ProcessWindow, idle: float, split: dict[str, float]) -> Finding:
-    """Something stops the process that feeds the GPU: no code of its own is to blame, and its stacks are only
-    where it was stopped. Its share of samples in state T can exceed the stopped time the title gives, which
-    the time it ran on a core bounds: the evidence says both."""
-    stopped = split["stopped"]
-    return finding(
-        "idle_breakdown", f"GPU idle {idle:.0f}% of the window: the feeding process is stopped {stopped:.0f}% of the "
-        "time (SIGSTOP, a debugger or a cgroup freezer)", "warning", IDLE_BREAKDOWN(idle), g,
-        gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", attribution_line(p),
-                     f"{p.label} was stopped (state T) or frozen in {100 * (p.stopped_share or 0.0):.0f}% of samples; "
-                     f"it ran on a core {split.get('cpu', 0.0):.0f}% of the window",
-                     None if p.stacks is None else "its stack samples show where it was stopped, not work it did"),
-        "Something outside the program stops it: a job controller or script sending SIGSTOP and SIGCONT "
-        "(preemption, a gang scheduler, a watchdog), a debugger or profiler that pauses it (gdb, a blocking "
-        "py-spy or perf), or a cgroup freezer (docker pause, cgroup.freeze). Find it: grep TracerPid "
-        f"/proc/{p.pid}/status (a tracer's pid), cat the cgroup's cgroup.events (frozen 1), and audit who sends "
-        "the signals (auditctl -a always,exit -F arch=b64 -S kill -S tgkill).", pid=p.pid)
 
 
 def not_the_gil(p: ProcessWindow) -> bool:

@@ -102,3 +102,19 @@ def test_system_time_of_other_threads_is_not_the_feeding_threads() -> None:
 def test_recordings_without_the_kernels_counters_are_judged_as_before() -> None:
     f = top_problem(diagnose(window(Load(util=5.0, sm=3.0, thread=100.0, stacks=(NUMPY_ALLOC,)))))
     assert f is not None and f.code == "input_cpu_bound" and f.mechanism == "host_op", f
+
+
+def test_the_general_finding_names_the_kernels_work_at_the_line_its_frames_show() -> None:
+    """Not pegged (the loop sleeps between batches), so no class fires: the general finding keeps the frames'
+    location and says what the time there goes to, with the fix that asks the kernel less."""
+    snaps = _in_kernel(Load(util=5.0, sm=3.0, thread=75.0, stacks=(NUMPY_ALLOC,)), 55.0, 2.9e4)
+    f = top_problem(diagnose(snaps))
+    assert f is not None and f.code == "idle_breakdown" and f.mechanism == "fresh_memory", f
+    assert "batch.py:make_batch" in f.title and "mapping and zeroing fresh memory" in f.title
+    assert any("its frames show where it asks, the kernel does the work" in e for e in f.evidence), f.evidence
+    assert f.fix.startswith("Each step allocates large buffers afresh")
+
+
+def test_a_thread_mostly_asleep_is_not_held_by_the_kernel_it_barely_uses() -> None:
+    snaps = _in_kernel(Load(util=5.0, sm=3.0, thread=12.0, stacks=(NUMPY_ALLOC,)), 10.0, 2.9e4)
+    assert all(f.mechanism not in ("fresh_memory", "syscalls") for f in diagnose(snaps))
