@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from gpuwatch.doctor.attribution import attribution_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.feeder_window import FeederWindow
 from gpuwatch.doctor.mechanisms import is_waiting
 from gpuwatch.doctor.scores import FEEDER, LONG_KERNELS
-from gpuwatch.doctor.stack_window import LOCK_HOLDERS_SHARE, FeederWindow
+from gpuwatch.doctor.stack_window import LOCK_HOLDERS_SHARE
 from gpuwatch.doctor.window import GpuWindow, ProcessWindow
 from gpuwatch.model.finding import Finding
 

@@ -50,7 +50,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
                "Open the top code location: that is where the idle time is spent.")
         if ev.holders is not None:
             lines = (*lines, ev.holders.line("the threads it waits for"))
-        lines = (*lines, _lock_holder_line(p))
+        lines = (*lines, _lock_holder_line(p), _timer_line(p))
     else:
         top_wait = max(split, key=lambda w: split[w])
         where = WAIT_WORDS.get(top_wait, "runnable without a core")
@@ -59,7 +59,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
         if kernel:
             title += f", {words(kernel)}"
         why = g.stacks_problem or "no stack samples in this window"
-        lines = (attribution_line(p), _lock_holder_line(p), threads_line(p), host_line(g),
+        lines = (attribution_line(p), _lock_holder_line(p), _timer_line(p), threads_line(p), host_line(g),
                  f"stacks not available: {why}")
         fix = (f"See what the feeding thread does: py-spy dump --pid {p.pid} (Python stacks), and nsys profile "
                "for the GPU timeline; check for sleeps, remote calls, locks and syncs in the request path.")
@@ -71,6 +71,18 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
                                  kernel_line(p) if kernel else None), fix, pid=p.pid)
     # the frames keep the code location; the kernel says what the time there goes to
     return dataclasses.replace(found, mechanism=kernel) if kernel else found
+
+
+def _timer_line(p: ProcessWindow) -> str | None:
+    """Its main thread polls on nothing another process could send: an event loop or a select asleep on a
+    timer, whose coroutine (suspended in the loop) no stack sample shows."""
+    share = p.poll_timer_share
+    if share is None or share < 0.5:
+        return None
+    return (f"{p.label}: in {100 * share:.0f}% of the samples that found its main thread in poll/select/epoll, "
+            "nothing another process could send would wake it (no descriptors, or only its own wake-ups): a "
+            "timer ends the wait (asyncio.sleep, a select or wait_for timeout); a suspended coroutine shows in "
+            "no stack sample, so look for those in its coroutines")
 
 
 def _lock_holder_line(p: ProcessWindow) -> str | None:

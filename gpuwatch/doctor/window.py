@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gpuwatch.doctor.stack_window import FeederWindow, StackEvidence, feeder_windows, process_stacks, waited_on
+from gpuwatch.doctor.feeder_window import FeederWindow, feeder_windows, waited_on
+from gpuwatch.doctor.stack_window import StackEvidence, process_stacks
 from gpuwatch.model.metrics import METRICS, as_value
-from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.process_sample import POLL_TIMER, ProcessSample
 from gpuwatch.model.snapshot import GpuSample, Snapshot
 from gpuwatch.model.stacks import StackSample
-from gpuwatch.model.thread_wait import classify_wait
+from gpuwatch.model.thread_wait import classify_wait, main_thread_wait
 
 _T = TypeVar("_T")
 
@@ -60,6 +61,8 @@ class ProcessWindow:
     sleeping_share: float | None = None
     #: Share of samples in which the process was stopped (state T: SIGSTOP) or frozen.
     stopped_share: float | None = None
+    #: Of the samples with its main thread in a poll, the share in which only a timer could end it.
+    poll_timer_share: float | None = None
     wait_channel: str | None = None  # the most common one
     io_read_bytes_s: float | None = None
     io_write_bytes_s: float | None = None
@@ -149,6 +152,8 @@ class GpuWindow:
 
 
 BUSY_THREAD_CPU = 10.0  # a thread at this share of a core does real work (a GIL holder in turn, say)
+#: Share of the samples that decides what a process's poll waited for (a majority).
+STACK_SHARE = 0.5
 
 
 def _wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
@@ -177,9 +182,17 @@ def _stopped(p: ProcessSample) -> bool:
 
 
 def _main_wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
-    waits = Counter(classify_wait("S", p.wait_channel) for p in procs if p.wait_channel)
+    waits = Counter(main_thread_wait("S", p.wait_channel, p.poll_wait) for p in procs if p.wait_channel)
     n = len(procs)
     return {w: c / n for w, c in waits.items()}
+
+
+def _polls_timed(ev: StackEvidence | None, timer_share: float | None) -> StackEvidence | None:
+    """The main thread's stacks, where its polls mostly waited on nothing another process could send: their
+    "waiting for input" frames are an event loop asleep on a timer (``sources.poll_wait``)."""
+    if ev is None or ev.pid not in ev.tids or timer_share is None or timer_share < STACK_SHARE:
+        return ev
+    return ev.relabel("input", "sleep")
 
 
 def _lock_share(procs: list[ProcessSample]) -> float | None:
@@ -252,7 +265,9 @@ def _process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: fl
         threads_cpu=_column_median(threads_cpu),
         busy_threads=_column_median(busy),
         threads_lock_share=_lock_share(procs), run_wait=med["run_wait_percent"],
-        main_waits=_main_wait_shares(procs), stacks=(ev := process_stacks(stacks, last.pid, top_tid)),
+        main_waits=_main_wait_shares(procs), poll_timer_share=(timed := share(
+            [None if p.poll_wait is None else p.poll_wait == POLL_TIMER for p in procs])),
+        stacks=(ev := _polls_timed(process_stacks(stacks, last.pid, top_tid), timed)),
         feeders=waited_on([f for f in feeders if f.feeds == last.pid], ev),
         upstream=_mode(upstream),
         cpu_limit=med["cpu_limit_cores"], cpu_limit_by=_mode(limited_by),

@@ -14,6 +14,10 @@ POD_LABELS = ("namespace", "pod", "container")
 #: What sets a process's CPU limit (``ProcessSample.cpu_limit_by``): the host source writes it, the doctor reads it.
 CPU_QUOTA = "cgroup quota"
 CPU_AFFINITY = "CPU affinity"
+#: What a process whose main thread sleeps in poll, select or epoll waits for (``ProcessSample.poll_wait``):
+#: input another process could send, or only time (an event loop's ``asyncio.sleep``, a select of nothing).
+POLL_INPUT = "input"
+POLL_TIMER = "timer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,8 @@ class ProcessSample:
     #: While it waits on a file lock (flock, fcntl): the process holding that lock (``/proc/locks``) and its name.
     file_lock_holder_pid: int | None = None
     file_lock_holder_name: str | None = None
+    #: While its main thread sleeps in a poll call: ``POLL_INPUT`` or ``POLL_TIMER``. None: not in one, or not read.
+    poll_wait: str | None = None
 
     @property
     def command(self) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
+from gpuwatch.model.process_sample import POLL_TIMER
+
 Wait = Literal["cpu", "lock", "file_lock", "input", "output", "child", "io", "sleep", "gpu", "stopped", "other"]
 
 #: In the order the doctor names them: on a core (or runnable), waiting on a lock or the GIL (futex), on a file
@@ -81,3 +83,11 @@ def classify_wait(state: str, wchan: str | None) -> Wait:
     if any(w in channel for w in _SLEEP):
         return "sleep"
     return "other"
+
+
+def main_thread_wait(state: str, wchan: str | None, poll_wait: str | None) -> Wait:
+    """:func:`classify_wait` for a process's main thread, where what its poll waits for was read
+    (``ProcessSample.poll_wait``): a poll that only time can end (an event loop's ``asyncio.sleep``) is a
+    timed sleep, not a wait for input."""
+    wait = classify_wait(state, wchan)
+    return "sleep" if wait == "input" and poll_wait == POLL_TIMER else wait

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 
 from gpuwatch.model.snapshot import HostSample
-from gpuwatch.model.thread_wait import classify_wait
+from gpuwatch.model.thread_wait import classify_wait, main_thread_wait
 from gpuwatch.sources.base import Reading, Source
 from gpuwatch.sources.cpu_limits import CpuLimits
 from gpuwatch.sources.file_locks import read_lock_holder
@@ -28,6 +28,7 @@ from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.netfds import read_comm
+from gpuwatch.sources.poll_wait import is_poll_channel, read_poll_wait
 from gpuwatch.sources.procfs import (
     ProcessStat,
     container_id_from_cgroup,
@@ -50,6 +51,9 @@ class _Tracked:
     threads: ThreadTracker
     #: The last tick's ``/proc/PID/stat`` (its system time and page faults), None before the first.
     last_stat: ProcessStat | None = None
+    #: What its main thread's poll waits for, as last read (``poll_wait``), and when.
+    poll_wait: str | None = None
+    poll_at: float = float("-inf")
     #: Worker child pid -> CPU seconds at the last tick; refreshed every CHILDREN_EVERY_S.
     children: dict[int, float] = field(default_factory=dict)
     children_at: float = float("-inf")
@@ -63,6 +67,9 @@ class _Tracked:
 CHILDREN_EVERY_S = 5.0
 CHILDREN_ALL_EVERY_S = 30.0
 BUSY_WORKER = 80.0
+#: What a quiet process's poll waits for is read again at most this often (its epoll set and its peers change
+#: when it connects or listens, not tick by tick).
+POLL_REREAD_S = 5.0
 
 
 class HostSource(Source):
@@ -210,12 +217,16 @@ class HostSource(Source):
                 out["cpu_system_percent"] = round(max(0.0, 100.0 * (stat.system_seconds - last.system_seconds) / dt), 1)
         out.update(self._workers(t, pid, now, dt, gpu_pids))
         # a running main thread waits nowhere (the kernel gives 0): its wchan file is not read
-        out["wait_channel"] = None if state == "R" else read_wait_channel(pid)
+        out["wait_channel"] = channel = None if state == "R" else read_wait_channel(pid)
+        if is_poll_channel(channel):  # input another process could send, or only a timer
+            if now - t.poll_at >= POLL_REREAD_S:
+                t.poll_wait, t.poll_at = read_poll_wait(pid), now
+            out["poll_wait"] = t.poll_wait
         out.update(t.threads.update(now, cpu_total, cpu_pct, state))
         waits = out.get("thread_waits")
         if waits and out.get("top_thread_id") == pid:  # the main thread's state and wait, fresh from this tick (a
             # quiet process's threads are read every few seconds: their wait can be from before it began to wait)
-            out["thread_waits"] = (classify_wait(out["state"], out["wait_channel"]), *waits[1:])
+            out["thread_waits"] = (main_thread_wait(state, channel, out.get("poll_wait")), *waits[1:])
         out.update(self._limits.read(pid, now))
         out.update(_lock_holder(pid, out))
         t.last_time, t.last_cpu, t.last_io, t.last_stat = now, cpu_total, io, stat

@@ -86,7 +86,10 @@ class RemoteFeed:
                                   headers=self.headers) as resp:
                     resp.raise_for_status()
                     self._responses[url] = resp
-                    self._post(FeedStatus(url, "ok", "connected"))
+                    # a delivery problem said before the stream connected still holds: "connected" must not hide it
+                    problem = self._delivery[url]
+                    self._post(FeedStatus(url, "error", f"{url}: {problem}") if problem else
+                               FeedStatus(url, "ok", "connected"))
                     backoff = 1.0
                     # One line at a time, each bounded: a stream without line ends must not fill memory.
                     for line in capped_lines(response_chunks(resp), MAX_LINE_BYTES, f"{url}/api/v1/stream"):

@@ -36,8 +36,11 @@ FINDING = {"code": "input_cpu_bound", "title": "the input pipeline is CPU-bound"
 class FakeDaemon:
     """Serves ``host`` with ``gpus`` GPUs: a snapshot every 50 ms on /api/v1/stream."""
 
-    def __init__(self, host: str, gpus: int, health: dict[str, Any] | None = None, watching: str = "") -> None:
+    def __init__(self, host: str, gpus: int, health: dict[str, Any] | None = None, watching: str = "",
+                 stream_delay_s: float = 0.0) -> None:
         self.host, self.gpus = host, gpus
+        #: How long /api/v1/stream takes to answer (a daemon slow to start streaming, a slow network).
+        self.stream_delay_s = stream_delay_s
         #: What /api/v1/diagnosis says while its window fills ("watching: 4 of 30 s"), as the real daemon does.
         self.watching = watching
         #: What /healthz answers (the status follows ``ok``), as the real daemon does.
@@ -46,6 +49,8 @@ class FakeDaemon:
         self.port = 0
 
     def stream(self, request: Request) -> Response:
+        time.sleep(self.stream_delay_s)
+
         def lines() -> Iterator[bytes]:
             tick = 0
             while True:
@@ -152,6 +157,18 @@ async def test_two_daemons_reporting_the_same_hostname_are_told_apart_by_address
 FAILING = {"ok": False, "delivery": {"ok": False, "unhealthy_after_s": 900.0, "receivers": {
     "slack": {"ok": False, "consecutive_failures": 41, "failing_for_s": 1260.0, "oldest_pending_age_s": 1250.0,
               "last_error": "HTTP 500", "last_success": None, "last_success_age_s": None}}}}
+
+
+async def test_a_delivery_problem_found_before_the_stream_connects_is_not_hidden_by_connected() -> None:
+    """The first /healthz read comes back before the stream answers: the stream's "connected" must not
+    replace what it said (the problem is said once, and would otherwise never show)."""
+    with FakeDaemon("node-a", 1, health=FAILING, stream_delay_s=1.5) as a:
+        app = make_app(RemoteFeed([a.url]))
+        async with app.run_test(size=(200, 40)) as pilot:
+            status = lambda: app.query_one("#status", TextLine).plain  # noqa: E731
+            await wait_for(pilot, lambda: bool(app.query(FleetTable)) or "node-a" in status(), timeout=15)
+            await pilot.pause(2.5)  # the stream has connected since
+            assert "receiver slack not delivering for 21 min" in status(), status()
 
 
 async def test_a_daemon_whose_receiver_keeps_failing_says_so_on_the_status_line_until_it_delivers() -> None:

@@ -1,0 +1,100 @@
+"""What a thread asleep in poll, select or epoll waits for: input that another process can send, or only time.
+
+The kernel's wait channel says a thread waits in a poll (``ep_poll``, ``do_select``...), which is how a server
+awaits requests, and also how an event loop sleeps: ``asyncio.sleep`` and ``select.select([], [], [], t)``
+leave the thread in the same channels, with nothing anyone could send it. ``/proc/PID/task/TID/syscall``
+gives the blocked call and its arguments: a select or poll of no descriptors is a timed sleep; an epoll
+set (its descriptors are listed in ``/proc/PID/fdinfo/EPFD``) that holds only the process's own wake-ups (an
+eventfd, a timerfd, a signalfd, one end of a socketpair or pipe whose other end it holds too: asyncio's
+self-pipe) is a timer too. Anything else (a socket to another process, a listening socket, a tty) is input.
+Where the call cannot be read (another user's process without privilege), nothing is said.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections import Counter
+
+from gpuwatch.model.process_sample import POLL_INPUT, POLL_TIMER
+from gpuwatch.sources.netfds import unix_peers
+
+#: Wait channels of a thread blocked in one of the poll calls.
+POLL_CHANNELS = ("ep_poll", "do_epoll_wait", "do_select", "core_sys_select", "do_sys_poll", "poll_schedule")
+#: System call numbers of the poll calls, per architecture: (call, the argument that counts descriptors or
+#: names the epoll set).
+_CALLS: dict[str, dict[int, tuple[str, int]]] = {
+    "x86_64": {7: ("poll", 1), 23: ("select", 0), 232: ("epoll", 0), 270: ("select", 0), 271: ("poll", 1),
+               281: ("epoll", 0), 441: ("epoll", 0)},
+    "aarch64": {72: ("select", 0), 73: ("poll", 1), 22: ("epoll", 0), 441: ("epoll", 0)},
+}
+#: Descriptors that only the process itself makes ready.
+OWN_WAKEUPS = ("anon_inode:[eventfd]", "anon_inode:[timerfd]", "anon_inode:[signalfd]", "anon_inode:[pidfd]")
+
+
+def is_poll_channel(channel: str | None) -> bool:
+    return channel is not None and any(c in channel for c in POLL_CHANNELS)
+
+
+def read_poll_wait(pid: int, tid: int | None = None) -> str | None:
+    """:data:`POLL_TIMER` when thread ``tid`` (the main one by default) of ``pid`` is blocked in a poll call
+    that only time can end, :data:`POLL_INPUT` when input from another process could, None when it is not in
+    one or its call cannot be read."""
+    try:
+        with open(f"/proc/{pid}/task/{tid or pid}/syscall", "rb") as f:
+            parts = f.read().split()
+    except OSError:
+        return None
+    calls = _CALLS.get(platform.machine(), {})
+    try:
+        call = calls.get(int(parts[0])) if len(parts) >= 7 else None
+        args = [int(a, 16) for a in parts[1:7]]
+    except ValueError:
+        return None  # "running", or a field the kernel did not give
+    if call is None:
+        return None
+    kind, at = call
+    if kind != "epoll":
+        return POLL_TIMER if args[at] == 0 else POLL_INPUT
+    return POLL_TIMER if _only_own_wakeups(pid, args[at]) else POLL_INPUT
+
+
+def _only_own_wakeups(pid: int, epfd: int) -> bool:
+    """The epoll set ``epfd`` of ``pid`` watches nothing another process can make ready."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{epfd}", "rb") as f:
+            watched = [int(line.split()[1]) for line in f if line.startswith(b"tfd:")]
+        targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in watched]
+    except (OSError, ValueError, IndexError):
+        return False
+    sockets, pipes = [], []
+    for target in targets:
+        if target.startswith("socket:["):
+            sockets.append(int(target[8:-1]))
+        elif target.startswith("pipe:["):
+            pipes.append(int(target[6:-1]))
+        elif target not in OWN_WAKEUPS:
+            return False  # a tty, a file, an inotify set: input
+    if not sockets and not pipes:
+        return True
+    # a pipe is its own when it holds both ends; a socket when the other end of the pair is its own too
+    links = Counter(_links(pid))
+    if any(links[f"pipe:[{p}]"] < 2 for p in pipes):
+        return False
+    peers = unix_peers(frozenset(sockets)) if sockets else {}
+    return all(links[f"socket:[{peers.get(s)}]"] > 0 for s in sockets)
+
+
+def _links(pid: int) -> list[str]:
+    """What each of ``pid``'s descriptors points at (``socket:[123]``, ``pipe:[456]``, a path)."""
+    out: list[str] = []
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for name in names:
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+        except OSError:
+            continue
+    return out
