@@ -18,7 +18,8 @@ split, so a new shape of a known cause lands on the mechanism rather than betwee
 
 from __future__ import annotations
 
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.process_window import ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.thread_wait import WAIT_WORDS, WAITS
 
 PEGGED_THREAD = 85.0  # a thread at this share of one core is the limit of a single-threaded loop

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.process_window import ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding, Severity
 
 GIB = float(1 << 30)

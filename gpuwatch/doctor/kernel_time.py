@@ -13,7 +13,7 @@ batch the calls. The frames cannot say it; the kernel's counters do (``mechanism
 
 from __future__ import annotations
 
-from gpuwatch.doctor.window import ProcessWindow
+from gpuwatch.doctor.process_window import ProcessWindow
 
 #: Share of the process's CPU spent in the kernel from which the kernel's work, not the code's, keeps the
 #: feeding thread busy (a Python or numpy loop spends a few percent there).

@@ -12,9 +12,10 @@ from gpuwatch.doctor.attribution import attribution_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.feeder_window import FeederWindow
 from gpuwatch.doctor.mechanisms import is_waiting
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.scores import FEEDER, LONG_KERNELS
 from gpuwatch.doctor.stack_window import LOCK_HOLDERS_SHARE
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
 
 #: Share of the feeding thread's stack samples in one mechanism from which it is what the thread does

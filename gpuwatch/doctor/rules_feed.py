@@ -23,6 +23,7 @@ from gpuwatch.doctor.attribution import (
 from gpuwatch.doctor.evidence import finding, gpu_evidence, rate, thread_line
 from gpuwatch.doctor.kernel_time import kernel_line, kernel_mechanism
 from gpuwatch.doctor.mechanisms import advice, words
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_evidence import (
     feeding_process,
     loader_workers_bound,
@@ -32,7 +33,7 @@ from gpuwatch.doctor.rules_evidence import (
     waits_on_producer,
 )
 from gpuwatch.doctor.scores import COPY, COPY_CAP, DATALOADER, INPUT, LAUNCH
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
 
 BUSY_UTIL = 60.0  # GPU-Util under which the GPU spends much of its time waiting for work

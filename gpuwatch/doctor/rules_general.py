@@ -12,9 +12,10 @@ from gpuwatch.doctor.attribution import attribution_line, host_line, threads_lin
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.kernel_time import COMPUTING_FRAMES, kernel_line, kernel_mechanism
 from gpuwatch.doctor.mechanisms import advice, words
+from gpuwatch.doctor.process_window import TIMER_POLLS, ProcessWindow
 from gpuwatch.doctor.rules_evidence import UNDER_USED, feeding_process
 from gpuwatch.doctor.scores import IDLE_BREAKDOWN
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.thread_wait import WAIT_WORDS
 
@@ -77,7 +78,7 @@ def _timer_line(p: ProcessWindow) -> str | None:
     """Its main thread polls on nothing another process could send: an event loop or a select asleep on a
     timer, whose coroutine (suspended in the loop) no stack sample shows."""
     share = p.poll_timer_share
-    if share is None or share < 0.5:
+    if share is None or share < TIMER_POLLS:
         return None
     return (f"{p.label}: in {100 * share:.0f}% of the samples that found its main thread in poll/select/epoll, "
             "nothing another process could send would wake it (no descriptors, or only its own wake-ups): a "

@@ -9,11 +9,12 @@ that come and go and cost a cudaMalloc/cudaFree and fragmentation each time.
 from __future__ import annotations
 
 from gpuwatch.doctor.evidence import GIB, finding, gib, gpu_evidence
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_evidence import STACK_MAJORITY
 from gpuwatch.doctor.rules_feed import IO_RATE
 from gpuwatch.doctor.scores import CHURN, LEAK, MEMORY_IDLE, MEMORY_OCCUPIED
 from gpuwatch.doctor.trends import has_spike, linear_fit, swings
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding, Severity
 
 LEAK_MIN_RISE = 0.5 * GIB  # over the window; and at least LEAK_MIN_SHARE of the GPU's memory

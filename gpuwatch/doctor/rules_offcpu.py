@@ -17,10 +17,11 @@ import dataclasses
 from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence, pct, rate
 from gpuwatch.doctor.mechanisms import words
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE, WAITING_CPU, WAITING_PROCESS_CPU
 from gpuwatch.doctor.scores import OFF_CPU, OFF_CPU_HOST
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
 
 #: Percent of a core from which a process asleep on storage is working (not a forgotten idle process): the

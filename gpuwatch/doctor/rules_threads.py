@@ -25,10 +25,11 @@ from gpuwatch.doctor.attribution import (
     waiting_for_work,
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, not_the_gil, stacks_say
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow
+from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.process_sample import CPU_AFFINITY
 

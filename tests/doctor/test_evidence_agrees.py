@@ -21,9 +21,10 @@ from gpuwatch.doctor.attribution import time_split
 from gpuwatch.doctor.classes import feeder_findings
 from gpuwatch.doctor.current import window
 from gpuwatch.doctor.mechanisms import is_waiting, words
+from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_threads import DEMAND_WAIT_MIN, WAITING_FOR_WORK
 from gpuwatch.doctor.stack_window import ranked
-from gpuwatch.doctor.window import GpuWindow, ProcessWindow, summarise
+from gpuwatch.doctor.window import GpuWindow, summarise
 from gpuwatch.model.feeders import FeederSample
 from gpuwatch.model.finding import Finding
 from gpuwatch.model.recording import load
