@@ -334,6 +334,7 @@ import socket, sys, time
 srv = socket.socket(socket.AF_UNIX)
 srv.bind(sys.argv[1]); srv.listen(); print('ready', flush=True)
 conn, _ = srv.accept()
+print('accepted', flush=True)
 while conn.recv(4096): pass
 time.sleep(60)
 ''', path], stdout=subprocess.PIPE, text=True)
@@ -346,6 +347,7 @@ print('ready', flush=True)
 time.sleep(60)
 ''', path], stdout=subprocess.PIPE, text=True)
 assert front.stdout.readline().strip() == 'ready'
+assert worker.stdout.readline().strip() == 'accepted'  # connected on both ends: not still in the backlog
 print('ready', flush=True)
 print(worker.pid, flush=True)
 print(front.pid, flush=True)
