@@ -72,6 +72,11 @@ AWAITS_RESULT = re.compile(r"threading\.py:((Condition|Event)\.)?wait$|queue\.py
                            r"|concurrent/futures/_base\.py:((Future\.)?result|wait|as_completed)$"
                            r"|multiprocessing/(queues\.py:(Queue\.)?get|connection\.py:\w*recv\w*)$")
 
+#: The lock waits that hand a result to a consumer that has not taken the last ones (a bounded queue's put): the
+#: thread waits on what comes after it, never on what feeds it (``hands_off``).
+HANDS_OFF = re.compile(r"(^|/)queue\.py:(Queue\.)?put$|multiprocessing/queues\.py:(Queue\.)?put$"
+                       r"|asyncio/queues\.py:(Queue\.)?put$")
+
 #: Network frames of a client library awaiting a reply to a request it sent (HTTP, gRPC): the process called a
 #: service, it is not a server awaiting requests (``calls_service``).
 SERVICE_CALL = re.compile(r"http/client\.py:|urllib/request\.py:|urllib3/|requests/|httpx/|aiohttp/client"
@@ -246,6 +251,11 @@ def waits_for_gil(stack: ThreadStack) -> bool:
 def pins_host_memory(stack: ThreadStack) -> bool:
     """The stack page-locks or frees pinned host memory (an allocator stack that moves no GPU memory)."""
     return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
+
+
+def hands_off(stack: ThreadStack) -> bool:
+    """The stack waits to put a result on a full queue: what takes them is slower than what makes them."""
+    return any(HANDS_OFF.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
 
 
 def calls_service(stack: ThreadStack) -> bool:

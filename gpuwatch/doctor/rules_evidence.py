@@ -45,6 +45,13 @@ def stacks_say(p: ProcessWindow | None, *mechanisms: str | None, share: float = 
     return p is not None and p.stacks is not None and p.stacks.share(*mechanisms) >= share
 
 
+def hands_off_results(p: ProcessWindow | None) -> bool:
+    """The feeding thread mostly waits to put its results on a full queue: what it waits on comes after it (a
+    post-processing thread or process that takes them more slowly than the GPU makes them), so the processes
+    and threads it waits on are its consumers, never its feeders or its loader, and it is no idle server."""
+    return p is not None and p.stacks is not None and p.stacks.puts >= STACK_MAJORITY
+
+
 #: What a host thread does while a kernel it issued runs and it issues nothing else: it blocks in
 #: synchronize, waits in a collective, or sleeps between polls of an event (``while not ev.query(): sleep``).
 GPU_PACED = ("gpu_wait", "collective", "sleep")
@@ -106,8 +113,8 @@ def _fed_waiting(g: GpuWindow) -> list[tuple[ProcessWindow, list[str]]]:
     for p in g.processes:
         bound = [f for f in p.feeders if f.bound is not None]
         # (a thread that waits on the children it spawns makes them bound on ``subprocess``: ``waited_on``)
-        if not bound or _loader(p, bound):
-            continue
+        if not bound or _loader(p, bound) or hands_off_results(p):
+            continue  # (a thread handing results to a full queue waits on its consumers: ``idle_breakdown``)
         if p.stacks is not None:
             # a pipe read shows as a file read (storage): the thread waits on what writes into the pipe
             waiting = p.stacks.share("lock", "network", "subprocess", "sleep", "storage", None) >= FEEDER_WAITS

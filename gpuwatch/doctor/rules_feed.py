@@ -26,6 +26,7 @@ from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.process_window import ProcessWindow
 from gpuwatch.doctor.rules_evidence import (
     feeding_process,
+    hands_off_results,
     loader_workers_bound,
     mostly_waiting,
     stacks_say,
@@ -215,12 +216,13 @@ def dataloader_bound(g: GpuWindow) -> Finding | None:
         return None
     # compiler processes are not a data loader: their stacks (or the feeding thread's) say compile
     # nor are the peers of a collective (the feeding thread in gloo/NCCL waits on ranks, not on batches)
+    # nor the consumers of its results (it waits to put them on a full queue: they come after it)
     # storage-bound children are feeders (``feeder_bound``), not busy loader workers
     # nor workers starved of a core on a saturated host or within the process's own CPU limit
     # (``host_cpu_contention``: they oversubscribe it; more workers would only queue)
     feeding = [p for p in g.processes if loader_workers_bound(p)
                and (p.top_thread_cpu or 0.0) < PEGGED_THREAD and not stacks_say(p, "compile")
-               and not stacks_say(p, "collective")
+               and not stacks_say(p, "collective") and not hands_off_results(p)
                and not ((host_saturated(g) or p.cpu_limit is not None) and feeders_starved(p))]
     if not feeding:
         return None

@@ -11,9 +11,9 @@ import dataclasses
 from gpuwatch.doctor.attribution import attribution_line, host_line, threads_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.kernel_time import COMPUTING_FRAMES, kernel_line, kernel_mechanism
-from gpuwatch.doctor.mechanisms import advice, words
+from gpuwatch.doctor.mechanisms import advice, is_waiting, words
 from gpuwatch.doctor.process_window import TIMER_POLLS, ProcessWindow
-from gpuwatch.doctor.rules_evidence import UNDER_USED, feeding_process
+from gpuwatch.doctor.rules_evidence import UNDER_USED, feeding_process, hands_off_results
 from gpuwatch.doctor.scores import IDLE_BREAKDOWN
 from gpuwatch.doctor.window import GpuWindow
 from gpuwatch.model.finding import Finding
@@ -43,14 +43,20 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
         ev = p.stacks
         top = ev.locations[0]
         kernel = kernel if top[2] in COMPUTING_FRAMES else None
+        handing = hands_off_results(p)  # it waits on what comes after it, not on what feeds it
         title = (f"GPU idle {idle:.0f}% of the window: the feeding thread spends {100 * top[1]:.0f}% in {top[0]} "
-                 f"({words(kernel or top[2])})")
+                 f"({HANDING_OFF if handing else words(kernel or top[2])})")
         lines: tuple[str | None, ...] = (ev.line(f"{p.label}, feeding thread"),)
         said = advice(kernel or ev.mechanism)
-        fix = (said[0].upper() + said[1:] + "." if said else
-               "Open the top code location: that is where the idle time is spent.")
-        if ev.holders is not None:
-            lines = (*lines, ev.holders.line("the threads it waits for"))
+        fix = _HANDOFF_FIX if handing else (said[0].upper() + said[1:] + "." if said else
+                                            "Open the top code location: that is where the idle time is spent.")
+        at_work = 0.0 if ev.holders is None else sum(s for m, s in ev.holders.shares if not is_waiting(m))
+        if ev.holders is not None and not (handing and at_work < CONSUMER_WORKS):
+            # (a process queue's own writer thread waits too: only threads that work are its consumers)
+            lines = (*lines, ev.holders.line("the threads that take its results" if handing else
+                                             "the threads it waits for"))
+        if handing:
+            lines = (*lines, *(f"its consumer: {f.line()}" for f in p.feeders if f.bound is not None))
         lines = (*lines, _lock_holder_line(p), _timer_line(p))
     else:
         top_wait = max(split, key=lambda w: split[w])
@@ -72,6 +78,17 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
                                  kernel_line(p) if kernel else None), fix, pid=p.pid)
     # the frames keep the code location; the kernel says what the time there goes to
     return dataclasses.replace(found, mechanism=kernel) if kernel else found
+
+
+#: Share of the other threads' samples at work from which they are the consumers a thread handing its results
+#: over waits on (a multiprocessing queue's writer thread only waits; a post-processing thread works).
+CONSUMER_WORKS = 0.1
+#: How the title says a thread that waits to put its results on a full queue.
+HANDING_OFF = "handing its results to a full queue: what takes them is slower than the GPU makes them"
+_HANDOFF_FIX = ("The GPU loop blocks until a slower consumer (post-processing, detokenising, writing responses) "
+                "takes its results: speed that consumer up or run more of them, hand results over in batches, "
+                "move the post-processing onto the GPU, or never block the GPU loop on a full queue (put_nowait, "
+                "and drop or spill when it is full); a bigger queue only delays the stall.")
 
 
 def _timer_line(p: ProcessWindow) -> str | None:

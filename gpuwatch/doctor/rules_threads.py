@@ -26,7 +26,13 @@ from gpuwatch.doctor.attribution import (
 )
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.process_window import ProcessWindow
-from gpuwatch.doctor.rules_evidence import STACK_MAJORITY, WORKERS_CPU, not_the_gil, stacks_say
+from gpuwatch.doctor.rules_evidence import (
+    STACK_MAJORITY,
+    WORKERS_CPU,
+    hands_off_results,
+    not_the_gil,
+    stacks_say,
+)
 from gpuwatch.doctor.rules_feed import BUSY_UTIL, IO_RATE, IO_WAIT_SHARE
 from gpuwatch.doctor.scores import DEMAND, GIL, HOST_CONTENTION
 from gpuwatch.doctor.window import GpuWindow
@@ -150,8 +156,8 @@ def demand_evidence(p: ProcessWindow) -> bool:
     Between requests it waits for work; while it serves one it launches kernels and waits for their result.
     The feeding thread may wait on a queue or a pipe that another thread of its own fills from the front door
     (the web thread -> GPU worker handoff): the front door is the process's, whichever thread reads it."""
-    if p.upstream not in DEMAND_UPSTREAM or any(f.bound is not None for f in p.feeders):
-        return False
+    if p.upstream not in DEMAND_UPSTREAM or any(f.bound is not None for f in p.feeders) or hands_off_results(p):
+        return False  # (a thread blocked handing results to a full queue waits on its consumer, not for work)
     if stacks_say(p, "network") and (p.upstream != "external"
                                      or (p.stacks is not None and p.stacks.calls >= STACK_MAJORITY)):
         return False  # in network calls with no connection accepted from outside, or awaiting the reply of a

@@ -21,6 +21,7 @@ from gpuwatch.doctor.mechanisms import (
     awaits_result,
     calls_service,
     classify,
+    hands_off,
     is_waiting,
     pins_host_memory,
     sends_to_peer,
@@ -50,6 +51,8 @@ class StackEvidence:
     pinning: float = 0.0
     #: Share of the samples waiting for a result another thread hands over (a queue, a future, an event).
     awaits: float = 0.0
+    #: Share of the samples waiting to hand a result to a full queue (its consumer is slower).
+    puts: float = 0.0
     #: Share of the samples awaiting the reply of a service the process called (an HTTP or gRPC client).
     calls: float = 0.0
     #: Share of the samples blocked sending on a socket or a pipe (or writing a file: ``/proc`` tells which).
@@ -115,6 +118,7 @@ class _Row:
     idle: bool
     pinning: bool = False
     awaits: bool = False
+    puts: bool = False
     calls: bool = False
     sends: bool = False
     gil: bool = False
@@ -134,6 +138,7 @@ def rows(sample: StackSample) -> tuple[_Row, ...]:
         return hit[1]
     out = tuple(_Row(t.tid, (m := classify(t)), location(t) or "?", t.count, t.idle,
                      m == "allocator" and pins_host_memory(t), m == "lock" and awaits_result(t),
+                     m == "lock" and hands_off(t),
                      m == "network" and calls_service(t), m in ("network", "storage") and sends_to_peer(t),
                      m == "python" and waits_for_gil(t))
                 for t in sample.stacks)
@@ -160,6 +165,7 @@ def _reduce(pid: int, stacks: Sequence[_Row]) -> StackEvidence | None:
         locations=tuple((loc, c / n, loc_mech[loc].most_common(1)[0][0])
                         for loc, c in sorted(locs.items(), key=lambda x: (-x[1], x[0]))),
         pinning=sum(s.count for s in stacks if s.pinning) / n, awaits=sum(s.count for s in stacks if s.awaits) / n,
+        puts=sum(s.count for s in stacks if s.puts) / n,
         calls=sum(s.count for s in stacks if s.calls) / n, sends=sum(s.count for s in stacks if s.sends) / n,
         gil=sum(s.count for s in stacks if s.gil) / n)
 
