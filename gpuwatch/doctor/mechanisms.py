@@ -160,9 +160,11 @@ MECHANISMS: tuple[Mechanism, ...] = (
               advice="the thread waits on storage: read ahead asynchronously (a prefetch thread or DataLoader "
                      "workers), cache inputs in memory or on local SSD, and batch small reads into large ones"),
     Mechanism("peer_send", kernel_only=True,
-              words="blocked sending to a peer that does not read (a full pipe or socket)", waiting=True,
-              advice="the other end of the pipe or socket does not take what the thread sends: move the write off "
-                     "the GPU loop (a background thread with a bounded queue), send less, or make the reader faster"),
+              words="blocked sending to a reader that does not keep up (a full pipe, socket or terminal)",
+              waiting=True,
+              advice="the other end of the pipe, socket or terminal does not take what the thread sends: move the "
+                     "write off the GPU loop (a background thread with a bounded queue), send less, or make the "
+                     "reader faster"),
     Mechanism("fresh_memory", kernel_only=True,
               words="in the kernel, mapping and zeroing fresh memory (minor page faults)",
               advice="each step allocates large buffers afresh, and the kernel maps and zeroes every page of them "

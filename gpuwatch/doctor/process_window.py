@@ -100,6 +100,8 @@ class ProcessWindow:
     limit_peers: tuple[tuple[int, str, float], ...] = ()
     #: The process holding the file lock it waited on in most samples that had one: (pid, name).
     file_lock_holder: tuple[int, str | None] | None = None
+    #: What its main thread's blocked writes went to, most often (a terminal ``/dev/pts/3``, a pipe, a socket).
+    write_target: str | None = None
 
     @property
     def label(self) -> str:
@@ -138,14 +140,14 @@ def _stopped(p: ProcessSample) -> bool:
 
 
 def _main_wait_shares(procs: list[ProcessSample]) -> dict[str, float]:
-    waits = Counter(main_thread_wait("S", p.wait_channel, p.poll_wait) for p in procs if p.wait_channel)
+    waits = Counter(main_thread_wait("S", p.wait_channel, p.poll_wait, p.write_target) for p in procs if p.wait_channel)
     n = len(procs)
     return {w: c / n for w, c in waits.items()}
 
 
 def _polls_timed(ev: StackEvidence | None, timer_share: float | None) -> StackEvidence | None:
     """The main thread's stacks, where its polls mostly waited on nothing another process could send: their
-    "waiting for input" frames are an event loop asleep on a timer (``sources.poll_wait``)."""
+    "waiting for input" frames are an event loop asleep on a timer (``sources.blocked_call``)."""
     if ev is None or ev.pid not in ev.tids or timer_share is None or timer_share < TIMER_POLLS:
         return ev
     return ev.relabel("input", "sleep")
@@ -221,4 +223,4 @@ def process_window(samples: list[tuple[float, ProcessSample]], gpu_util_max: flo
         upstream=_mode(upstream),
         cpu_limit=med["cpu_limit_cores"], cpu_limit_by=_mode(limited_by),
         throttled=med["cpu_throttled_percent"], limit_peers=_limit_peers(procs),
-        file_lock_holder=_mode(holders))
+        file_lock_holder=_mode(holders), write_target=_mode(Counter(p.write_target for p in procs if p.write_target)))

@@ -44,6 +44,8 @@ WAIT_WORDS = ("folio", "page", "io_schedule", "blk", "nfs", "fuse", "ext4", "xfs
 #: own code a few times at start, while a mapped file read on touch takes a fault per page (or readahead window)
 #: it reaches, every second.
 MAJOR_FAULTS_S = 10.0
+#: Device paths of terminals: a thread blocked writing to one waits for the terminal to take its output.
+TERMINALS = ("/dev/pts/", "/dev/tty", "/dev/console")
 #: Wait classes (``model.thread_wait``) that no I/O explains: a thread waiting for a child to exit, stopped, on
 #: a file lock or in the GPU driver waits on that, whatever a few samples in D state or the host's iowait say.
 NOT_IO_WAITS = ("child", "stopped", "file_lock", "gpu")
@@ -88,6 +90,11 @@ def _paging_line(p: ProcessWindow, io: float, faults: str) -> str:
     return f"its feeding thread waits on storage (D state) {io:.0f}% of its time{shown}: {faults}"
 
 
+def writes_to_terminal(p: ProcessWindow) -> bool:
+    """Its main thread's blocked writes go to a terminal (print or logging to a console that does not keep up)."""
+    return p.write_target is not None and p.write_target.startswith(TERMINALS)
+
+
 def peer_writes(p: ProcessWindow) -> str | None:
     """The feeding thread blocked on the sending side of a socket or a pipe in most of its stack samples (a
     file write would put it in D state, not asleep on a socket or pipe): the other end does not take the data
@@ -96,11 +103,13 @@ def peer_writes(p: ProcessWindow) -> str | None:
     if ev is not None and ev.sends < STACK_MAJORITY:
         return None
     split = time_split(p)
-    peer = next((f.label for f in p.feeders if f.relation == "peer"), None) or "not found among this host's processes"
+    peer = next((f.label for f in p.feeders if f.relation == "peer"), None) or (
+        f"a terminal, {p.write_target}" if writes_to_terminal(p) else "not found among this host's processes")
     if ev is None:  # without stacks, the kernel's wait channel tells a blocked sender (a pipe's, a unix socket's)
         if split.get("output", 0.0) < 100 * STACK_MAJORITY:
             return None
-        return (f"its feeding thread is blocked sending into a full pipe or socket {split['output']:.0f}% of its "
+        into = "a terminal" if writes_to_terminal(p) else "a full pipe or socket"
+        return (f"its feeding thread is blocked sending into {into} {split['output']:.0f}% of its "
                 f"time: the other end ({peer}) does not take the data as fast as it is sent")
     if ev.share("network") < STACK_MAJORITY and split.get("input", 0.0) + split.get("output", 0.0) \
             <= split.get("io", 0.0):
@@ -133,7 +142,8 @@ def _what_holds(p: ProcessWindow, paging: bool = False, peer: bool = False) -> s
     premises hold; else its stacks' waiting mechanism; else storage when its reads come from storage or its
     threads sit in D state; else what moves bytes without storage."""
     if peer:
-        return "a peer that does not take what it sends"
+        return "a terminal that does not keep up with its output" if writes_to_terminal(p) else \
+            "a peer that does not take what it sends"
     if paging:
         return "storage (page faults on a memory-mapped file)"
     mech = p.stacks.mechanism if p.stacks is not None else None
@@ -193,7 +203,8 @@ def off_cpu_wait(g: GpuWindow) -> Finding | None:
         asleep = None if p.sleeping_share is None else \
             f"{p.label}: no thread running in {100 * p.sleeping_share:.0f}% of samples, CPU {p.cpu or 0:.0f}%"
         where = f"main thread waits in {p.wait_channel}" if p.wait_channel else None
-        fix = _PEER_FIX if peer is not None else _PAGING_FIX if faults is not None else _FIX
+        fix = (_TERMINAL_FIX if writes_to_terminal(p) else _PEER_FIX) if peer is not None else \
+            _PAGING_FIX if faults is not None else _FIX
         found = finding(
             "off_cpu_wait", f"Waiting off the CPU: {_what_holds(p, faults is not None, peer is not None)} holds the "
             "GPU back", "warning", OFF_CPU(100.0 - busy), g, gpu_evidence(g, asleep, *signs, where), fix, pid=p.pid)
@@ -223,3 +234,7 @@ _PEER_FIX = ("The thread blocks until the process at the other end of its socket
              "take the write out of the GPU loop (a background thread with a bounded queue that drops or batches "
              "when full, logging.handlers.QueueHandler for logs), send less or in batches, or make the peer read "
              "faster; never block the GPU loop on a peer.")
+_TERMINAL_FIX = ("The thread blocks until the terminal it writes to has drawn its output (print or logging to a "
+                 "console, over ssh, in tmux or a notebook): log to a file or through logging.handlers.QueueHandler, "
+                 "print less often (a progress line, not a line per step), or run it with its output redirected; "
+                 "never block the GPU loop on a terminal.")

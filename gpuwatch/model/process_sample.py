@@ -100,6 +100,9 @@ class ProcessSample:
     file_lock_holder_name: str | None = None
     #: While its main thread sleeps in a poll call: ``POLL_INPUT`` or ``POLL_TIMER``. None: not in one, or not read.
     poll_wait: str | None = None
+    #: While its main thread is blocked in a write that its wait channel cannot tell from a read (``wait_woken``):
+    #: what it writes to (``/dev/pts/3``, ``pipe:[123]``, ``socket:[456]``). None: not in one, or not read.
+    write_target: str | None = None
 
     @property
     def command(self) -> str:

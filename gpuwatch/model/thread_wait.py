@@ -85,9 +85,13 @@ def classify_wait(state: str, wchan: str | None) -> Wait:
     return "other"
 
 
-def main_thread_wait(state: str, wchan: str | None, poll_wait: str | None) -> Wait:
-    """:func:`classify_wait` for a process's main thread, where what its poll waits for was read
-    (``ProcessSample.poll_wait``): a poll that only time can end (an event loop's ``asyncio.sleep``) is a
-    timed sleep, not a wait for input."""
+def main_thread_wait(state: str, wchan: str | None, poll_wait: str | None = None,
+                     write_target: str | None = None) -> Wait:
+    """:func:`classify_wait` for a process's main thread, where its blocked call was read: a poll that only
+    time can end (``ProcessSample.poll_wait``: an event loop's ``asyncio.sleep``) is a timed sleep, and a write
+    blocked where a read would sleep too (``ProcessSample.write_target``: a terminal or a socket that does not
+    keep up) is blocked sending, not waiting for input."""
     wait = classify_wait(state, wchan)
-    return "sleep" if wait == "input" and poll_wait == POLL_TIMER else wait
+    if wait != "input":
+        return wait
+    return "output" if write_target is not None else "sleep" if poll_wait == POLL_TIMER else wait

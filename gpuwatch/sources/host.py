@@ -22,13 +22,13 @@ import psutil
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.model.thread_wait import classify_wait, main_thread_wait
 from gpuwatch.sources.base import Reading, Source
+from gpuwatch.sources.blocked_call import AMBIGUOUS_CHANNELS, is_poll_channel, read_poll_wait, read_write_target
 from gpuwatch.sources.cpu_limits import CpuLimits
 from gpuwatch.sources.file_locks import read_lock_holder
 from gpuwatch.sources.host_feeders import FeederTracker
 from gpuwatch.sources.host_threads import ThreadTracker
 from gpuwatch.sources.machine import CpuJiffies, read_cpu_stat, read_meminfo
 from gpuwatch.sources.netfds import read_comm
-from gpuwatch.sources.poll_wait import is_poll_channel, read_poll_wait
 from gpuwatch.sources.procfs import (
     ProcessStat,
     container_id_from_cgroup,
@@ -222,11 +222,14 @@ class HostSource(Source):
             if now - t.poll_at >= POLL_REREAD_S:
                 t.poll_wait, t.poll_at = read_poll_wait(pid), now
             out["poll_wait"] = t.poll_wait
+        elif channel is not None and any(c in channel for c in AMBIGUOUS_CHANNELS):  # a reader's, or a writer's
+            out["write_target"] = read_write_target(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct, state))
         waits = out.get("thread_waits")
         if waits and out.get("top_thread_id") == pid:  # the main thread's state and wait, fresh from this tick (a
             # quiet process's threads are read every few seconds: their wait can be from before it began to wait)
-            out["thread_waits"] = (main_thread_wait(state, channel, out.get("poll_wait")), *waits[1:])
+            out["thread_waits"] = (main_thread_wait(state, channel, out.get("poll_wait"), out.get("write_target")),
+                                   *waits[1:])
         out.update(self._limits.read(pid, now))
         out.update(_lock_holder(pid, out))
         t.last_time, t.last_cpu, t.last_io, t.last_stat = now, cpu_total, io, stat

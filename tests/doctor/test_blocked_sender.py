@@ -1,10 +1,12 @@
-"""A process blocked writing into a pipe nobody drains (its log or results to a reader that stalled), for real:
-the kernel's wait channel says it sends, so the doctor says a peer does not take what it sends, not that it
-waits for input and not that a server has no work."""
+"""A process blocked writing into a pipe nobody drains (its log or results to a reader that stalled), or into a
+terminal that does not keep up, for real: the kernel says it sends (a pipe's wait channel; for a terminal, whose
+writer sleeps where a reader would, the blocked call), so the doctor says what does not take what it sends,
+not that it waits for input and not that a server has no work."""
 
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
 import time
@@ -47,3 +49,38 @@ def test_a_writer_blocked_on_a_full_pipe_is_waiting_on_a_peer_not_on_input(
     assert "a peer that does not take what it sends" in f.title
     assert any("blocked sending into a full pipe or socket" in e for e in f.evidence), f.evidence
     assert "demand_bound" not in {g.code for g in diagnose(snaps)}
+
+
+#: A loop that prints a line per step to its terminal.
+PRINTER = "while True:\n    print('step done, loss 0.125 ' * 10, flush=True)\n"
+
+
+@pytest.fixture
+def blocked_printer() -> Iterator[subprocess.Popen[bytes]]:
+    """Its terminal (a pty) is never read: the pty's buffer fills and the printer blocks in write()."""
+    master, slave = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-c", PRINTER], stdout=slave, stderr=slave)
+    os.close(slave)
+    deadline = time.monotonic() + 10
+    while "wait_woken" not in Path(f"/proc/{child.pid}/wchan").read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield child
+    child.kill()
+    child.wait()
+    os.close(master)
+
+
+def test_a_printer_blocked_on_its_terminal_waits_on_the_terminal_not_on_input(
+        blocked_printer: subprocess.Popen[bytes]) -> None:
+    snaps = on_idle_gpu(blocked_printer.pid, polls=5, every_s=0.3)
+    if all(p.write_target is None for s in snaps for p in s.processes):
+        pytest.skip("/proc/PID/task/TID/syscall is not readable here")
+    p = summarise(snaps)[0].processes[0]
+    assert p.write_target is not None and p.write_target.startswith("/dev/pts/"), p.write_target
+    assert "waiting for input" not in attribution_line(p), attribution_line(p)
+    findings = diagnose(snaps)
+    f = top_problem(findings)
+    assert f is not None and f.code == "off_cpu_wait" and f.mechanism == "peer_send", f
+    assert "a terminal that does not keep up with its output" in f.title
+    assert any(f"a terminal, {p.write_target}" in e for e in f.evidence), f.evidence
+    assert "QueueHandler" in f.fix and "demand_bound" not in {g.code for g in findings}

@@ -1,4 +1,12 @@
-"""What a thread asleep in poll, select or epoll waits for: input that another process can send, or only time.
+"""What a thread's blocked system call waits for, where its wait channel alone cannot say (``/proc/PID/task/TID/
+syscall`` gives the call and its arguments).
+
+**Writes.** A thread blocked writing to a terminal that does not keep up, or to a socket whose buffer is full,
+sleeps in ``wait_woken``, as a reader does. The call (``write``, ``writev``, ``sendto``, ``sendmsg``) tells the
+writer, and its first argument the descriptor it writes to: ``/dev/pts/3`` (a terminal), a pipe, a socket.
+
+**Polls.** What a thread asleep in poll, select or epoll waits for: input that another process can send, or
+only time.
 
 The kernel's wait channel says a thread waits in a poll (``ep_poll``, ``do_select``...), which is how a server
 awaits requests, and also how an event loop sleeps: ``asyncio.sleep`` and ``select.select([], [], [], t)``
@@ -28,6 +36,13 @@ _CALLS: dict[str, dict[int, tuple[str, int]]] = {
                281: ("epoll", 0), 441: ("epoll", 0)},
     "aarch64": {72: ("select", 0), 73: ("poll", 1), 22: ("epoll", 0), 441: ("epoll", 0)},
 }
+#: System call numbers of the writes, per architecture (the descriptor is the first argument of each).
+_WRITES: dict[str, frozenset[int]] = {
+    "x86_64": frozenset({1, 18, 20, 44, 46, 296, 307}),  # write pwrite64 writev sendto sendmsg pwritev sendmmsg
+    "aarch64": frozenset({64, 66, 68, 70, 206, 211, 269}),  # write writev pwrite64 pwritev sendto sendmsg sendmmsg
+}
+#: The wait channels of a blocked write that a blocked read shares (a pipe's writer has ``pipe_write``).
+AMBIGUOUS_CHANNELS = ("wait_woken",)
 #: Descriptors that only the process itself makes ready.
 OWN_WAKEUPS = ("anon_inode:[eventfd]", "anon_inode:[timerfd]", "anon_inode:[signalfd]", "anon_inode:[pidfd]")
 
@@ -36,23 +51,38 @@ def is_poll_channel(channel: str | None) -> bool:
     return channel is not None and any(c in channel for c in POLL_CHANNELS)
 
 
+def _blocked_call(pid: int, tid: int | None) -> tuple[int, list[int]] | None:
+    """The number and first six arguments of the call thread ``tid`` of ``pid`` is blocked in; None when it runs
+    or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/task/{tid or pid}/syscall", "rb") as f:
+            parts = f.read().split()
+        return (int(parts[0]), [int(a, 16) for a in parts[1:7]]) if len(parts) >= 7 else None
+    except (OSError, ValueError):
+        return None  # "running", gone, or not ours to read
+
+
+def read_write_target(pid: int, tid: int | None = None) -> str | None:
+    """What thread ``tid`` (the main one by default) of ``pid`` is blocked writing to (``/dev/pts/3``,
+    ``pipe:[123]``, ``socket:[456]``), or None when it is not blocked in a write."""
+    call = _blocked_call(pid, tid)
+    if call is None or call[0] not in _WRITES.get(platform.machine(), frozenset()):
+        return None
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{call[1][0]}")
+    except OSError:
+        return "an unknown descriptor"
+
+
 def read_poll_wait(pid: int, tid: int | None = None) -> str | None:
     """:data:`POLL_TIMER` when thread ``tid`` (the main one by default) of ``pid`` is blocked in a poll call
     that only time can end, :data:`POLL_INPUT` when input from another process could, None when it is not in
     one or its call cannot be read."""
-    try:
-        with open(f"/proc/{pid}/task/{tid or pid}/syscall", "rb") as f:
-            parts = f.read().split()
-    except OSError:
+    blocked = _blocked_call(pid, tid)
+    call = None if blocked is None else _CALLS.get(platform.machine(), {}).get(blocked[0])
+    if blocked is None or call is None:
         return None
-    calls = _CALLS.get(platform.machine(), {})
-    try:
-        call = calls.get(int(parts[0])) if len(parts) >= 7 else None
-        args = [int(a, 16) for a in parts[1:7]]
-    except ValueError:
-        return None  # "running", or a field the kernel did not give
-    if call is None:
-        return None
+    args = blocked[1]
     kind, at = call
     if kind != "epoll":
         return POLL_TIMER if args[at] == 0 else POLL_INPUT

@@ -1,9 +1,11 @@
-"""What a process asleep in poll, select or epoll waits for, read from /proc for real: an event loop asleep on a
-timer (asyncio.sleep, a select of nothing) can be woken by no other process; a listening socket or a server's
-event loop can."""
+"""What a blocked call waits for, read from /proc for real. A process asleep in poll, select or epoll: an event
+loop asleep on a timer (asyncio.sleep, a select of nothing) can be woken by no other process; a listening
+socket or a server's event loop can. A write that sleeps where a read would: what it writes to."""
 
 from __future__ import annotations
 
+import os
+import pty
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpuwatch.model.process_sample import POLL_INPUT, POLL_TIMER
-from gpuwatch.sources.poll_wait import is_poll_channel, read_poll_wait
+from gpuwatch.sources.blocked_call import is_poll_channel, read_poll_wait, read_write_target
 from gpuwatch.sources.procfs import read_wait_channel
 
 ASYNC_SLEEP = "import asyncio\nasync def main():\n    while True: await asyncio.sleep(0.05)\nasyncio.run(main())\n"
@@ -74,3 +76,24 @@ def test_a_process_that_is_gone_gives_nothing() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     assert read_poll_wait(proc.pid) is None
+
+
+def test_a_write_blocked_on_a_terminal_names_the_terminal_and_a_blocked_read_names_nothing() -> None:
+    master, slave = pty.openpty()
+    writer = subprocess.Popen([sys.executable, "-c", "while True: print('x' * 100, flush=True)"], stdout=slave)
+    reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=slave)
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 10
+        while read_wait_channel(writer.pid) != "wait_woken" and time.monotonic() < deadline:
+            time.sleep(0.02)  # the pty's buffer fills: the writer blocks
+        target = read_write_target(writer.pid)
+        if target is None and not os.access(f"/proc/{writer.pid}/syscall", os.R_OK):
+            pytest.skip("/proc/PID/syscall is not readable here")
+        assert target is not None and target.startswith("/dev/pts/"), target
+        assert read_write_target(reader.pid) is None  # blocked reading the same terminal
+    finally:
+        for proc in (writer, reader):
+            proc.kill()
+            proc.wait()
+        os.close(master)
