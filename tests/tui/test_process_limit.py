@@ -38,3 +38,11 @@ def test_the_kernels_share_of_its_cpu_and_its_page_faults_have_rows_of_their_own
     assert "of it in the kernel (system time) 92%" in lines, lines
     assert any(line.startswith("page faults per second") and line.endswith("591,494 / 0") for line in lines), lines
     assert "\nother" not in text
+
+
+def test_what_a_blocked_call_waits_for_is_said_beside_its_wait_channel() -> None:
+    writing = _text(ProcessSample(pid=9, gpu_index=0, wait_channel="wait_woken", write_target="/dev/pts/3"))
+    timer = _text(ProcessSample(pid=9, gpu_index=0, wait_channel="do_epoll_wait", poll_wait="timer"))
+    assert "wait_woken, writing to /dev/pts/3" in writing
+    assert "do_epoll_wait, only a timer can end it" in timer
+    assert "\nother" not in writing and "\nother" not in timer

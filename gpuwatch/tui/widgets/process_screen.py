@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gpuwatch.model.process_sample import ProcessSample
+from gpuwatch.model.process_sample import POLL_TIMER, ProcessSample
 from gpuwatch.tui.format import DASH, clock, memory, pct, rate
 
 
@@ -48,6 +48,17 @@ def _threads(p: ProcessSample) -> str:
     waits = list(p.thread_waits) + [""] * len(p.thread_cpu_percents)
     return ", ".join(f"{cpu:.0f}%" + (f" ({wait})" if wait else "")
                      for cpu, wait in zip(p.thread_cpu_percents, waits, strict=False))
+
+
+def _sleeps_in(p: ProcessSample) -> str:
+    """``wait_woken, writing to /dev/pts/3``; ``ep_poll, only a timer can end it``: the wait channel, and what
+    the blocked call says where the channel alone cannot."""
+    text = _value("wait_channel", p.wait_channel)
+    if p.write_target:
+        return f"{text}, writing to {p.write_target}"
+    if p.poll_wait == POLL_TIMER:
+        return f"{text}, only a timer can end it"
+    return text
 
 
 def _limit(p: ProcessSample) -> str:
@@ -80,7 +91,7 @@ GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
         ("threads", ("num_threads", "threads_running", "threads_in_io_wait"),
          lambda p: f"{_value('n', p.num_threads)}: {_value('n', p.threads_running)} running, "
                    f"{_value('n', p.threads_in_io_wait)} in I/O wait (D)"),
-        ("sleeps in", ("wait_channel",), lambda p: _value("wait_channel", p.wait_channel)),
+        ("sleeps in", ("wait_channel", "poll_wait", "write_target"), _sleeps_in),
         ("pod", ("namespace", "pod", "container", "container_id"),
          lambda p: f"{p.namespace}/{p.pod} container {p.container or DASH}" if p.pod
          else _value("container_id", p.container_id)),
