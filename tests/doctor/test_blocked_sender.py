@@ -24,18 +24,24 @@ from .live import on_idle_gpu
 WRITER = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n    sys.stdout.flush()\n"
 
 
-@pytest.fixture
-def blocked_writer() -> Iterator[subprocess.Popen[bytes]]:
-    read_end, write_end = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", WRITER], stdout=write_end)
-    os.close(write_end)
+def blocked(code: str, out: int, kept: int, channel: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``code`` writing to ``out``, whose other end ``kept`` stays open and unread, once it sleeps in ``channel``
+    (the buffer is full and the writer blocks)."""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=out)
+    os.close(out)
     deadline = time.monotonic() + 10
-    while "pipe_write" not in Path(f"/proc/{child.pid}/wchan").read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)  # the read end stays open and unread: the pipe fills and the writer blocks
+    while channel not in Path(f"/proc/{child.pid}/wchan").read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
     yield child
     child.kill()
     child.wait()
-    os.close(read_end)
+    os.close(kept)
+
+
+@pytest.fixture
+def blocked_writer() -> Iterator[subprocess.Popen[bytes]]:
+    read_end, write_end = os.pipe()
+    yield from blocked(WRITER, write_end, read_end, "pipe_write")
 
 
 def test_a_writer_blocked_on_a_full_pipe_is_waiting_on_a_peer_not_on_input(
@@ -59,15 +65,7 @@ PRINTER = "while True:\n    print('step done, loss 0.125 ' * 10, flush=True)\n"
 def blocked_printer() -> Iterator[subprocess.Popen[bytes]]:
     """Its terminal (a pty) is never read: the pty's buffer fills and the printer blocks in write()."""
     master, slave = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-c", PRINTER], stdout=slave, stderr=slave)
-    os.close(slave)
-    deadline = time.monotonic() + 10
-    while "wait_woken" not in Path(f"/proc/{child.pid}/wchan").read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield child
-    child.kill()
-    child.wait()
-    os.close(master)
+    yield from blocked(PRINTER, slave, master, "wait_woken")
 
 
 def test_a_printer_blocked_on_its_terminal_waits_on_the_terminal_not_on_input(
