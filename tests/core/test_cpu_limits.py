@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import python_child
 
 from gpuwatch.model.process_sample import CPU_AFFINITY, CPU_QUOTA
 from gpuwatch.sources.cpu_limits import CpuLimits, cgroup_dirs, quota_cores, throttle_counts
@@ -23,11 +24,8 @@ SPIN = "import time\nprint('ready', flush=True)\nwhile True: pass\n"
 
 @pytest.fixture
 def spinner() -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait()
+    with python_child(SPIN) as proc:
+        yield proc
 
 
 # -- where the cgroup files are ----------------------------------------------------------------------------

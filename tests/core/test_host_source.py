@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from processes import python_child
 
 from gpuwatch.sources.host import HostSource
 from gpuwatch.sources.procfs import container_id_from_cgroup, read_children
@@ -28,11 +29,8 @@ time.sleep(60)
 
 @pytest.fixture
 def busy_child() -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", BUSY_THREAD], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait()
+    with python_child(BUSY_THREAD) as proc:
+        yield proc
 
 
 @pytest.mark.serial  # spinning threads measured against a whole core: alone, after the parallel part

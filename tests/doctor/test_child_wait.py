@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import python_child
 
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.attribution import attribution_line
@@ -25,16 +25,13 @@ PARENT = ("import subprocess, sys\nprint('ready', flush=True)\n"
 
 @pytest.fixture
 def parent_of(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", PARENT, request.param], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-    deadline = time.monotonic() + 10
-    while not children.read_text().split() and time.monotonic() < deadline:  # it has begun to wait for its child
-        time.sleep(0.02)
-    yield proc
-    subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
-    proc.kill()
-    proc.wait()
+    with python_child(PARENT, request.param) as proc:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 10
+        while not children.read_text().split() and time.monotonic() < deadline:  # it has begun to wait for its child
+            time.sleep(0.02)
+        yield proc
+        subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
 
 
 @pytest.mark.serial  # the child's CPU is measured against the busy-feeder bound: alone, after the parallel part

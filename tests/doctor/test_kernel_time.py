@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from processes import python_child
 
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.window import summarise
@@ -30,11 +30,8 @@ PYTHON = "print('ready', flush=True)\nwhile True:\n    sum(i * i for i in range(
 
 @pytest.fixture
 def running(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", request.param], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait()
+    with python_child(request.param) as proc:
+        yield proc
 
 
 @pytest.mark.serial  # a busy process measured against a share of a core: alone, after the parallel part

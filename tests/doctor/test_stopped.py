@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from processes import python_child
 
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.attribution import time_split
@@ -24,13 +24,10 @@ WORK = "import time\nprint('ready', flush=True)\nwhile True:\n    sum(i * i for 
 
 @pytest.fixture
 def stopped_child() -> Iterator[subprocess.Popen[str]]:
-    child = subprocess.Popen([sys.executable, "-c", WORK], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-    os.kill(child.pid, signal.SIGSTOP)
-    yield child
-    os.kill(child.pid, signal.SIGCONT)
-    child.kill()
-    child.wait()
+    with python_child(WORK) as child:
+        os.kill(child.pid, signal.SIGSTOP)
+        yield child
+        os.kill(child.pid, signal.SIGCONT)
 
 
 def test_a_stopped_process_is_said_to_be_stopped_with_the_way_to_find_who_stops_it(

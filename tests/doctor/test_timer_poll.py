@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from processes import python_child
 
 from gpuwatch.doctor import diagnose, top_problem
 from gpuwatch.doctor.attribution import time_split
@@ -27,11 +27,8 @@ BATCHER = ("import asyncio\nprint('ready', flush=True)\nasync def batch_loop():\
 
 @pytest.fixture
 def batcher() -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", BATCHER], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait()
+    with python_child(BATCHER) as proc:
+        yield proc
 
 
 def test_an_event_loop_asleep_on_a_timer_is_in_a_timed_sleep_not_waiting_for_input(

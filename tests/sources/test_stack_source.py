@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import python_child
 
 from gpuwatch.model.process_sample import ProcessSample
 from gpuwatch.model.snapshot import GpuSample, HostSample, Snapshot
@@ -38,11 +39,8 @@ while True:
 
 @pytest.fixture
 def tokeniser() -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", TOKENISER], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait()
+    with python_child(TOKENISER) as proc:
+        yield proc
 
 
 IDLE_GPU = (GpuSample(0, "GPU-0", gpu_util=12.0),)
