@@ -45,12 +45,9 @@ def kernel_mechanism(p: ProcessWindow) -> str | None:
     return "fresh_memory" if (p.minor_faults_s or 0.0) >= FRESH_FAULTS_S else "syscalls"
 
 
-def kernel_line(p: ProcessWindow) -> str | None:
+def kernel_line(p: ProcessWindow, mech: str) -> str:
     """"pid 4123 (python3): 92% of its CPU time in the kernel (system time), 29,000 minor page faults/s (pages
-    mapped and zeroed on first touch)"; None when the kernel's work is not what keeps it busy."""
-    mech = kernel_mechanism(p)
-    if mech is None:
-        return None
+    mapped and zeroed on first touch)", for the kernel's work ``mech`` (:func:`kernel_mechanism`)."""
     line = f"{p.label}: {100 * (p.system_cpu or 0.0) / (p.cpu or 1.0):.0f}% of its CPU time in the kernel (system time)"
     if mech == "fresh_memory":
         line += f", {p.minor_faults_s or 0.0:,.0f} minor page faults/s (pages mapped and zeroed on first touch)"

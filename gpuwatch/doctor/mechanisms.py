@@ -255,14 +255,19 @@ def pins_host_memory(stack: ThreadStack) -> bool:
     return any(HOST_PINNING.search(f.function) for f in stack.frames if not user_frame(f))
 
 
+def _library_call(stack: ThreadStack, pattern: re.Pattern[str]) -> bool:
+    """A frame of a library (not the user's own code) whose ``file:function`` matches ``pattern``."""
+    return any(pattern.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
+
+
 def hands_off(stack: ThreadStack) -> bool:
     """The stack waits to put a result on a full queue: what takes them is slower than what makes them."""
-    return any(HANDS_OFF.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
+    return _library_call(stack, HANDS_OFF)
 
 
 def calls_service(stack: ThreadStack) -> bool:
     """The stack awaits the reply of a service it called (an HTTP or gRPC client)."""
-    return any(SERVICE_CALL.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
+    return _library_call(stack, SERVICE_CALL)
 
 
 def sends_to_peer(stack: ThreadStack) -> bool:
@@ -281,7 +286,7 @@ def sends_to_peer(stack: ThreadStack) -> bool:
 
 def awaits_result(stack: ThreadStack) -> bool:
     """The stack waits for a result another thread or process hands over (a queue, a future, an event)."""
-    return any(AWAITS_RESULT.search(f"{f.file}:{f.function}") for f in stack.frames if f.file and not user_frame(f))
+    return _library_call(stack, AWAITS_RESULT)
 
 
 @lru_cache(maxsize=4096)  # a live window re-reads the same few dozen stacks at every call

@@ -202,7 +202,7 @@ def input_cpu_bound(g: GpuWindow) -> Finding | None:
     found = finding(
         "input_cpu_bound", f"Input pipeline CPU-bound: the thread that feeds the GPU is {doing}",
         "critical" if busy < CRITICAL_BUSY else "warning", INPUT((100.0 - busy) * min(1.0, top / 100.0)),
-        g, gpu_evidence(g, thread_line(p), attribution_line(p), kernel_line(p) if kernel else None,
+        g, gpu_evidence(g, thread_line(p), attribution_line(p), kernel_line(p, kernel) if kernel else None,
                         f"the GPU idles {100 - busy:.0f}% of the time"),
         (said[0].upper() + said[1:] + ". " if said else "") + offload +
         f"See where it spends its time: py-spy dump --pid {p.pid} (or gpuwatch doctor --stacks).", pid=p.pid)

@@ -11,7 +11,7 @@ import dataclasses
 from gpuwatch.doctor.attribution import attribution_line, host_line, threads_line, time_split
 from gpuwatch.doctor.evidence import finding, gpu_evidence
 from gpuwatch.doctor.kernel_time import COMPUTING_FRAMES, kernel_line, kernel_mechanism
-from gpuwatch.doctor.mechanisms import advice, is_waiting, words
+from gpuwatch.doctor.mechanisms import advice, words
 from gpuwatch.doctor.process_window import TIMER_POLLS, ProcessWindow
 from gpuwatch.doctor.rules_evidence import UNDER_USED, feeding_process, hands_off_results
 from gpuwatch.doctor.scores import IDLE_BREAKDOWN
@@ -50,8 +50,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
         said = advice(kernel or ev.mechanism)
         fix = _HANDOFF_FIX if handing else (said[0].upper() + said[1:] + "." if said else
                                             "Open the top code location: that is where the idle time is spent.")
-        at_work = 0.0 if ev.holders is None else sum(s for m, s in ev.holders.shares if not is_waiting(m))
-        if ev.holders is not None and not (handing and at_work < CONSUMER_WORKS):
+        if ev.holders is not None and not (handing and ev.holders.working < CONSUMER_WORKS):
             # (a process queue's own writer thread waits too: only threads that work are its consumers)
             lines = (*lines, ev.holders.line("the threads that take its results" if handing else
                                              "the threads it waits for"))
@@ -75,7 +74,7 @@ def idle_breakdown(g: GpuWindow) -> Finding | None:
             fix = said[0].upper() + said[1:] + ". " + fix
     found = finding("idle_breakdown", title, "warning", IDLE_BREAKDOWN(idle), g,
                     gpu_evidence(g, f"the GPU idles {idle:.0f}% of the time while {p.label} holds it", *lines,
-                                 kernel_line(p) if kernel else None), fix, pid=p.pid)
+                                 kernel_line(p, kernel) if kernel else None), fix, pid=p.pid)
     # the frames keep the code location; the kernel says what the time there goes to
     return dataclasses.replace(found, mechanism=kernel) if kernel else found
 

@@ -51,12 +51,17 @@ TERMINALS = ("/dev/pts/", "/dev/tty", "/dev/console")
 NOT_IO_WAITS = ("child", "stopped", "file_lock", "gpu")
 
 
+def _off_core(split: dict[str, float]) -> float:
+    """Percent of the feeding thread's time neither on a core nor waiting for one (``time_split``)."""
+    return 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+
+
 def storage_share(p: ProcessWindow) -> float | None:
     """Percent of the feeding thread's time in storage waits (D state), when that is most of its time off a core
     and a real share of all of it (as ``IO_WAIT_SHARE``); else None. Whatever its frames say, such a thread
     waits on storage."""
     split = time_split(p)
-    off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+    off_core = _off_core(split)
     io = split.get("io", 0.0)
     return io if io >= max(100 * IO_WAIT_SHARE, STORAGE_OF_WAITS * off_core) else None
 
@@ -65,7 +70,7 @@ def waits_on_other_than_io(p: ProcessWindow) -> str | None:
     """The wait class that holds most of the feeding thread's time off a core when it is one no I/O explains
     (:data:`NOT_IO_WAITS`), else None: such a thread's finding is that wait's, not storage's."""
     split = time_split(p)
-    off_core = 100.0 - split.get("cpu", 0.0) - split.get("runnable", 0.0)
+    off_core = _off_core(split)
     held = max(NOT_IO_WAITS, key=lambda w: split.get(w, 0.0))
     return held if off_core > 0 and split.get(held, 0.0) >= STACK_MAJORITY * off_core else None
 

@@ -81,10 +81,15 @@ class StackEvidence:
     def top_locations(self, n: int = 3) -> tuple[tuple[str, float], ...]:
         return tuple((loc, round(s, 3)) for loc, s, _ in self.locations[:n])
 
+    @property
+    def working(self) -> float:
+        """The share of the samples in which these threads work rather than wait."""
+        return sum(s for m, s in self.shares if not is_waiting(m))
+
     def working_share(self, *mechanisms: str | None) -> float:
         """The share of ``mechanisms`` among the samples in which these threads work rather than wait (0 when
         they only wait)."""
-        working = sum(s for m, s in self.shares if not is_waiting(m))
+        working = self.working
         return self.share(*mechanisms) / working if working > 0 else 0.0
 
     def working_locations(self, n: int = 3) -> tuple[tuple[str, float], ...]:

@@ -25,7 +25,7 @@ import platform
 from collections import Counter
 
 from gpuwatch.model.process_sample import POLL_INPUT, POLL_TIMER
-from gpuwatch.sources.netfds import unix_peers
+from gpuwatch.sources.netfds import fd_names, unix_peers
 
 #: Wait channels of a thread blocked in one of the poll calls.
 POLL_CHANNELS = ("ep_poll", "do_epoll_wait", "do_select", "core_sys_select", "do_sys_poll", "poll_schedule")
@@ -49,6 +49,11 @@ OWN_WAKEUPS = ("anon_inode:[eventfd]", "anon_inode:[timerfd]", "anon_inode:[sign
 
 def is_poll_channel(channel: str | None) -> bool:
     return channel is not None and any(c in channel for c in POLL_CHANNELS)
+
+
+def is_ambiguous_channel(channel: str | None) -> bool:
+    """A wait channel a blocked write and a blocked read share: only the call tells which."""
+    return channel is not None and any(c in channel for c in AMBIGUOUS_CHANNELS)
 
 
 def _blocked_call(pid: int, tid: int | None) -> tuple[int, list[int]] | None:
@@ -93,12 +98,15 @@ def _only_own_wakeups(pid: int, epfd: int) -> bool:
     """The epoll set ``epfd`` of ``pid`` watches nothing another process can make ready."""
     try:
         with open(f"/proc/{pid}/fdinfo/{epfd}", "rb") as f:
-            watched = [int(line.split()[1]) for line in f if line.startswith(b"tfd:")]
-        targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in watched]
-    except (OSError, ValueError, IndexError):
+            watched = [line.split()[1].decode() for line in f if line.startswith(b"tfd:")]
+    except (OSError, IndexError):
         return False
+    links = _links(pid)  # fd -> what it points at, read once for the watched ones and their other ends
     sockets, pipes = [], []
-    for target in targets:
+    for fd in watched:
+        target = links.get(fd)
+        if target is None:
+            return False  # closed since, or beyond what is read: not known to be its own
         if target.startswith("socket:["):
             sockets.append(int(target[8:-1]))
         elif target.startswith("pipe:["):
@@ -108,23 +116,19 @@ def _only_own_wakeups(pid: int, epfd: int) -> bool:
     if not sockets and not pipes:
         return True
     # a pipe is its own when it holds both ends; a socket when the other end of the pair is its own too
-    links = Counter(_links(pid))
-    if any(links[f"pipe:[{p}]"] < 2 for p in pipes):
+    held = Counter(links.values())
+    if any(held[f"pipe:[{p}]"] < 2 for p in pipes):
         return False
     peers = unix_peers(frozenset(sockets)) if sockets else {}
-    return all(links[f"socket:[{peers.get(s)}]"] > 0 for s in sockets)
+    return all(held[f"socket:[{peers.get(s)}]"] > 0 for s in sockets)
 
 
-def _links(pid: int) -> list[str]:
-    """What each of ``pid``'s descriptors points at (``socket:[123]``, ``pipe:[456]``, a path)."""
-    out: list[str] = []
-    try:
-        names = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for name in names:
+def _links(pid: int) -> dict[str, str]:
+    """What each of ``pid``'s descriptors (at most ``netfds.MAX_FDS``) points at: ``socket:[123]``, a path."""
+    out: dict[str, str] = {}
+    for name in fd_names(pid) or ():
         try:
-            out.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+            out[name] = os.readlink(f"/proc/{pid}/fd/{name}")
         except OSError:
             continue
     return out

@@ -22,7 +22,7 @@ import psutil
 from gpuwatch.model.snapshot import HostSample
 from gpuwatch.model.thread_wait import classify_wait, main_thread_wait
 from gpuwatch.sources.base import Reading, Source
-from gpuwatch.sources.blocked_call import AMBIGUOUS_CHANNELS, is_poll_channel, read_poll_wait, read_write_target
+from gpuwatch.sources.blocked_call import is_ambiguous_channel, is_poll_channel, read_poll_wait, read_write_target
 from gpuwatch.sources.cpu_limits import CpuLimits
 from gpuwatch.sources.file_locks import read_lock_holder
 from gpuwatch.sources.host_feeders import FeederTracker
@@ -222,7 +222,7 @@ class HostSource(Source):
             if now - t.poll_at >= POLL_REREAD_S:
                 t.poll_wait, t.poll_at = read_poll_wait(pid), now
             out["poll_wait"] = t.poll_wait
-        elif channel is not None and any(c in channel for c in AMBIGUOUS_CHANNELS):  # a reader's, or a writer's
+        elif is_ambiguous_channel(channel):  # a reader's, or a writer's: the blocked call tells which
             out["write_target"] = read_write_target(pid)
         out.update(t.threads.update(now, cpu_total, cpu_pct, state))
         waits = out.get("thread_waits")
