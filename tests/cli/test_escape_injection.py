@@ -97,6 +97,19 @@ def test_names_the_doctor_reads_of_other_processes_are_made_visible_too() -> Non
     assert "580" in out.getvalue() and raw_in(out.getvalue()) == []  # ...and are shown without steering anything
 
 
+def test_the_path_a_blocked_write_goes_to_is_made_visible_too() -> None:
+    # read from /proc/PID/fd: a terminal device, but a path can be anyone's name
+    target = f"/dev/pts/{NAME}"
+    snaps = window(Load(util=5.0, sm=3.0, thread=1.0, waits=("output",), channel="wait_woken"))
+    snaps = [dataclasses.replace(s, processes=tuple(dataclasses.replace(q, write_target=target) for q in s.processes))
+             for s in snaps]
+    findings = diagnose(snaps)
+    assert any(target in e for f in findings for e in f.evidence)  # the path reaches the evidence...
+    out = io.StringIO()
+    render(findings, "recording", 10, Console(file=out, color_system=None, width=200))
+    assert "/dev/pts/" in out.getvalue() and raw_in(out.getvalue()) == []  # ...and is shown without steering
+
+
 def test_the_helper_writes_every_control_character_and_nothing_else() -> None:
     assert visible("plain name ünïcode 名前") == "plain name ünïcode 名前"
     assert visible("a\x1b[2Jb\x07\x9b\u202e\udce9\n") == "a\\x1b[2Jb\\x07\\x9b\\u202e\\udce9\\x0a"
